@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RoCEv2 invariant CRC (IBTA Annex A17.3.3), computed the way Linux
+//! rdma_rxe does (`drivers/infiniband/sw/rxe/rxe_icrc.c`).
+//!
+//! The ICRC is the standard reflected CRC-32 (polynomial 0xEDB88320, register
+//! initialised to all ones, result inverted) over:
+//!
+//! 1. eight 0xFF bytes standing in for the masked InfiniBand LRH,
+//! 2. the IP header with the variant fields set to all ones: IPv4 TOS, TTL
+//!    and header checksum; IPv6 traffic class, flow label and hop limit,
+//! 3. the UDP header with the checksum set to 0xFFFF,
+//! 4. the BTH with its reserved byte 4 (InfiniBand FECN/BECN) set to 0xFF,
+//! 5. the rest of the packet: extended headers, payload and pad.
+//!
+//! rxe starts from the constant 0xDEBB20E3, the raw CRC register after step
+//! 1, and uses the kernel's `crc32_le()`, which neither pre- nor
+//! post-inverts; `MASKED_LRH_CRC` below is that constant computed.
+//!
+//! Byte order on the wire: rxe stores `~crc` through a `__be32 *` without
+//! any byte swap (the `__force` casts only silence sparse), so the trailer
+//! holds the CRC in CPU memory order, i.e. least significant byte first on
+//! the little-endian machines rxe runs on. That is also the order of the
+//! Ethernet FCS and of RoCE NICs: the ConnectX-4 Lx capture in
+//! `tests/fixtures/` carries CRC 0x2A00FD82 as bytes `82 fd 00 2a`. This
+//! module therefore defines the ICRC value as the `u32` whose
+//! little-endian bytes are the trailer; [`super::packet::Packet::icrc`]
+//! reads the trailer the same way.
+
+use super::bth::BTH_LEN;
+use super::packet::ICRC_LEN;
+
+/// Length of an IPv4 header without options.
+pub const IPV4_HDR_LEN: usize = 20;
+/// Length of an IPv6 header.
+pub const IPV6_HDR_LEN: usize = 40;
+/// Length of a UDP header.
+pub const UDP_HDR_LEN: usize = 8;
+
+const fn make_table() -> [u32; 256] {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+}
+
+static TABLE: [u32; 256] = make_table();
+
+/// Feeds `data` into a raw CRC-32 register (no pre- or post-inversion),
+/// like Linux's `crc32_le()`.
+pub fn crc32_update(mut crc: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        // The index is masked to 0..=255, so it is always in bounds.
+        crc = TABLE[((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+/// Standard CRC-32 (as in Ethernet, zlib): `crc32(b"123456789") ==
+/// 0xCBF43926`.
+pub fn crc32(data: &[u8]) -> u32 {
+    !crc32_update(!0, data)
+}
+
+/// Why an ICRC could not be computed or did not match.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum IcrcError {
+    /// Not a 20-byte IPv4 header (no options) or a 40-byte IPv6 header.
+    BadIpHeader,
+    /// The UDP header is not 8 bytes long.
+    BadUdpHeader,
+    /// The InfiniBand part is shorter than a BTH (plus ICRC).
+    Truncated,
+    /// The trailer does not match the computed ICRC.
+    Mismatch,
+}
+
+/// Computes the ICRC of a RoCEv2 packet.
+///
+/// `ip_hdr` and `udp_hdr` are the headers as sent (their lengths must
+/// already account for the ICRC trailer); `ib` runs from the BTH to the end
+/// of the pad, without the trailer. Returns the value whose little-endian
+/// bytes form the trailer.
+pub fn icrc_compute(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
+    // Raw CRC register after the eight 0xFF bytes of the masked LRH
+    // (rxe hard-codes it as 0xdebb20e3).
+    let mut crc = crc32_update(!0, &[0xFF; 8]);
+
+    if let Ok(mut h) = <[u8; IPV4_HDR_LEN]>::try_from(ip_hdr) {
+        if h[0] != 0x45 {
+            return Err(IcrcError::BadIpHeader);
+        }
+        h[1] = 0xFF; // TOS (DSCP + ECN)
+        h[8] = 0xFF; // TTL
+        h[10] = 0xFF; // header checksum
+        h[11] = 0xFF;
+        crc = crc32_update(crc, &h);
+    } else if let Ok(mut h) = <[u8; IPV6_HDR_LEN]>::try_from(ip_hdr) {
+        if h[0] >> 4 != 6 {
+            return Err(IcrcError::BadIpHeader);
+        }
+        h[0] |= 0x0F; // traffic class, high nibble
+        h[1] = 0xFF; // traffic class low nibble, flow label
+        h[2] = 0xFF;
+        h[3] = 0xFF;
+        h[7] = 0xFF; // hop limit
+        crc = crc32_update(crc, &h);
+    } else {
+        return Err(IcrcError::BadIpHeader);
+    }
+
+    let mut udp = <[u8; UDP_HDR_LEN]>::try_from(udp_hdr).map_err(|_| IcrcError::BadUdpHeader)?;
+    udp[6] = 0xFF; // checksum
+    udp[7] = 0xFF;
+    crc = crc32_update(crc, &udp);
+
+    let (bth, rest) = ib
+        .split_first_chunk::<BTH_LEN>()
+        .ok_or(IcrcError::Truncated)?;
+    let mut bth = *bth;
+    bth[4] = 0xFF; // reserved / FECN / BECN
+    crc = crc32_update(crc, &bth);
+    crc = crc32_update(crc, rest);
+    Ok(!crc)
+}
+
+/// Checks the trailer of `pkt` (BTH to ICRC inclusive).
+pub fn icrc_verify(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &[u8]) -> Result<(), IcrcError> {
+    let (ib, trailer) = pkt
+        .split_last_chunk::<ICRC_LEN>()
+        .ok_or(IcrcError::Truncated)?;
+    if icrc_compute(ip_hdr, udp_hdr, ib)? == u32::from_le_bytes(*trailer) {
+        Ok(())
+    } else {
+        Err(IcrcError::Mismatch)
+    }
+}
+
+/// Computes the ICRC of `pkt` (BTH to ICRC inclusive) and stores it in its
+/// last four bytes.
+pub fn icrc_write(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &mut [u8]) -> Result<(), IcrcError> {
+    let (ib, trailer) = pkt
+        .split_last_chunk_mut::<ICRC_LEN>()
+        .ok_or(IcrcError::Truncated)?;
+    *trailer = icrc_compute(ip_hdr, udp_hdr, ib)?.to_le_bytes();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn rxe_seed() {
+        assert_eq!(crc32_update(!0, &[0xFF; 8]), 0xDEBB_20E3);
+    }
+
+    #[test]
+    fn rejects_bad_headers() {
+        let ip = [0x45u8; 20];
+        let udp = [0u8; 8];
+        let ib = [0u8; 12];
+        assert!(icrc_compute(&ip, &udp, &ib).is_ok());
+        assert_eq!(
+            icrc_compute(&ip[..19], &udp, &ib),
+            Err(IcrcError::BadIpHeader)
+        );
+        assert_eq!(
+            icrc_compute(&[0x46; 20], &udp, &ib),
+            Err(IcrcError::BadIpHeader)
+        );
+        assert_eq!(
+            icrc_compute(&[0x45; 40], &udp, &ib),
+            Err(IcrcError::BadIpHeader)
+        );
+        assert_eq!(
+            icrc_compute(&ip, &udp[..7], &ib),
+            Err(IcrcError::BadUdpHeader)
+        );
+        assert_eq!(
+            icrc_compute(&ip, &udp, &ib[..11]),
+            Err(IcrcError::Truncated)
+        );
+        assert_eq!(icrc_verify(&ip, &udp, &ib[..3]), Err(IcrcError::Truncated));
+    }
+
+    #[test]
+    fn masked_fields_do_not_matter() {
+        let mut ip = [0u8; 40];
+        ip[0] = 0x60;
+        let udp = [1u8; 8];
+        let mut pkt = [0u8; 20];
+        pkt[0] = 0x04;
+        assert!(icrc_write(&ip, &udp, &mut pkt).is_ok());
+        let mut ip2 = ip;
+        ip2[0] = 0x6A;
+        ip2[1] = 0x12;
+        ip2[3] = 0x34;
+        ip2[7] = 9;
+        let mut udp2 = udp;
+        udp2[6] = 0;
+        let mut pkt2 = pkt;
+        pkt2[4] = 0x40;
+        assert_eq!(icrc_verify(&ip2, &udp2, &pkt2), Ok(()));
+        pkt2[5] = 1;
+        assert_eq!(icrc_verify(&ip2, &udp2, &pkt2), Err(IcrcError::Mismatch));
+    }
+}

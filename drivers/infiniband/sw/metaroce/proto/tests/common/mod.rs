@@ -1,0 +1,66 @@
+//! Shared proptest strategies.
+
+use metaroce_proto::bth::Bth;
+use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, NakCode, Reth, Syndrome};
+use metaroce_proto::opcode::{ExtSet, Opcode};
+use metaroce_proto::packet::Headers;
+use metaroce_proto::psn::{Psn, PSN_MASK};
+use proptest::prelude::*;
+
+pub fn all_opcodes() -> Vec<Opcode> {
+    (0..=255u8).filter_map(Opcode::from_u8).collect()
+}
+
+pub fn syndrome() -> impl Strategy<Value = Syndrome> {
+    prop_oneof![
+        (0..32u8).prop_map(|credits| Syndrome::Ack { credits }),
+        (0..32u8).prop_map(|timer| Syndrome::Rnr { timer }),
+        prop::sample::select(vec![
+            NakCode::PsnSeqErr,
+            NakCode::InvalidRequest,
+            NakCode::RemoteAccess,
+            NakCode::RemoteOperational,
+            NakCode::InvalidRdRequest,
+        ])
+        .prop_map(Syndrome::Nak),
+    ]
+}
+
+prop_compose! {
+    pub fn headers()(
+        op in prop::sample::select(all_opcodes()),
+        flags in any::<(bool, bool, bool)>(),
+        pkey in any::<u16>(),
+        resv8 in any::<u8>(),
+        qp in 0..=0xFF_FFFFu32,
+        psn in 0..=PSN_MASK,
+        a in any::<(u64, u32, u64, u64)>(),
+        qkey in any::<u32>(),
+        syn in syndrome(),
+        msn in 0..=0xFF_FFFFu32,
+        imm in any::<u32>(),
+    ) -> Headers {
+        let bth = Bth {
+            opcode: op,
+            solicited: flags.0,
+            mig_req: flags.1,
+            pad: 0,
+            pkey,
+            resv8,
+            dest_qp: qp,
+            ack_req: flags.2,
+            psn: Psn::new(psn),
+        };
+        let e = op.info().exts;
+        let mut h = Headers::new(bth);
+        let has = |x| e.contains(x);
+        h.deth = has(ExtSet::DETH).then_some(Deth { qkey, src_qp: qp ^ 0x5A5A5A });
+        h.reth = has(ExtSet::RETH).then_some(Reth { va: a.0, rkey: a.1, len: a.1.rotate_left(7) });
+        h.atomic_eth = has(ExtSet::ATOMIC_ETH).then_some(AtomicEth { va: a.0, rkey: a.1, swap_add: a.2, compare: a.3 });
+        h.aeth = has(ExtSet::AETH).then_some(Aeth { syndrome: syn, msn });
+        h.atomic_ack_eth = has(ExtSet::ATOMIC_ACK_ETH).then_some(AtomicAckEth { orig: a.3 });
+        h.imm = has(ExtSet::IMM).then_some(imm);
+        h.ieth = has(ExtSet::IETH).then_some(imm.rotate_left(3));
+        h
+    }
+}

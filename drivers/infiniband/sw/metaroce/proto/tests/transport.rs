@@ -1,0 +1,451 @@
+//! Packet-level tests of the transport state machines through the `Qp`
+//! interface: exact wire behaviour of the requester and responder, and
+//! robustness against arbitrary packets.
+
+mod common;
+
+use metaroce_proto::bth::Bth;
+use metaroce_proto::ext::{Aeth, AtomicEth, Deth, NakCode, Reth, Syndrome};
+use metaroce_proto::opcode::{Opcode, Position, Transport};
+use metaroce_proto::packet::{build, pad_for, parse, Headers, Packet, PayloadRef, Pmtu, TxDesc};
+use metaroce_proto::psn::Psn;
+use metaroce_proto::qp::{DropReason, Qp, QpConfig, RxOutcome};
+use metaroce_proto::resp::{AccessError, MemAccess, RecvQueue};
+use metaroce_proto::wr::{Access, AtomicOp, Place, RecvWqe, SendOp, SendWqe, SendWr};
+use proptest::prelude::*;
+
+/// Memory that allows everything and counts atomics.
+struct AnyMem(u64);
+
+impl MemAccess for AnyMem {
+    fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+        self.0 += 1;
+        Ok(self.0)
+    }
+}
+
+/// A receive queue with `n` WQEs of 4 KiB.
+struct Rq(u64);
+
+impl RecvQueue for Rq {
+    fn take(&mut self) -> Option<RecvWqe> {
+        self.0.checked_sub(1).map(|n| {
+            self.0 = n;
+            RecvWqe { id: n, len: 4096 }
+        })
+    }
+}
+
+const START: u32 = 0xFF_FFFE;
+
+fn config(t: Transport) -> QpConfig {
+    let mut c = QpConfig::new(t, 5, 6);
+    c.pmtu = Pmtu::Mtu256;
+    c.sq_depth = 8;
+    c.sq_psn = Psn::new(START);
+    c.rq_psn = Psn::new(START);
+    c.min_rnr_timer = 9;
+    c.ack_every = 1000;
+    c.ack_req_every = 1000;
+    c
+}
+
+fn qp(t: Transport) -> (Qp<4>, Vec<SendWqe>) {
+    (Qp::new(config(t)).unwrap(), vec![SendWqe::default(); 8])
+}
+
+fn psn(k: u32) -> Psn {
+    Psn::new(START).add(k)
+}
+
+/// A request packet as the peer's requester would send it.
+fn request(op: Opcode, k: u32, payload: usize) -> (Headers, Vec<u8>) {
+    let mut h = Headers::new(Bth {
+        opcode: op,
+        solicited: false,
+        mig_req: false,
+        pad: pad_for(payload),
+        pkey: 0xFFFF,
+        resv8: 0,
+        dest_qp: 5,
+        ack_req: op.info().pos.is_end(),
+        psn: psn(k),
+    });
+    let e = op.info().exts;
+    use metaroce_proto::opcode::ExtSet;
+    if e.contains(ExtSet::RETH) {
+        h.reth = Some(Reth {
+            va: 0x1000,
+            rkey: 1,
+            len: payload as u32,
+        });
+    }
+    if e.contains(ExtSet::IMM) {
+        h.imm = Some(42);
+    }
+    if e.contains(ExtSet::DETH) {
+        h.deth = Some(Deth { qkey: 0, src_qp: 9 });
+    }
+    if e.contains(ExtSet::ATOMIC_ETH) {
+        h.atomic_eth = Some(AtomicEth {
+            va: 0x2000,
+            rkey: 1,
+            swap_add: 1,
+            compare: 0,
+        });
+    }
+    let mut buf = vec![0u8; 4200];
+    let n = build(&h, &vec![0xAB; payload], &mut buf).unwrap();
+    buf.truncate(n);
+    (h, buf)
+}
+
+fn feed(q: &mut Qp<4>, sq: &mut [SendWqe], rq: &mut Rq, buf: &[u8]) -> RxOutcome {
+    let p = parse(buf).unwrap();
+    q.receive(0, &p, sq, &mut AnyMem(0), rq)
+}
+
+fn drain(q: &mut Qp<4>, sq: &mut [SendWqe]) -> Vec<TxDesc> {
+    std::iter::from_fn(|| q.poll_tx(0, sq)).collect()
+}
+
+fn ack_of(d: &TxDesc) -> (Opcode, Psn, Syndrome) {
+    (
+        d.hdr.bth.opcode,
+        d.hdr.bth.psn,
+        d.hdr.aeth.unwrap().syndrome,
+    )
+}
+
+#[test]
+fn requester_segments_and_numbers_packets() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let wr = |op, len| SendWr {
+        wr_id: 1,
+        op,
+        len,
+        signaled: true,
+        fence: false,
+        solicited: true,
+        ud: None,
+    };
+    q.post_send(&mut sq, wr(SendOp::SendImm { imm: 7 }, 600))
+        .unwrap();
+    q.post_send(&mut sq, wr(SendOp::Read { va: 0x10, rkey: 3 }, 700))
+        .unwrap();
+    q.post_send(&mut sq, wr(SendOp::Write { va: 0x20, rkey: 4 }, 10))
+        .unwrap();
+    let d = drain(&mut q, &mut sq);
+    let ops: Vec<(Opcode, Psn, bool)> = d
+        .iter()
+        .map(|d| (d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.bth.ack_req))
+        .collect();
+    use Opcode::*;
+    assert_eq!(
+        ops,
+        [
+            (RcSendFirst, psn(0), false),
+            (RcSendMiddle, psn(1), false),
+            (RcSendLastImm, psn(2), true),
+            (RcReadRequest, psn(3), true),
+            // The READ consumed ceil(700 / 256) = 3 PSNs.
+            (RcWriteOnly, psn(6), true),
+        ]
+    );
+    assert_eq!(d[2].hdr.imm, Some(7));
+    assert!(d[2].hdr.bth.solicited && !d[0].hdr.bth.solicited);
+    assert_eq!(
+        d[2].payload,
+        PayloadRef::Sq {
+            slot: 0,
+            offset: 512,
+            len: 88
+        }
+    );
+    assert_eq!(d[2].hdr.bth.pad, 0);
+    assert_eq!(
+        d[3].hdr.reth,
+        Some(Reth {
+            va: 0x10,
+            rkey: 3,
+            len: 700
+        })
+    );
+    assert_eq!(
+        d[4].hdr.reth,
+        Some(Reth {
+            va: 0x20,
+            rkey: 4,
+            len: 10
+        })
+    );
+    assert_eq!(d[4].hdr.bth.pad, 2);
+    assert!(d.iter().all(|d| d.hdr.bth.dest_qp == 6));
+    // Every descriptor encodes.
+    let mut buf = [0u8; 512];
+    assert!(d
+        .iter()
+        .all(|d| build(&d.hdr, &vec![0; d.payload.len() as usize], &mut buf).is_ok()));
+}
+
+#[test]
+fn responder_naks_a_gap_once_then_drops_silently() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let mut rq = Rq(10);
+    let (_, p1) = request(Opcode::RcSendOnly, 1, 4);
+    let (_, p2) = request(Opcode::RcSendOnly, 2, 4);
+    assert_eq!(
+        feed(&mut q, &mut sq, &mut rq, &p1).drop,
+        Some(DropReason::OutOfSequence)
+    );
+    assert_eq!(
+        feed(&mut q, &mut sq, &mut rq, &p2).drop,
+        Some(DropReason::OutOfSequence)
+    );
+    let d = drain(&mut q, &mut sq);
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        ack_of(&d[0]),
+        (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::PsnSeqErr))
+    );
+    // More packets ahead of the gap: no second NAK.
+    assert_eq!(
+        feed(&mut q, &mut sq, &mut rq, &p1).drop,
+        Some(DropReason::OutOfSequence)
+    );
+    assert!(drain(&mut q, &mut sq).is_empty());
+    // The gap is filled: ACK, and the next gap is NAKed again.
+    let (_, p0) = request(Opcode::RcSendOnly, 0, 4);
+    let out = feed(&mut q, &mut sq, &mut rq, &p0);
+    assert_eq!(
+        out.place,
+        Some(Place::Recv {
+            id: 9,
+            offset: 0,
+            len: 4
+        })
+    );
+    assert_eq!(out.completion.map(|c| c.byte_len), Some(4));
+    assert_eq!(
+        ack_of(&drain(&mut q, &mut sq)[0]),
+        (Opcode::RcAck, psn(0), Syndrome::Ack { credits: 0x1F })
+    );
+    feed(&mut q, &mut sq, &mut rq, &p2);
+    assert_eq!(
+        ack_of(&drain(&mut q, &mut sq)[0]).2,
+        Syndrome::Nak(NakCode::PsnSeqErr)
+    );
+}
+
+#[test]
+fn duplicate_is_acked_with_the_latest_psn_and_not_executed() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let mut rq = Rq(10);
+    for k in 0..3 {
+        let (_, p) = request(Opcode::RcSendOnly, k, 8);
+        assert!(feed(&mut q, &mut sq, &mut rq, &p).completion.is_some());
+    }
+    let acks = drain(&mut q, &mut sq);
+    assert_eq!(acks.len(), 1, "coalesced");
+    assert_eq!(
+        acks[0].hdr.aeth,
+        Some(Aeth {
+            syndrome: Syndrome::Ack { credits: 0x1F },
+            msn: 3
+        })
+    );
+    let (_, dup) = request(Opcode::RcSendOnly, 0, 8);
+    let out = feed(&mut q, &mut sq, &mut rq, &dup);
+    assert_eq!(
+        (out.drop, out.place, out.completion),
+        (Some(DropReason::Duplicate), None, None)
+    );
+    assert_eq!(rq.0, 7, "no receive WQE consumed");
+    assert_eq!(ack_of(&drain(&mut q, &mut sq)[0]).1, psn(2));
+}
+
+#[test]
+fn rnr_nak_carries_min_rnr_timer() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let (_, p) = request(Opcode::RcSendFirst, 0, 256);
+    let out = feed(&mut q, &mut sq, &mut Rq(0), &p);
+    assert_eq!(out.drop, Some(DropReason::NoRecvWqe));
+    assert_eq!(
+        ack_of(&drain(&mut q, &mut sq)[0]),
+        (Opcode::RcAck, psn(0), Syndrome::Rnr { timer: 9 })
+    );
+    // Retried with a WQE posted, it is accepted.
+    assert_eq!(feed(&mut q, &mut sq, &mut Rq(1), &p).drop, None);
+}
+
+#[test]
+fn read_responses_have_aeth_on_first_and_last_only() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let mut rq = Rq(1);
+    let (_, r) = request(Opcode::RcReadRequest, 0, 0);
+    let mut r = r;
+    // Patch the RETH length to 600 bytes: 3 responses at 256-byte MTU.
+    r[12 + 12..12 + 16].copy_from_slice(&600u32.to_be_bytes());
+    assert_eq!(feed(&mut q, &mut sq, &mut rq, &r).drop, None);
+    let (_, s) = request(Opcode::RcSendOnly, 3, 4);
+    assert_eq!(
+        feed(&mut q, &mut sq, &mut rq, &s).drop,
+        None,
+        "next PSN after a 3-packet READ"
+    );
+    let d = drain(&mut q, &mut sq);
+    let got: Vec<(Opcode, Psn, bool, PayloadRef)> = d
+        .iter()
+        .map(|d| {
+            (
+                d.hdr.bth.opcode,
+                d.hdr.bth.psn,
+                d.hdr.aeth.is_some(),
+                d.payload,
+            )
+        })
+        .collect();
+    use Opcode::*;
+    let mr = |off: u64, len| PayloadRef::Mr {
+        rkey: 1,
+        va: 0x1000 + off,
+        len,
+    };
+    assert_eq!(
+        got,
+        [
+            (RcReadRespFirst, psn(0), true, mr(0, 256)),
+            (RcReadRespMiddle, psn(1), false, mr(256, 256)),
+            (RcReadRespLast, psn(2), true, mr(512, 88)),
+            // The SEND's ACK follows the READ responses.
+            (RcAck, psn(3), true, PayloadRef::None),
+        ]
+    );
+    assert_eq!(d[0].hdr.aeth.unwrap().msn, 1);
+    assert_eq!(d[3].hdr.aeth.unwrap().msn, 2);
+}
+
+#[test]
+fn atomic_replay_does_not_execute_again() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let (_, buf) = request(Opcode::RcFetchAdd, 0, 0);
+    let mut mem = AnyMem(100);
+    let p = parse(&buf).unwrap();
+    q.receive(0, &p, &mut sq, &mut mem, &mut Rq(0));
+    let first = drain(&mut q, &mut sq);
+    assert_eq!(
+        q.receive(0, &p, &mut sq, &mut mem, &mut Rq(0)).drop,
+        Some(DropReason::Duplicate)
+    );
+    let again = drain(&mut q, &mut sq);
+    assert_eq!(mem.0, 101, "executed once");
+    assert_eq!(first, again);
+    assert_eq!(first[0].hdr.atomic_ack_eth.map(|a| a.orig), Some(101));
+}
+
+#[test]
+fn uc_and_ud_never_acknowledge() {
+    for t in [Transport::Uc, Transport::Ud] {
+        let (mut q, mut sq) = qp(t);
+        let op = if t == Transport::Uc {
+            Opcode::UcSendOnly
+        } else {
+            Opcode::UdSendOnly
+        };
+        let (_, buf) = request(op, 0, 4);
+        let out = feed(&mut q, &mut sq, &mut Rq(1), &buf);
+        assert!(out.completion.is_some(), "{t:?}");
+        assert!(drain(&mut q, &mut sq).is_empty(), "{t:?}");
+    }
+}
+
+#[test]
+fn wrong_transport_is_dropped() {
+    let (mut q, mut sq) = qp(Transport::Uc);
+    let (_, p) = request(Opcode::RcSendOnly, 0, 4);
+    assert_eq!(
+        feed(&mut q, &mut sq, &mut Rq(1), &p).drop,
+        Some(DropReason::WrongTransport)
+    );
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let (_, p) = request(Opcode::Cnp, 0, 16);
+    assert_eq!(
+        feed(&mut q, &mut sq, &mut Rq(1), &p).drop,
+        Some(DropReason::WrongTransport)
+    );
+}
+
+#[test]
+fn bad_send_queue_slice_is_refused() {
+    let (mut q, _) = qp(Transport::Rc);
+    let mut short = vec![SendWqe::default(); 4];
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Send,
+        len: 1,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        ud: None,
+    };
+    assert!(q.post_send(&mut short, wr).is_err());
+    assert_eq!(q.poll_tx(0, &mut short), None);
+}
+
+fn arbitrary_packets() -> impl Strategy<Value = Vec<(Headers, usize, i32)>> {
+    prop::collection::vec((common::headers(), 0usize..600, -4i32..6), 1..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever arrives, in whatever state, the QP neither panics nor
+    /// produces a descriptor that cannot be encoded.
+    #[test]
+    fn qp_survives_arbitrary_packets(
+        transport in prop::sample::select(vec![Transport::Rc, Transport::Uc, Transport::Ud]),
+        pkts in arbitrary_packets(),
+        posts in 0usize..6,
+    ) {
+        let (mut q, mut sq) = qp(transport);
+        let ops = [
+            SendOp::Send,
+            SendOp::Write { va: 1, rkey: 1 },
+            SendOp::Read { va: 1, rkey: 1 },
+            SendOp::Atomic { va: 8, rkey: 1, op: AtomicOp::FetchAdd { add: 1 } },
+        ];
+        for (i, op) in ops.iter().cycle().take(posts).enumerate() {
+            let len = if matches!(op, SendOp::Atomic { .. }) { 8 } else { 300 * i as u32 };
+            let ud = (transport == Transport::Ud).then_some(metaroce_proto::wr::UdDest { qpn: 1, qkey: 0 });
+            let _ = q.post_send(&mut sq, SendWr { wr_id: i as u64, op: *op, len, signaled: true, fence: false, solicited: false, ud });
+        }
+        let mut now = 0u64;
+        let mut out = [0u8; 4200];
+        for (mut h, len, delta) in pkts {
+            let len = if h.bth.opcode.info().payload { len } else { 0 };
+            h.bth.pad = pad_for(len);
+            h.bth.psn = Psn::new(START).add(delta as u32);
+            let mut buf = vec![0u8; 1024];
+            let n = build(&h, &vec![7; len], &mut buf).unwrap();
+            let p: Packet<'_> = parse(&buf[..n]).unwrap();
+            let r = q.receive(now, &p, &mut sq, &mut AnyMem(0), &mut Rq(1));
+            if let Some(Place::Recv { len: l, .. } | Place::Rdma { len: l, .. } | Place::ReadResp { len: l, .. }) = r.place {
+                prop_assert_eq!(l as usize, p.payload.len());
+            }
+            while let Some(d) = q.poll_tx(now, &mut sq) {
+                let plen = d.payload.len() as usize;
+                prop_assert!(plen <= 256);
+                prop_assert!(build(&d.hdr, &vec![0; plen], &mut out).is_ok());
+                prop_assert!(d.hdr.bth.opcode.info().pos != Position::Middle || plen == 256);
+            }
+            while q.poll_send_completion(&sq).is_some() {}
+            if let Some(t) = q.next_deadline() {
+                now = now.max(t);
+                q.on_timer(now, &mut sq);
+            }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+#!/bin/bash
+# PID 1 of every MetaRoCE test guest (our kernel or Debian's), on the host's root mounted read-only
+# over 9p. Mounts scratch filesystems, the writable output share (tag "out") and the kernel's
+# modules (tag "mods"), runs /tmp/out/cmd.sh, records its exit status in /tmp/out/rc and powers off.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp TERM=dumb LC_ALL=C.UTF-8
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs shm /dev/shm
+for d in /tmp /run /var/tmp /var/lib /var/cache /var/log; do mount -t tmpfs tmpfs "$d"; done
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t configfs configfs /sys/kernel/config 2>/dev/null
+p9="trans=virtio,version=9p2000.L,msize=512000"
+mkdir -p /tmp/out && mount -t 9p -o "$p9" out /tmp/out
+mount -t 9p -o "$p9,ro" mods /lib/modules
+# Coldplug: load the drivers of the devices present (a modular kernel needs virtio_net; ours has
+# everything built in and loads nothing here).
+sort -u /sys/bus/*/devices/*/modalias 2>/dev/null | xargs -r modprobe -abq 2>/dev/null
+name=$(sed -n 's/.*mrguest\.name=\([^ ]*\).*/\1/p' /proc/cmdline)
+hostname "${name:-guest}"
+ip link set lo up
+echo "guest-init: $(uname -r) up after $(cut -d' ' -f1 /proc/uptime) s"
+cd /tmp
+bash /tmp/out/cmd.sh </dev/null 2>&1 | tee /tmp/out/output.log
+echo "${PIPESTATUS[0]}" >/tmp/out/rc
+sync; umount /tmp/out 2>/dev/null
+busybox poweroff -f
+busybox reboot -f

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C headers whose declarations the Rust RDMA and networking abstractions
+ * (rust/kernel/rdma, rust/kernel/net) bind to. Included from
+ * rust/bindings/bindings_helper.h by MetaRoCE's overlay script.
+ */
+#include <linux/netdevice.h>
+#include <linux/skbuff.h>
+#include <net/ip6_route.h>
+#include <net/route.h>
+#include <net/udp_tunnel.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_netlink.h>
+#include <rdma/uverbs_ioctl.h>

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): host unit tests, then the test kernel booted in every QEMU
+# shape running the guest selftests. Prints TAP and ends with "N passed, N failed, N skipped";
+# exits non-zero on any failure, on a guest that did not finish, or on any sanitizer/WARN/BUG line
+# in a console log. Logs: out/check/ (METAROCE_OUT to change).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${METAROCE_OUT:-$repo/out}/check
+rm -rf "$OUT"; mkdir -p "$OUT"
+. "$repo/scripts/guests.sh"
+export PATH="$HOME/.cargo/bin:$PATH"
+passed=0 failed=0 skipped=0 n=0
+t_start=$(date +%s)
+result() { # ok|not-ok|skip NAME [DETAIL]
+  n=$((n + 1))
+  case $1 in
+    ok) passed=$((passed + 1)); echo "ok $n $2${3:+ # $3}";;
+    skip) skipped=$((skipped + 1)); echo "ok $n $2 # SKIP ${3:-}";;
+    *) failed=$((failed + 1)); echo "not ok $n $2${3:+ # $3}";;
+  esac
+}
+step() { echo "# === $* ($(( $(date +%s) - t_start )) s)"; }
+finish() {
+  echo "# total $(( $(date +%s) - t_start )) s; logs in $OUT"
+  echo "1..$n"
+  echo "$passed passed, $failed failed, $skipped skipped"
+  [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; exit
+}
+echo "TAP version 13"
+
+step "dependencies"
+if "$repo/scripts/deps.sh" >"$OUT/deps.log" 2>&1; then result ok deps; else
+  tail -20 "$OUT/deps.log" | sed 's/^/# /'; result not-ok deps "see $OUT/deps.log"; finish; fi
+
+step "host: cargo test (protocol core, simulator)"
+(cd "$repo" && cargo test --workspace --locked 2>&1) >"$OUT/cargo-test.log"; crc=$?
+# Every cargo test is one result.
+cp_fail=0
+while read -r name st; do
+  case $st in ok) result ok "cargo: $name";; ignored*) result skip "cargo: $name";; *) result not-ok "cargo: $name"; cp_fail=$((cp_fail + 1));; esac
+done < <(sed -nE 's/^test (.*) \.\.\. (ok|FAILED|ignored.*)$/\1 \2/p' "$OUT/cargo-test.log")
+if [ "$crc" != 0 ] && [ "$cp_fail" = 0 ]; then tail -30 "$OUT/cargo-test.log" | sed 's/^/# /'; result not-ok "cargo test" "exit $crc"; fi
+
+step "test kernel build"
+if "$repo/scripts/kernel.sh" test >"$OUT/kernel-test.log" 2>&1; then result ok "kernel build (test)" "$(grep 'done in' "$OUT/kernel-test.log" | sed 's/.*done in //')"
+else tail -40 "$OUT/kernel-test.log" | sed 's/^/# /'; result not-ok "kernel build (test)"; finish; fi
+
+step "peer kernel (Debian $PEER_KERNEL_ABI)"
+if guest_kernel peer >"$OUT/peer.log" 2>&1; then result ok "peer kernel fetched and verified"
+else sed 's/^/# /' "$OUT/peer.log"; result not-ok "peer kernel"; fi
+
+# Collects one guest's TAP lines, whether it finished, and its console scan into the results.
+collect() { # GUEST_DIR
+  local d=$1 g line st rest; g=$(basename "$1")
+  if [ -f "$d/output.log" ]; then
+    # A failing test's own output (the '# ' lines before its result) is shown, the rest kept in the log.
+    awk '/^# / { buf = buf "#   " substr($0, 3) "\n"; next } /^not ok / { printf "%s", buf } /^(ok|not ok) / { buf = "" }' \
+      "$d/output.log" | tail -n 40
+    while read -r line; do
+      st=${line%% [0-9]*}; rest=$(echo "$line" | sed -E 's/^(ok|not ok) [0-9]+ //')
+      case "$st:$rest" in
+        "not ok:"*) result not-ok "$g: $rest";;
+        *"# SKIP"*) result skip "$g: ${rest%% # SKIP*}" "${rest##*# SKIP}";;
+        *) result ok "$g: $rest";;
+      esac
+    done < <(grep -E '^(ok|not ok) [0-9]+ ' "$d/output.log")
+  fi
+  if [ -f "$d/rc" ]; then result ok "$g: guest finished"
+  else result not-ok "$g: guest finished" "killed at the timeout or stopped without a result: $d/console.log"; fi
+  local bugs; bugs=$(console_bugs "$d/console.log" 2>/dev/null)
+  if [ -z "$bugs" ]; then result ok "$g: console clean"
+  else echo "$bugs" | head -20 | sed 's/^/# /'; result not-ok "$g: console clean" "$(echo "$bugs" | wc -l) bug line(s) in $d/console.log"; fi
+}
+
+step "shape (a): one test-kernel guest, namespaces as hosts"
+run_single test single single; collect "$OUT/single"
+step "shape (b): two test-kernel guests on a QEMU socket link"
+run_pair test test pair pair; collect "$OUT/pair-a"; collect "$OUT/pair-b"
+step "shape (c): test kernel and Debian's stock kernel on one link"
+run_pair test peer peer pair; collect "$OUT/peer-a"; collect "$OUT/peer-b"
+step "harness self-test: rdma_rxe between two Debian stock-kernel guests"
+run_pair peer peer rxe rxe-pair; collect "$OUT/rxe-a"; collect "$OUT/rxe-b"
+finish

@@ -1,0 +1,58 @@
+# Host-side helpers to boot the test shapes (sourced by scripts/check.sh and scripts/demo.sh).
+# Needs: repo, OUT (a directory for logs) set by the caller.
+. "$repo/scripts/versions.env"
+MR_CACHE=${METAROCE_CACHE:-$HOME/.cache/metaroce}
+MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-900}
+
+# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | peer.
+guest_kernel() {
+  case "$1" in
+    test|release) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
+    peer) mapfile -t K < <("$repo/qemu/peer-kernel.sh")
+          # The initramfs is rebuilt whenever the scripts that make it change.
+          local initrd; initrd=$MR_CACHE/peer/initramfs-$(cat "$repo"/qemu/{mkinitramfs.sh,initramfs-init} | sha256sum | cut -c1-12).cpio.gz
+          [ -f "$initrd" ] || "$repo/qemu/mkinitramfs.sh" "${K[1]}" "$initrd"
+          K+=("$initrd");;
+  esac
+}
+
+# Writes the command script a guest runs: a suite of selftests, with the role for pair shapes.
+guest_script() { # FILE SUITE [ROLE] [extra lines]
+  local f=$1 suite=$2 role=${3:-}
+  { echo "export MR_SELFTESTS=$repo/selftests/metaroce"
+    [ -n "$role" ] && echo "export MR_ROLE=$role; . \$MR_SELFTESTS/lib.sh; mr_link_up"
+    echo "bash \$MR_SELFTESTS/run_tests.sh $suite"
+  } >"$f"
+}
+
+# Boots one guest (kind, name, suite) alone, 2 vCPUs, namespaces exclusive.
+run_single() { # KIND NAME SUITE
+  local kind=$1 name=$2 suite=$3 d=$OUT/$2
+  guest_kernel "$kind"; mkdir -p "$d"; guest_script "$d/cmd.in" "$suite"
+  "$repo/qemu/run-guest.sh" --name "$name" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
+    --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_TIMEOUT" --append "ib_core.netns_mode=0"
+}
+
+# Boots two guests joined by a QEMU socket link on 127.0.0.1, one vCPU each, and waits for both.
+run_pair() { # KIND_A KIND_B NAME SUITE
+  local ka=$1 kb=$2 name=$3 suite=$4 port rc_a=0 rc_b=0
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$OUT/$name-a" "$OUT/$name-b"
+  guest_script "$OUT/$name-a/cmd.in" "$suite" a; guest_script "$OUT/$name-b/cmd.in" "$suite" b
+  guest_kernel "$ka"
+  "$repo/qemu/run-guest.sh" --name "$name-a" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
+    --out "$OUT/$name-a" --cmd "$OUT/$name-a/cmd.in" --timeout "$MR_TIMEOUT" \
+    --net "listen:$port" --mac 52:54:00:00:00:0a & local pa=$!
+  sleep 2
+  guest_kernel "$kb"
+  "$repo/qemu/run-guest.sh" --name "$name-b" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
+    --out "$OUT/$name-b" --cmd "$OUT/$name-b/cmd.in" --timeout "$MR_TIMEOUT" \
+    --net "connect:$port" --mac 52:54:00:00:00:0b || rc_b=$?
+  wait "$pa" || rc_a=$?
+  [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ]
+}
+
+# Lines of a console log that mean the kernel found a bug, whatever the tests said.
+console_bugs() {
+  grep -E 'BUG:|WARNING:|KASAN|UBSAN|Oops|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|unreferenced object|Call Trace:|soft lockup|detected stall|blocked for more than|Kernel panic|rust_panic' "$1" || true
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Applies this repository's kernel-tree overlay to a kernel source tree, idempotently:
+#  - every file under the overlay roots is copied in when its content differs (so unchanged files
+#    keep their mtimes and incremental builds stay incremental); files a previous run copied that
+#    are gone from the repo are removed again;
+#  - a few one-line hooks (Kconfig `source`, Makefile `obj-`, bindings/helpers includes) are
+#    inserted once, after a fixed anchor line, failing loudly if the anchor is missing.
+# Usage: scripts/overlay.sh REPO_DIR KERNEL_SRC_DIR
+set -euo pipefail
+repo=$(cd "$1" && pwd); tree=$(cd "$2" && pwd)
+die() { echo "overlay: $*" >&2; exit 1; }
+
+# Overlay roots, relative to the repo and the tree alike. Build output and host-only cargo
+# state never enter the tree.
+roots=(drivers/infiniband/sw/metaroce rust/kernel/rdma rust/kernel/net rust/bindings/metaroce_helper.h
+       rust/helpers/metaroce.c include)
+manifest=$tree/.metaroce-overlay-files
+new_manifest=$(mktemp); trap 'rm -f "$new_manifest"' EXIT
+changed=0
+for r in "${roots[@]}"; do
+  [ -e "$repo/$r" ] || continue
+  while IFS= read -r -d '' f; do
+    rel=${f#"$repo/"}
+    echo "$rel" >>"$new_manifest"
+    dst=$tree/$rel
+    if ! cmp -s "$f" "$dst"; then
+      mkdir -p "$(dirname "$dst")"; cp "$f" "$dst"; changed=$((changed + 1))
+    fi
+  done < <(find "$repo/$r" \( -name target -o -name '*.orig' \) -prune -o -type f -print0)
+done
+sort -o "$new_manifest" "$new_manifest"
+removed=0
+if [ -f "$manifest" ]; then
+  while IFS= read -r rel; do
+    [ -n "$rel" ] && [ -f "$tree/$rel" ] && { rm -f "$tree/$rel"; removed=$((removed + 1)); }
+  done < <(comm -23 "$manifest" "$new_manifest")
+fi
+cp "$new_manifest" "$manifest"
+
+# hook FILE ANCHOR LINE: insert LINE after the first line equal to ANCHOR, unless already there.
+hook() {
+  local file=$tree/$1 anchor=$2 line=$3
+  grep -qxF -- "$line" "$file" && return 0
+  grep -qxF -- "$anchor" "$file" || die "anchor not found in $1: $anchor"
+  awk -v a="$anchor" -v l="$line" '{ print } !done && $0 == a { print l; done = 1 }' "$file" >"$file.tmp"
+  mv "$file.tmp" "$file"; changed=$((changed + 1))
+}
+hook drivers/infiniband/Kconfig 'source "drivers/infiniband/sw/siw/Kconfig"' \
+     'source "drivers/infiniband/sw/metaroce/Kconfig"'
+hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_SIW)			+= siw/' \
+     'obj-$(CONFIG_RDMA_METAROCE)		+= metaroce/'
+hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "metaroce_helper.h"'
+if [ -f "$repo/rust/helpers/metaroce.c" ]; then
+  hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'
+fi
+if [ -d "$repo/rust/kernel/rdma" ]; then
+  hook rust/kernel/lib.rs 'pub mod pwm;' '#[cfg(CONFIG_RUST_RDMA)] pub mod rdma;'
+fi
+echo "overlay: $changed file(s)/hook(s) updated, $removed stale file(s) removed"
