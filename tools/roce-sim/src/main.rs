@@ -1,8 +1,13 @@
 //! `roce-sim`: runs one seeded simulation and prints its figures.
 //!
 //! ```text
-//! roce-sim [--seed N] [--loss P] [--dup P] [--reorder P] [--wrs N] [--pmtu BYTES] [--cut-at NS] [--trace]
+//! roce-sim [--seed N] [--loss P] [--dup P] [--reorder P] [--wrs N] [--pmtu BYTES] [--rq-depth N] [--cut-at NS] [--trace]
 //! ```
+//!
+//! `--rq-depth N` sets how many receive WQEs each endpoint keeps posted
+//! (default 128, deep enough that the receivers do not run dry in this
+//! workload); a small depth such as 8 makes them run out between refills
+//! and exercises RNR NAKs and RNR retries.
 //!
 //! Exits with status 1 if an invariant fails, 2 on bad arguments.
 
@@ -41,6 +46,12 @@ fn parse_args(args: &[String]) -> Result<SimConfig, String> {
                     format!("--pmtu must be 256, 512, 1024, 2048 or 4096, not {val}")
                 })?
             }
+            "--rq-depth" => {
+                cfg.rq_depth = val.parse().map_err(bad)?;
+                if cfg.rq_depth == 0 {
+                    return Err("--rq-depth must be at least 1".into());
+                }
+            }
             "--cut-at" => cfg.cut_at_ns = Some(val.parse().map_err(bad)?),
             _ => return Err(format!("unknown option {flag}")),
         }
@@ -54,18 +65,19 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("roce-sim: {e}");
-            eprintln!("usage: roce-sim [--seed N] [--loss P] [--dup P] [--reorder P] [--wrs N] [--pmtu BYTES] [--cut-at NS] [--trace]");
+            eprintln!("usage: roce-sim [--seed N] [--loss P] [--dup P] [--reorder P] [--wrs N] [--pmtu BYTES] [--rq-depth N] [--cut-at NS] [--trace]");
             return ExitCode::from(2);
         }
     };
     println!(
-        "seed {} loss {} dup {} reorder {} wrs {}/side pmtu {}",
+        "seed {} loss {} dup {} reorder {} wrs {}/side pmtu {} rq depth {}",
         cfg.seed,
         cfg.net.loss,
         cfg.net.dup,
         cfg.net.reorder,
         cfg.wrs,
-        cfg.pmtu.bytes()
+        cfg.pmtu.bytes(),
+        cfg.rq_depth
     );
     match run(&cfg) {
         Ok(r) => {
@@ -92,5 +104,33 @@ fn main() -> ExitCode {
             println!("FAIL: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn rq_depth_flag() {
+        assert_eq!(
+            parse_args(&args("")).unwrap().rq_depth,
+            SimConfig::new(1).rq_depth
+        );
+        assert_eq!(parse_args(&args("--rq-depth 8")).unwrap().rq_depth, 8);
+        assert!(parse_args(&args("--rq-depth 0")).is_err());
+        assert!(parse_args(&args("--rq-depth x")).is_err());
+        assert!(parse_args(&args("--rq-depth")).is_err());
+    }
+
+    #[test]
+    fn zero_rq_depth_is_rejected_by_run() {
+        let mut cfg = SimConfig::new(1);
+        cfg.rq_depth = 0;
+        assert!(run(&cfg).is_err());
     }
 }
