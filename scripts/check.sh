@@ -41,6 +41,20 @@ while read -r name st; do
 done < <(sed -nE 's/^test (.*) \.\.\. (ok|FAILED|ignored.*)$/\1 \2/p' "$OUT/cargo-test.log")
 if [ "$crc" != 0 ] && [ "$cp_fail" = 0 ]; then tail -30 "$OUT/cargo-test.log" | sed 's/^/# /'; result not-ok "cargo test" "exit $crc"; fi
 
+if [ -n "${METAROCE_FULL:-}" ]; then
+  step "full: simulator sweep, 500 seeds at each impairment level"
+  (cd "$repo" && cargo build -q --release --locked -p roce-sim) >"$OUT/sim-build.log" 2>&1
+  for lvl in "0 0 0" "0.001 0.001 0.01" "0.01 0.01 0.01" "0.05 0.05 0.10" "0.10 0.10 0.30"; do
+    read -r loss dup reo <<<"$lvl"; bad=0
+    for seed in $(seq 1 500); do
+      "$repo/target/release/roce-sim" --seed "$seed" --loss "$loss" --dup "$dup" --reorder "$reo" >>"$OUT/sim-sweep.log" 2>&1 \
+        || { bad=$((bad + 1)); echo "# failed: roce-sim --seed $seed --loss $loss --dup $dup --reorder $reo"; }
+    done
+    if [ "$bad" = 0 ]; then result ok "sim: 500 seeds, loss $loss dup $dup reorder $reo"
+    else result not-ok "sim: 500 seeds, loss $loss dup $dup reorder $reo" "$bad seed(s) failed"; fi
+  done
+fi
+
 step "test kernel build"
 if "$repo/scripts/kernel.sh" test >"$OUT/kernel-test.log" 2>&1; then result ok "kernel build (test)" "$(grep 'done in' "$OUT/kernel-test.log" | sed 's/.*done in //')"
 else tail -40 "$OUT/kernel-test.log" | sed 's/^/# /'; result not-ok "kernel build (test)"; finish; fi
@@ -80,4 +94,11 @@ step "shape (c): test kernel and Debian's stock kernel on one link"
 run_pair test peer peer pair; collect "$OUT/peer-a"; collect "$OUT/peer-b"
 step "harness self-test: rdma_rxe between two Debian stock-kernel guests"
 run_pair peer peer rxe rxe-pair; collect "$OUT/rxe-a"; collect "$OUT/rxe-b"
+if [ -n "${METAROCE_FULL:-}" ]; then
+  step "full: release kernel in shapes (a) and (b)"
+  if "$repo/scripts/kernel.sh" release >"$OUT/kernel-release.log" 2>&1; then result ok "kernel build (release)"
+  else tail -40 "$OUT/kernel-release.log" | sed 's/^/# /'; result not-ok "kernel build (release)"; finish; fi
+  run_single release rel-single single; collect "$OUT/rel-single"
+  run_pair release release rel-pair pair; collect "$OUT/rel-pair-a"; collect "$OUT/rel-pair-b"
+fi
 finish

@@ -9,6 +9,8 @@
 
 use kernel::prelude::*;
 
+pub mod proto;
+
 module! {
     type: MetaRoce,
     name: "metaroce",

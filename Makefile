@@ -1,0 +1,39 @@
+# MetaRoCE: top-level commands. See README.md.
+#   make demo        build the release kernel, boot it, show MetaRoCE (the main job)
+#   make check       what CI runs: host tests + test kernel in every QEMU shape (TAP, N passed/failed)
+#   make check-full  check plus the longer matrices (simulator sweep, release-kernel shapes)
+#   make kernel      build the test kernel (FLAVOUR=release for the other); make -s kernel-paths
+#   make deps        install pinned dependencies (run by the others)
+FLAVOUR ?= test
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: all deps kernel kernel-release kernel-paths host-test check check-full demo sim clean-cache
+
+all: demo
+
+deps:
+	@scripts/deps.sh
+
+kernel: deps
+	@scripts/kernel.sh $(FLAVOUR)
+
+kernel-release: deps
+	@scripts/kernel.sh release
+
+kernel-paths:
+	@scripts/kernel.sh $(FLAVOUR) paths
+
+host-test:
+	cargo test --workspace --locked
+
+sim:
+	cargo run -q --release -p roce-sim -- --seed 1 --loss 0.01 --dup 0.01 --reorder 0.01
+
+check:
+	@scripts/check.sh
+
+check-full:
+	@METAROCE_FULL=1 scripts/check.sh
+
+demo:
+	@scripts/demo.sh
