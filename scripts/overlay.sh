@@ -3,8 +3,9 @@
 #  - every file under the overlay roots is copied in when its content differs (so unchanged files
 #    keep their mtimes and incremental builds stay incremental); files a previous run copied that
 #    are gone from the repo are removed again;
-#  - a few one-line hooks (Kconfig `source`, Makefile `obj-`, bindings/helpers includes) are
-#    inserted once, after a fixed anchor line, failing loudly if the anchor is missing.
+#  - a few one-line hooks (Kconfig `source`, Makefile `obj-`, bindings/helpers includes, module
+#    lines) are inserted after fixed anchor lines into pristine copies of the files they edit,
+#    failing loudly if an anchor is missing.
 # Usage: scripts/overlay.sh REPO_DIR KERNEL_SRC_DIR
 set -euo pipefail
 repo=$(cd "$1" && pwd); tree=$(cd "$2" && pwd)
@@ -37,13 +38,30 @@ if [ -f "$manifest" ]; then
 fi
 cp "$new_manifest" "$manifest"
 
-# hook FILE ANCHOR LINE: insert LINE after the first line equal to ANCHOR, unless already there.
+# Hooks: the few kernel files the overlay edits are rebuilt every time from their pristine
+# versions (kept in $tree/.metaroce-pristine, extracted from the tarball once) plus the hook lines
+# that apply to this repo state, and written back only when that differs. So hooks are declarative:
+# a hook dropped from the repo disappears from the tree too.
+. "$repo/scripts/versions.env"
+hooked=(drivers/infiniband/Kconfig drivers/infiniband/sw/Makefile rust/bindings/bindings_helper.h
+        rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs)
+pristine=$tree/.metaroce-pristine
+missing=()
+for f in "${hooked[@]}"; do [ -f "$pristine/$f" ] || missing+=("$KERNEL_SRC_PKG/$f"); done
+if [ "${#missing[@]}" -gt 0 ]; then
+  mkdir -p "$pristine"
+  tar -xf "/usr/src/$KERNEL_SRC_PKG.tar.xz" -C "$pristine" --strip-components=1 "${missing[@]}" \
+    || die "cannot extract pristine ${missing[*]} from /usr/src/$KERNEL_SRC_PKG.tar.xz"
+fi
+stage=$(mktemp -d); trap 'rm -f "$new_manifest"; rm -rf "$stage"' EXIT
+for f in "${hooked[@]}"; do mkdir -p "$stage/$(dirname "$f")"; cp "$pristine/$f" "$stage/$f"; done
+
+# hook FILE ANCHOR LINE: insert LINE after the first line equal to ANCHOR.
 hook() {
-  local file=$tree/$1 anchor=$2 line=$3
-  grep -qxF -- "$line" "$file" && return 0
+  local file=$stage/$1 anchor=$2 line=$3
   grep -qxF -- "$anchor" "$file" || die "anchor not found in $1: $anchor"
   awk -v a="$anchor" -v l="$line" '{ print } !done && $0 == a { print l; done = 1 }' "$file" >"$file.tmp"
-  mv "$file.tmp" "$file"; changed=$((changed + 1))
+  mv "$file.tmp" "$file"
 }
 hook drivers/infiniband/Kconfig 'source "drivers/infiniband/sw/siw/Kconfig"' \
      'source "drivers/infiniband/sw/metaroce/Kconfig"'
@@ -53,7 +71,13 @@ hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "meta
 if [ -f "$repo/rust/helpers/metaroce.c" ]; then
   hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'
 fi
+if [ -f "$repo/rust/kernel/net/netdev.rs" ]; then
+  hook rust/kernel/net/mod.rs 'pub mod netlink;' '#[cfg(CONFIG_RUST_RDMA)] pub mod netdev;'
+fi
 if [ -d "$repo/rust/kernel/rdma" ]; then
   hook rust/kernel/lib.rs 'pub mod pwm;' '#[cfg(CONFIG_RUST_RDMA)] pub mod rdma;'
 fi
+for f in "${hooked[@]}"; do
+  cmp -s "$stage/$f" "$tree/$f" || { cp "$stage/$f" "$tree/$f"; changed=$((changed + 1)); }
+done
 echo "overlay: $changed file(s)/hook(s) updated, $removed stale file(s) removed"
