@@ -39,13 +39,13 @@ fi
 cp "$new_manifest" "$manifest"
 
 # Hooks: the few kernel files the overlay edits are rebuilt every time from their pristine
-# versions (kept in $tree/.metaroce-pristine, extracted from the tarball once) plus the hook lines
+# versions (kept in $tree/.metaroce-orig, extracted from the tarball once) plus the hook lines
 # that apply to this repo state, and written back only when that differs. So hooks are declarative:
 # a hook dropped from the repo disappears from the tree too.
 . "$repo/scripts/versions.env"
 hooked=(drivers/infiniband/Kconfig drivers/infiniband/sw/Makefile rust/bindings/bindings_helper.h
         rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs)
-pristine=$tree/.metaroce-pristine
+pristine=$tree/.metaroce-orig
 missing=()
 for f in "${hooked[@]}"; do [ -f "$pristine/$f" ] || missing+=("$KERNEL_SRC_PKG/$f"); done
 if [ "${#missing[@]}" -gt 0 ]; then
