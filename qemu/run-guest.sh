@@ -35,7 +35,7 @@ fi
 # Under TCG on a busy host a slow guest is not a hung one: lockup and stall detectors get a long
 # leash (a real lockup still reports); panics end the guest so the host sees it at once.
 cmdline="console=ttyS0 panic=-1 oops=panic watchdog_thresh=60 rcupdate.rcu_cpu_stall_timeout=300
- hung_task_timeout_secs=600 kasan.fault=report tsc=reliable mitigations=off mrguest.name=$name $append"
+ hung_task_timeout_secs=600 kasan.fault=report tsc=reliable mitigations=off mrguest.name=$name mrguest.repo=$repo $append"
 qargs=(-accel "$accel" -machine q35 -cpu max -smp "$smp" -m "$mem" -nodefaults -display none -no-reboot
        -serial "file:$out/console.log" -kernel "$kernel"
        -fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap"
@@ -43,6 +43,7 @@ qargs=(-accel "$accel" -machine q35 -cpu max -smp "$smp" -m "$mem" -nodefaults -
        -fsdev "local,id=out,path=$out,security_model=none" -device virtio-9p-pci,fsdev=out,mount_tag=out
        -fsdev "local,id=mods,path=$(dirname "$modules"),security_model=none,readonly=on"
        -device virtio-9p-pci,fsdev=mods,mount_tag=mods
+       -fsdev "local,id=repo,path=$repo,security_model=none,readonly=on" -device virtio-9p-pci,fsdev=repo,mount_tag=repo
        -device virtio-rng-pci)
 if [ -n "$initrd" ]; then
   qargs+=(-initrd "$initrd"); cmdline+=" root=/dev/root mrguest.init=$repo/qemu/guest-init.sh"

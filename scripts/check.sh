@@ -79,8 +79,11 @@ collect() { # GUEST_DIR
       esac
     done < <(grep -E '^(ok|not ok) [0-9]+ ' "$d/output.log")
   fi
-  if [ -f "$d/rc" ]; then result ok "$g: guest finished"
-  else result not-ok "$g: guest finished" "killed at the timeout or stopped without a result: $d/console.log"; fi
+  local ntap; ntap=$(grep -cE '^(ok|not ok) [0-9]+ ' "$d/output.log" 2>/dev/null)
+  if [ ! -f "$d/rc" ]; then result not-ok "$g: guest finished" "killed at the timeout or stopped without a result: $d/console.log"
+  elif [ "${ntap:-0}" = 0 ]; then tail -5 "$d/output.log" 2>/dev/null | sed 's/^/# /'; result not-ok "$g: guest finished" "no test ran (exit $(cat "$d/rc"))"
+  elif [ "$(cat "$d/rc")" != 0 ] && ! grep -q '^not ok ' "$d/output.log"; then result not-ok "$g: guest finished" "exit $(cat "$d/rc") with no failing test"
+  else result ok "$g: guest finished"; fi
   local bugs; bugs=$(console_bugs "$d/console.log" 2>/dev/null)
   if [ -z "$bugs" ]; then result ok "$g: console clean"
   else echo "$bugs" | head -20 | sed 's/^/# /'; result not-ok "$g: console clean" "$(echo "$bugs" | wc -l) bug line(s) in $d/console.log"; fi
