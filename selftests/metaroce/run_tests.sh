@@ -18,11 +18,11 @@ for t in "${tests[@]}"; do
   fi
   log=$(mktemp); start=$(date +%s)
   timeout -k 5 "${MR_TEST_TIMEOUT:-300}" bash "$t" >"$log" 2>&1; rc=$?
-  sed 's/^/# /' "$log"; rm -f "$log"
+  sed 's/^/# /' "$log"; why=$(sed -n 's/^SKIP: //p' "$log" | tail -n 1); rm -f "$log"
   dur="$(( $(date +%s) - start ))s"
   case $rc in
     0) echo "ok $i $name # $dur";;
-    4) echo "ok $i $name # SKIP";;
+    4) echo "ok $i $name # SKIP ${why:-}";;
     124) echo "not ok $i $name # timed out after $dur"; failed=$((failed + 1));;
     *) echo "not ok $i $name # exit $rc after $dur"; failed=$((failed + 1));;
   esac
