@@ -10,6 +10,7 @@
 #include <net/route.h>
 #include <net/udp_tunnel.h>
 #include <rdma/ib_cache.h>
+#include <rdma/ib_mad.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_netlink.h>

@@ -5,6 +5,7 @@
 # Usage: run_tests.sh SUITE   (pair suites read MR_ROLE=a|b from the environment)
 set -o pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+export MR_SELFTESTS=$here
 suite=${1:?usage: run_tests.sh SUITE}
 . "$here/lib.sh"
 tests=("$here/$suite"/*.sh)

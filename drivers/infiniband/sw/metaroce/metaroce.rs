@@ -2,34 +2,25 @@
 
 //! MetaRoCE: a software RDMA provider speaking RoCEv2 and the MetaRoCE multipath transport.
 //!
-//! This crate stays free of `unsafe`: every C binding it needs lives behind the safe
-//! abstractions in `rust/kernel/rdma` and `rust/kernel/net`.
+//! Every C binding this crate needs lives behind the safe abstractions in `rust/kernel/rdma` and
+//! `rust/kernel/net`; `#![deny(unsafe_code)]` keeps it that way.
 
 #![deny(unsafe_code)]
 
-use kernel::prelude::*;
-
+mod device;
+mod link;
+mod module;
+mod net;
 pub mod proto;
 
-module! {
-    type: MetaRoce,
+use module::MetaRoceModule;
+
+kernel::prelude::module! {
+    type: MetaRoceModule,
     name: "metaroce",
     authors: ["MetaRoCE developers"],
     description: "MetaRoCE software RDMA provider (RoCEv2 and MetaRoCE transports)",
     license: "GPL",
-}
-
-struct MetaRoce;
-
-impl kernel::Module for MetaRoce {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("loaded\n");
-        Ok(MetaRoce)
-    }
-}
-
-impl Drop for MetaRoce {
-    fn drop(&mut self) {
-        pr_info!("unloaded\n");
-    }
+    // `rdma link add ... type metaroce` loads the module (MODULE_ALIAS_RDMA_LINK).
+    alias: ["rdma-link-metaroce"],
 }

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The MetaRoCE RDMA device: its data and its ib_core hooks (queries and user contexts).
+
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicU32,
+    AtomicU64,
+    Ordering, //
+};
+use kernel::net::netdev::NetDevice;
+use kernel::prelude::*;
+use kernel::rdma::device::{
+    CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
+    PortAttr, PortImmutable, PortState, StatDesc, DEFAULT_PKEY_FULL,
+};
+
+/// The only port of a MetaRoCE device (IB ports are numbered from 1).
+pub(crate) const PORT: u32 = 1;
+
+/// Vendor id reported to user space: rdma_rxe's (no IEEE OUI), since librxe drives the device.
+const VENDOR_ID: u32 = 0x00ff_ffff;
+/// GID table entries per port; ib_core fills them from the netdev's addresses.
+const GID_TBL_LEN: i32 = 1024;
+/// One P_Key (the default full-membership one), as for any RoCE port.
+const PKEY_TBL_LEN: u16 = 1;
+/// Largest message of the transport, rdma_rxe's limit (8 MiB).
+const MAX_MSG_SZ: u32 = 0x80_0000;
+/// Local CA ack delay, as rdma_rxe reports it (4.096 µs × 2^15).
+const LOCAL_CA_ACK_DELAY: u8 = 15;
+/// Bytes of an Ethernet frame's payload taken by RoCE v2 headers at worst: IPv6 (40), UDP (8),
+/// BTH (12), the largest extended header set (RETH+AETH+AtomicETH, 28) and ICRC (4).
+const ROCE_HDR_MAX: u32 = 40 + 8 + 12 + 28 + 4;
+/// Open user contexts allowed per device (rdma_rxe's limit).
+const MAX_UCONTEXT: u32 = 512;
+
+/// A per-port counter, reported by `rdma statistic` and in sysfs `hw_counters/` under rdma_rxe's
+/// names. The transport counts traffic; the device counts link transitions.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+// All but `LinkDowned` are counted by the RoCE v2 transport, which is not wired in yet.
+#[allow(dead_code)]
+pub(crate) enum Counter {
+    SentPkts,
+    RcvdPkts,
+    DuplicateRequest,
+    OutOfSeqRequest,
+    RcvdRnrErr,
+    SendRnrErr,
+    RcvdSeqErr,
+    AckDeferred,
+    RetryExceededErr,
+    RetryRnrExceededErr,
+    CompleterRetryErr,
+    SendErr,
+    LinkDowned,
+    RdmaSends,
+    RdmaRecvs,
+    SentBytes,
+    RcvdBytes,
+}
+
+const NUM_COUNTERS: usize = Counter::RcvdBytes as usize + 1;
+
+/// Descriptors of the counters, indexed by [`Counter`].
+static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
+    StatDesc::new(c"sent_pkts"),
+    StatDesc::new(c"rcvd_pkts"),
+    StatDesc::new(c"duplicate_request"),
+    StatDesc::new(c"out_of_seq_request"),
+    StatDesc::new(c"rcvd_rnr_err"),
+    StatDesc::new(c"send_rnr_err"),
+    StatDesc::new(c"rcvd_seq_err"),
+    StatDesc::new(c"ack_deferred"),
+    StatDesc::new(c"retry_exceeded_err"),
+    StatDesc::new(c"retry_rnr_exceeded_err"),
+    StatDesc::new(c"completer_retry_err"),
+    StatDesc::new(c"send_err"),
+    StatDesc::new(c"link_downed"),
+    StatDesc::new(c"rdma_sends"),
+    StatDesc::new(c"rdma_recvs"),
+    StatDesc::new(c"sent_bytes"),
+    StatDesc::new(c"rcvd_bytes"),
+];
+
+/// The MetaRoCE driver's ib_core operations.
+pub(crate) struct MetaRoceDriver;
+
+/// The driver data of one MetaRoCE device.
+pub(crate) struct MetaRoceDev {
+    /// EUI-64 derived from the netdev's MAC address, network byte order (node and system image
+    /// GUID, as rdma_rxe derives them).
+    guid_be: u64,
+    /// Open user contexts.
+    ucontexts: AtomicU32,
+    /// Whether the port was last seen active (for `link_downed`).
+    port_active: AtomicBool,
+    /// Port counters, indexed by [`Counter`].
+    counters: [AtomicU64; NUM_COUNTERS],
+}
+
+impl MetaRoceDev {
+    /// Data for a device on a netdev with MAC address `mac`.
+    pub(crate) fn new(mac: &[u8; 6], netdev: &NetDevice) -> Self {
+        Self {
+            guid_be: eui64_from_mac(mac),
+            ucontexts: AtomicU32::new(0),
+            port_active: AtomicBool::new(PortState::of_netdev(netdev) == PortState::Active),
+            counters: [const { AtomicU64::new(0) }; NUM_COUNTERS],
+        }
+    }
+
+    /// Adds `n` to counter `c`.
+    pub(crate) fn count(&self, c: Counter, n: u64) {
+        self.counters[c as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records the port state of the netdev after an event; counts active → down transitions.
+    pub(crate) fn port_state_changed(&self, state: PortState) {
+        let active = state == PortState::Active;
+        if self.port_active.swap(active, Ordering::Relaxed) && !active {
+            self.count(Counter::LinkDowned, 1);
+        }
+    }
+
+    /// The node GUID (network byte order).
+    pub(crate) fn guid_be(&self) -> u64 {
+        self.guid_be
+    }
+}
+
+/// The modified EUI-64 of a MAC address (`addrconf_addr_eui48`), as a network-order `u64`.
+fn eui64_from_mac(mac: &[u8; 6]) -> u64 {
+    let eui = [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ];
+    // The GUID fields are `__be64`: keep the byte sequence as it is in memory.
+    u64::from_ne_bytes(eui)
+}
+
+/// The IB path MTU a RoCE v2 port gets from an Ethernet MTU.
+pub(crate) fn active_mtu(eth_mtu: u32) -> Mtu {
+    Mtu::floor(eth_mtu.saturating_sub(ROCE_HDR_MAX)).unwrap_or(Mtu::Mtu256)
+}
+
+fn check_port(port: u32) -> Result {
+    if port == PORT {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// The driver data of one user context: it accounts the context against [`MAX_UCONTEXT`].
+pub(crate) struct UserContext;
+
+#[vtable]
+impl kernel::rdma::device::Driver for MetaRoceDriver {
+    type OwnerModule = crate::module::MetaRoceModule;
+    type Data = MetaRoceDev;
+    type UcontextData = UserContext;
+
+    // MetaRoCE implements rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so that the
+    // stock librxe provider drives it; Kconfig keeps RDMA_RXE out of the same kernel.
+    const DRIVER_ID: DriverId = DriverId::RXE;
+    const UVERBS_ABI_VER: u32 = 2;
+    const PORT_COUNTERS: &'static [StatDesc] = &COUNTER_DESCS;
+
+    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
+        attr.vendor_id(VENDOR_ID)
+            .sys_image_guid(dev.guid_be)
+            .max_pkeys(PKEY_TBL_LEN)
+            .local_ca_ack_delay(LOCAL_CA_ACK_DELAY)
+            .device_caps(DeviceCaps::PORT_ACTIVE_EVENT | DeviceCaps::SYS_IMAGE_GUID)
+            // `rdma link delete` may remove the device.
+            .kernel_caps(KernelCaps::ALLOW_USER_UNREG);
+        Ok(())
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result {
+        check_port(port)?;
+        let netdev = dev.netdev(port).ok_or(ENODEV)?;
+        let speed = dev.eth_speed(port)?;
+        attr.state(PortState::of_netdev(&netdev))
+            .phys_state(PhysState::of_netdev(&netdev))
+            .max_mtu(Mtu::Mtu4096)
+            .active_mtu(active_mtu(netdev.mtu()))
+            .phys_mtu(netdev.mtu())
+            .gid_tbl_len(GID_TBL_LEN)
+            .pkey_tbl_len(PKEY_TBL_LEN)
+            .max_msg_sz(MAX_MSG_SZ)
+            .eth_speed(speed);
+        Ok(())
+    }
+
+    fn get_port_immutable(_dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result {
+        check_port(port)?;
+        imm.core_caps(CoreCaps::ROCE_UDP_ENCAP)
+            .pkey_tbl_len(PKEY_TBL_LEN.into())
+            .gid_tbl_len(GID_TBL_LEN)
+            .standard_mad_size();
+        Ok(())
+    }
+
+    fn get_link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
+        LinkLayer::Ethernet
+    }
+
+    fn query_pkey(_dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        check_port(port)?;
+        if index != 0 {
+            return Err(EINVAL);
+        }
+        Ok(DEFAULT_PKEY_FULL)
+    }
+
+    fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {
+        check_port(port)?;
+        for (v, c) in values.iter_mut().zip(dev.counters.iter()) {
+            *v = c.load(Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn alloc_ucontext(dev: &Device<Self>) -> Result<UserContext> {
+        dev.ucontexts
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_UCONTEXT).then_some(n + 1)
+            })
+            .map_err(|_| ENOMEM)?;
+        Ok(UserContext)
+    }
+
+    fn dealloc_ucontext(dev: &Device<Self>, _ctx: &UserContext) {
+        dev.ucontexts.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Reads the 6-byte MAC address of `netdev`, or fails with `EINVAL` for a netdev without one.
+pub(crate) fn netdev_mac(netdev: &NetDevice) -> Result<[u8; 6]> {
+    let mut buf = [0u8; 32];
+    let len = netdev.hw_addr(&mut buf)?;
+    if len != 6 {
+        return Err(EINVAL);
+    }
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&buf[..6]);
+    Ok(mac)
+}

@@ -1,0 +1,1109 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices (`struct ib_device`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! # Lifetime
+//!
+//! A [`Device<T>`] is one allocation made by ib_core (`_ib_alloc_device`) holding the C
+//! `struct ib_device` followed by the driver's [`Driver::Data`], initialised in place with
+//! pin-init. Its life has three phases:
+//!
+//! 1. **Unregistered** ([`UnregisteredDevice`], owned by the driver): created by
+//!    [`Device::new`], configured, then either registered or dropped (`ib_dealloc_device`).
+//! 2. **Registered**: after [`UnregisteredDevice::register`] succeeds, ib_core owns the device.
+//!    It can be unregistered at any time by `rdma link delete`, by
+//!    [`DeviceRef::unregister_queued`] or by [`unregister_driver`]; drivers reach it again only
+//!    through callbacks (`&Device<T>`) or lookups that take a registration reference
+//!    ([`DeviceRef`]).
+//! 3. **Released**: unregistration calls `dealloc_driver`, the last driver callback, which drops
+//!    [`Driver::Data`]; ib_core then frees the memory when the last `struct device` reference
+//!    goes (`kfree_rcu`).
+//!
+//! ib_core exposes two reference counts. `get_device`/`put_device` only keep the memory, not the
+//! driver data (dropped in `dealloc_driver`), so no Rust handle is built on it: `ARef<Device<T>>`
+//! would let the data be used after it was dropped. The registration count (`ib_device_try_get`,
+//! `ib_device_put`) keeps the device registered and so its data alive; it may fail (device being
+//! unregistered) and blocks unregistration while held, so it is the short-lived [`DeviceRef`],
+//! not an `AlwaysRefCounted` implementation.
+
+use crate::{
+    bindings,
+    error::{
+        from_result,
+        to_result,
+        VTABLE_DEFAULT_ERROR, //
+    },
+    module::{
+        this_module,
+        ModuleMetadata, //
+    },
+    net::netdev::NetDevice,
+    prelude::*,
+    sync::aref::ARef,
+    types::Opaque, //
+};
+use core::{
+    marker::PhantomData,
+    ops::Deref,
+    ptr::NonNull, //
+};
+
+/// An RDMA driver identifier (`enum rdma_driver_id`), which user space uses to pick its
+/// provider library.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DriverId(bindings::rdma_driver_id);
+
+impl DriverId {
+    /// `RDMA_DRIVER_RXE`: the user ABI of `include/uapi/rdma/rdma_user_rxe.h`, driven by
+    /// rdma-core's `librxe`.
+    pub const RXE: Self = Self(bindings::rdma_driver_id_RDMA_DRIVER_RXE);
+}
+
+/// The state of a port (`enum ib_port_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum PortState {
+    /// `IB_PORT_DOWN`.
+    Down = bindings::ib_port_state_IB_PORT_DOWN,
+    /// `IB_PORT_ACTIVE`.
+    Active = bindings::ib_port_state_IB_PORT_ACTIVE,
+}
+
+impl PortState {
+    /// The state a RoCE port on `netdev` has: active when the interface is running and has
+    /// carrier (ib_core's `ib_get_curr_port_state`).
+    pub fn of_netdev(netdev: &NetDevice) -> Self {
+        if netdev.is_running() && netdev.has_carrier() {
+            Self::Active
+        } else {
+            Self::Down
+        }
+    }
+}
+
+/// The physical state of a port (`enum ib_port_phys_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PhysState {
+    /// `IB_PORT_PHYS_STATE_POLLING`: enabled, no link.
+    Polling = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_POLLING as u8,
+    /// `IB_PORT_PHYS_STATE_DISABLED`: administratively down.
+    Disabled = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8,
+    /// `IB_PORT_PHYS_STATE_LINK_UP`.
+    LinkUp = bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8,
+}
+
+impl PhysState {
+    /// The physical state of a RoCE port on `netdev` (as rdma_rxe reports it).
+    pub fn of_netdev(netdev: &NetDevice) -> Self {
+        if PortState::of_netdev(netdev) == PortState::Active {
+            Self::LinkUp
+        } else if netdev.is_running() {
+            Self::Polling
+        } else {
+            Self::Disabled
+        }
+    }
+}
+
+/// An InfiniBand path MTU (`enum ib_mtu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum Mtu {
+    /// 256 bytes.
+    Mtu256 = bindings::ib_mtu_IB_MTU_256,
+    /// 512 bytes.
+    Mtu512 = bindings::ib_mtu_IB_MTU_512,
+    /// 1024 bytes.
+    Mtu1024 = bindings::ib_mtu_IB_MTU_1024,
+    /// 2048 bytes.
+    Mtu2048 = bindings::ib_mtu_IB_MTU_2048,
+    /// 4096 bytes.
+    Mtu4096 = bindings::ib_mtu_IB_MTU_4096,
+}
+
+impl Mtu {
+    /// The largest MTU not above `bytes`, or `None` if `bytes < 256`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::rdma::device::Mtu;
+    ///
+    /// assert_eq!(Mtu::floor(1500 - 92), Some(Mtu::Mtu1024));
+    /// assert_eq!(Mtu::floor(4096), Some(Mtu::Mtu4096));
+    /// assert_eq!(Mtu::floor(9000), Some(Mtu::Mtu4096));
+    /// assert_eq!(Mtu::floor(255), None);
+    /// assert_eq!(Mtu::Mtu256.bytes(), 256);
+    /// assert_eq!(Mtu::Mtu4096.bytes(), 4096);
+    /// ```
+    pub fn floor(bytes: u32) -> Option<Self> {
+        Some(match bytes {
+            4096.. => Self::Mtu4096,
+            2048.. => Self::Mtu2048,
+            1024.. => Self::Mtu1024,
+            512.. => Self::Mtu512,
+            256.. => Self::Mtu256,
+            _ => return None,
+        })
+    }
+
+    /// The MTU in bytes.
+    pub fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+}
+
+/// The link layer of a port (`enum rdma_link_layer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum LinkLayer {
+    /// `IB_LINK_LAYER_INFINIBAND`.
+    Infiniband = bindings::rdma_link_layer_IB_LINK_LAYER_INFINIBAND,
+    /// `IB_LINK_LAYER_ETHERNET` (RoCE).
+    Ethernet = bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET,
+}
+
+/// Kernel-only device capabilities (`enum ib_kernel_cap_flags`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KernelCaps(u64);
+
+impl KernelCaps {
+    /// No capability.
+    pub const NONE: Self = Self(0);
+    /// `IBK_ALLOW_USER_UNREG`: `rdma link delete` may unregister the device.
+    pub const ALLOW_USER_UNREG: Self =
+        Self(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64);
+}
+
+impl core::ops::BitOr for KernelCaps {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// Device capabilities (`enum ib_device_cap_flags`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DeviceCaps(u64);
+
+impl DeviceCaps {
+    /// No capability.
+    pub const NONE: Self = Self(0);
+    /// `IB_DEVICE_PORT_ACTIVE_EVENT`: the device generates port active/error events.
+    pub const PORT_ACTIVE_EVENT: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64);
+    /// `IB_DEVICE_SYS_IMAGE_GUID`: the system image GUID is meaningful.
+    pub const SYS_IMAGE_GUID: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64);
+}
+
+impl core::ops::BitOr for DeviceCaps {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// Core port capabilities (`RDMA_CORE_PORT_*`), reported in [`PortImmutable`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CoreCaps(u32);
+
+impl CoreCaps {
+    /// `RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP`: RoCE v2 (and v1) over UDP, GIDs from the netdev.
+    pub const ROCE_UDP_ENCAP: Self = Self(bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP);
+}
+
+/// Generates chaining setters for plain integer fields of a `repr(transparent)` attribute
+/// wrapper.
+macro_rules! attr_setters {
+    ($ty:ident { $($(#[$m:meta])* $name:ident : $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                $(#[$m])*
+                pub fn $name(&mut self, value: $t) -> &mut Self {
+                    self.0.$name = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+/// Device attributes (`struct ib_device_attr`) being filled by [`Driver::query_device`].
+///
+/// ib_core zeroes the structure before the call; fields the driver leaves alone read as zero.
+#[repr(transparent)]
+pub struct DeviceAttr(bindings::ib_device_attr);
+
+attr_setters!(DeviceAttr {
+    /// Firmware version.
+    fw_ver: u64,
+    /// IEEE OUI of the vendor.
+    vendor_id: u32,
+    /// Vendor part id.
+    vendor_part_id: u32,
+    /// Hardware version.
+    hw_ver: u32,
+    /// Largest memory region, in bytes.
+    max_mr_size: u64,
+    /// Supported page sizes (bit n set: 2^n bytes).
+    page_size_cap: u64,
+    /// Maximum number of queue pairs.
+    max_qp: u32,
+    /// Maximum work requests per queue.
+    max_qp_wr: u32,
+    /// Maximum scatter/gather entries per send work request.
+    max_send_sge: u32,
+    /// Maximum scatter/gather entries per receive work request.
+    max_recv_sge: u32,
+    /// Maximum scatter/gather entries for RDMA reads.
+    max_sge_rd: u32,
+    /// Maximum number of completion queues.
+    max_cq: u32,
+    /// Maximum entries per completion queue.
+    max_cqe: u32,
+    /// Maximum number of memory regions.
+    max_mr: u32,
+    /// Maximum number of protection domains.
+    max_pd: u32,
+    /// Maximum outstanding RDMA reads/atomics a QP responds to.
+    max_qp_rd_atom: u32,
+    /// Maximum outstanding RDMA reads/atomics responded to, device-wide.
+    max_res_rd_atom: u32,
+    /// Maximum outstanding RDMA reads/atomics a QP initiates.
+    max_qp_init_rd_atom: u32,
+    /// Maximum number of memory windows.
+    max_mw: u32,
+    /// Maximum number of address handles.
+    max_ah: u32,
+    /// Maximum number of shared receive queues.
+    max_srq: u32,
+    /// Maximum work requests per shared receive queue.
+    max_srq_wr: u32,
+    /// Maximum scatter/gather entries per shared receive queue work request.
+    max_srq_sge: u32,
+    /// Maximum number of P_Keys.
+    max_pkeys: u16,
+    /// Local CA ack delay (4.096 µs × 2^value).
+    local_ca_ack_delay: u8,
+});
+
+impl DeviceAttr {
+    /// Sets the system image GUID (network byte order, as the C field).
+    pub fn sys_image_guid(&mut self, guid_be: u64) -> &mut Self {
+        self.0.sys_image_guid = guid_be;
+        self
+    }
+
+    /// Sets the device capabilities.
+    pub fn device_caps(&mut self, caps: DeviceCaps) -> &mut Self {
+        self.0.device_cap_flags = caps.0;
+        self
+    }
+
+    /// Sets the kernel-only capabilities. ib_core copies the attributes from
+    /// [`Driver::query_device`] at registration, so [`KernelCaps::ALLOW_USER_UNREG`] must be
+    /// reported here (setting it anywhere else is overwritten).
+    pub fn kernel_caps(&mut self, caps: KernelCaps) -> &mut Self {
+        self.0.kernel_cap_flags = caps.0;
+        self
+    }
+}
+
+/// Port attributes (`struct ib_port_attr`) being filled by [`Driver::query_port`].
+///
+/// ib_core zeroes the structure before the call (`ib_query_port`), then overwrites
+/// `subnet_prefix` from the GID table for RoCE ports.
+#[repr(transparent)]
+pub struct PortAttr(bindings::ib_port_attr);
+
+attr_setters!(PortAttr {
+    /// Size of the GID table.
+    gid_tbl_len: i32,
+    /// Port capability flags (`IB_PORT_*`).
+    port_cap_flags: u32,
+    /// Largest message, in bytes.
+    max_msg_sz: u32,
+    /// Size of the P_Key table.
+    pkey_tbl_len: u16,
+    /// Underlying link MTU, in bytes.
+    phys_mtu: u32,
+});
+
+impl PortAttr {
+    /// Sets the logical port state.
+    pub fn state(&mut self, state: PortState) -> &mut Self {
+        self.0.state = state as u32;
+        self
+    }
+
+    /// Sets the physical port state.
+    pub fn phys_state(&mut self, state: PhysState) -> &mut Self {
+        self.0.phys_state = state as u8;
+        self
+    }
+
+    /// Sets the largest supported path MTU.
+    pub fn max_mtu(&mut self, mtu: Mtu) -> &mut Self {
+        self.0.max_mtu = mtu as u32;
+        self
+    }
+
+    /// Sets the active path MTU.
+    pub fn active_mtu(&mut self, mtu: Mtu) -> &mut Self {
+        self.0.active_mtu = mtu as u32;
+        self
+    }
+
+    /// Sets speed and width from an [`EthSpeed`].
+    pub fn eth_speed(&mut self, speed: EthSpeed) -> &mut Self {
+        self.0.active_speed = speed.speed;
+        self.0.active_width = speed.width;
+        self
+    }
+}
+
+/// Immutable port attributes (`struct ib_port_immutable`) being filled by
+/// [`Driver::get_port_immutable`].
+#[repr(transparent)]
+pub struct PortImmutable(bindings::ib_port_immutable);
+
+impl PortImmutable {
+    /// Sets the core capabilities of the port.
+    pub fn core_caps(&mut self, caps: CoreCaps) -> &mut Self {
+        self.0.core_cap_flags = caps.0;
+        self
+    }
+
+    /// Sets the P_Key table size.
+    pub fn pkey_tbl_len(&mut self, len: i32) -> &mut Self {
+        self.0.pkey_tbl_len = len;
+        self
+    }
+
+    /// Sets the GID table size.
+    pub fn gid_tbl_len(&mut self, len: i32) -> &mut Self {
+        self.0.gid_tbl_len = len;
+        self
+    }
+
+    /// Sets the MAD size to the standard management datagram size (`IB_MGMT_MAD_SIZE`).
+    pub fn standard_mad_size(&mut self) -> &mut Self {
+        self.0.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
+        self
+    }
+}
+
+/// The default full-membership P_Key (`IB_DEFAULT_PKEY_FULL`).
+pub const DEFAULT_PKEY_FULL: u16 = bindings::IB_DEFAULT_PKEY_FULL as u16;
+
+/// Speed and width of an Ethernet port as IB encodes them (from `ib_get_eth_speed`).
+#[derive(Clone, Copy)]
+pub struct EthSpeed {
+    speed: u16,
+    width: u8,
+}
+
+/// The descriptor of one hardware counter (`struct rdma_stat_desc`): its name in
+/// `rdma statistic` and sysfs (`hw_counters/`).
+#[repr(transparent)]
+pub struct StatDesc(bindings::rdma_stat_desc);
+
+// SAFETY: The descriptor only points to `'static` immutable data.
+unsafe impl Sync for StatDesc {}
+
+impl StatDesc {
+    /// A counter named `name`.
+    pub const fn new(name: &'static CStr) -> Self {
+        Self(bindings::rdma_stat_desc {
+            name: crate::str::as_char_ptr_in_const_context(name),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
+    }
+}
+
+/// The operations of an RDMA driver: its `ib_device_ops`.
+///
+/// Only the hooks a driver implements are installed in the C table (`T::HAS_*`); ib_core treats
+/// a missing hook as unsupported.
+///
+/// # Calling contexts
+///
+/// Unless stated otherwise, every hook runs in process context and may sleep. Hooks run only
+/// while the device's data is alive: from [`UnregisteredDevice::register`] (which queries the
+/// device and ports) until unregistration has finished calling hooks, before `dealloc_driver`.
+#[vtable]
+pub trait Driver: Sized + 'static {
+    /// The module that owns the hooks (`ops.owner`).
+    type OwnerModule: ModuleMetadata;
+
+    /// The driver's data in each device, dropped when the device is released.
+    type Data: Send + Sync;
+
+    /// The driver's data in each user context.
+    type UcontextData: Send + Sync;
+
+    /// The driver id reported to user space, which selects the provider library.
+    const DRIVER_ID: DriverId;
+
+    /// The uverbs ABI version of that provider library.
+    const UVERBS_ABI_VER: u32;
+
+    /// The per-port hardware counters, in the order [`Driver::get_hw_stats`] fills them.
+    const PORT_COUNTERS: &'static [StatDesc] = &[];
+
+    /// Reports the device attributes (`query_device`).
+    ///
+    /// Called once at registration (its result is cached in `ib_device::attrs`) and for user
+    /// queries. May sleep. Any driver-specific user input is rejected and any driver-specific
+    /// output zeroed by the abstraction.
+    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
+
+    /// Reports the attributes of port `port` (`query_port`, 1-based).
+    ///
+    /// May sleep; called with no ib_core lock that [`Device::eth_speed`] (RTNL) would invert.
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
+
+    /// Reports the immutable attributes of port `port` (`get_port_immutable`).
+    ///
+    /// Called once per port during registration, may sleep.
+    fn get_port_immutable(dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result;
+
+    /// Reports the link layer of port `port` (`get_link_layer`). Must not sleep: ib_core calls it
+    /// from atomic contexts (e.g. under the GID cache lock).
+    fn get_link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the P_Key at `index` of port `port` (`query_pkey`). May sleep.
+    fn query_pkey(_dev: &Device<Self>, _port: u32, _index: u16) -> Result<u16> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reads the per-port counters of port `port` into `values` (one per
+    /// [`Driver::PORT_COUNTERS`] entry) (`get_hw_stats`).
+    ///
+    /// Implementing it installs `alloc_hw_port_stats` too. Runs in process context with the
+    /// counter block's mutex held (sysfs reads, `rdma statistic`), may sleep.
+    fn get_hw_stats(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the driver data of a new user context (`alloc_ucontext`), for a process opening
+    /// the device through uverbs. May sleep.
+    ///
+    /// Implementing it also installs `dealloc_ucontext` (dropping the data after
+    /// [`Driver::dealloc_ucontext`]) and `disassociate_ucontext` (calling
+    /// [`Driver::disassociate_ucontext`]): with the latter present, unregistration revokes user
+    /// contexts instead of waiting for processes to close their files.
+    fn alloc_ucontext(_dev: &Device<Self>) -> Result<Self::UcontextData> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Called before a user context's data is dropped (`dealloc_ucontext`). May sleep.
+    fn dealloc_ucontext(_dev: &Device<Self>, _ctx: &Self::UcontextData) {}
+
+    /// Called when the device goes away while a process still has the context open
+    /// (`disassociate_ucontext`): release whatever would keep the device from unregistering.
+    /// ib_core itself zaps the user mappings made through `rdma_user_mmap_entry`. May sleep.
+    fn disassociate_ucontext(_dev: &Device<Self>, _ctx: &Self::UcontextData) {}
+}
+
+/// A typed RDMA device: the C `struct ib_device` followed by the driver's data.
+///
+/// # Invariants
+///
+/// - `ibdev` was allocated by `_ib_alloc_device` with the size of `Self`, and `data` is
+///   initialised for as long as a `&Device<T>` exists (it is dropped in `dealloc_driver`, the
+///   last driver callback, after which no reference is handed out).
+/// - The ops of `ibdev` are `Adapter::<T>::OPS` once `data` is initialised.
+#[repr(C)]
+pub struct Device<T: Driver> {
+    ibdev: Opaque<bindings::ib_device>,
+    data: T::Data,
+}
+
+// SAFETY: `struct ib_device` may be used and released from any thread, and `T::Data` is `Send`.
+unsafe impl<T: Driver> Send for Device<T> {}
+// SAFETY: All `&self` methods are thread-safe (ib_core synchronises them), and `T::Data` is
+// `Sync`.
+unsafe impl<T: Driver> Sync for Device<T> {}
+
+impl<T: Driver> Deref for Device<T> {
+    type Target = T::Data;
+
+    fn deref(&self) -> &T::Data {
+        &self.data
+    }
+}
+
+impl<T: Driver> Device<T> {
+    /// Allocates a device in the network namespace of `netdev` with `ports` ports and
+    /// initialises its driver data in place.
+    ///
+    /// In ib_core's shared namespace mode (the default) the device is created in `init_net`
+    /// whatever `netdev`'s namespace; in exclusive mode it lives in `netdev`'s. May sleep.
+    pub fn new(
+        netdev: &NetDevice,
+        ports: u32,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result<UnregisteredDevice<T>> {
+        const {
+            // `_ib_alloc_device` uses `kzalloc`, which guarantees `ARCH_KMALLOC_MINALIGN`
+            // (the alignment of `u64`) whatever the size.
+            assert!(align_of::<Self>() <= align_of::<u64>());
+        };
+        if ports == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: The size covers `Self`; the namespace of a device the caller holds stays valid
+        // until registration completes (RTNL or the caller's reference keeps the device there
+        // for the calls ib_core makes with it).
+        let raw = unsafe { bindings::_ib_alloc_device(size_of::<Self>(), netdev.raw_net()) };
+        let raw = NonNull::new(raw.cast::<Self>()).ok_or(ENOMEM)?;
+        let ibdev = Opaque::cast_into(
+            // SAFETY: `raw` is a valid allocation of `Self`.
+            unsafe { &raw const (*raw.as_ptr()).ibdev },
+        );
+
+        // SAFETY: `raw` is valid and not yet shared; `data` is uninitialised memory that stays
+        // pinned until `dealloc_driver` drops it.
+        let init = unsafe { pin_init::raw_try_init(&raw mut (*raw.as_ptr()).data, data) };
+        if let Err(e) = init {
+            // SAFETY: No ops are set, so `ib_dealloc_device` does not call `dealloc_driver`
+            // and the uninitialised data is not dropped; the device was never registered.
+            unsafe { bindings::ib_dealloc_device(ibdev) };
+            return Err(e);
+        }
+
+        // SAFETY: The device is private to this function; `OPS` is a valid table whose hooks
+        // expect `Self`, and `ib_set_device_ops` copies it. Setting the port count before
+        // `ib_device_set_netdev` is what ib_core expects.
+        unsafe {
+            bindings::ib_set_device_ops(ibdev, &Adapter::<T>::OPS);
+            (*ibdev).node_type = bindings::RDMA_NODE_IB_CA as u8;
+            (*ibdev).phys_port_cnt = ports;
+            (*ibdev).num_comp_vectors = 1;
+        }
+
+        // INVARIANT: Allocated with our size, data initialised, ops installed; not registered.
+        Ok(UnregisteredDevice {
+            dev: raw,
+            _p: PhantomData,
+        })
+    }
+
+    /// Returns the raw `struct ib_device` pointer.
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ibdev.get()
+    }
+
+    /// # Safety
+    ///
+    /// `ptr` must point to the `ib_device` of a `Device<T>` whose data is initialised and stays
+    /// so for `'a` (e.g. a driver callback's argument).
+    unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `ibdev` is the first field of the `repr(C)` `Self`, so the container is at the
+        // same address; validity is guaranteed by the caller.
+        unsafe { &*crate::container_of!(Opaque::cast_from(ptr), Self, ibdev) }
+    }
+
+    /// The device name (e.g. `mr0`), copied into `buf` and returned as a `&str`.
+    pub fn name<'a>(&self, buf: &'a mut [u8; bindings::IB_DEVICE_NAME_MAX as usize]) -> &'a str {
+        // SAFETY: `name` is an inline array of the valid device; it is set before registration
+        // and only changed by `rdma dev set NAME name` under ib_core's locks: a racing rename
+        // yields a mix of bytes, still a string within the array.
+        let name = unsafe { &raw const (*self.as_raw()).name };
+        let mut len = 0;
+        while len < buf.len() - 1 {
+            // SAFETY: `len < IB_DEVICE_NAME_MAX`, within the array.
+            let c = unsafe { core::ptr::read_volatile(name.cast::<u8>().add(len)) };
+            if c == 0 {
+                break;
+            }
+            buf[len] = c;
+            len += 1;
+        }
+        core::str::from_utf8(&buf[..len]).unwrap_or("?")
+    }
+
+    /// Returns the network device bound to `port` (`ib_device_get_netdev`), if any.
+    pub fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
+        // SAFETY: The device is valid; the function returns a held reference or null.
+        unsafe { NetDevice::from_raw_owned(bindings::ib_device_get_netdev(self.as_raw(), port)) }
+    }
+
+    /// Queries the speed and width of an Ethernet port from its netdev (`ib_get_eth_speed`).
+    ///
+    /// Takes RTNL: must not be called from a netdev notifier or with ib_core locks held that
+    /// RTNL nests in; fine from [`Driver::query_port`].
+    pub fn eth_speed(&self, port: u32) -> Result<EthSpeed> {
+        let mut speed = EthSpeed { speed: 0, width: 0 };
+        // SAFETY: The device is valid, the out pointers point to locals.
+        to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed.speed, &mut speed.width)
+        })?;
+        Ok(speed)
+    }
+
+    /// Reports the port state of `netdev`'s port to ib_core consumers (`IB_EVENT_PORT_ACTIVE`
+    /// or `IB_EVENT_PORT_ERR`, only when the state changed; `ib_dispatch_port_state_event`).
+    ///
+    /// ib_core's own netdev notifier already does this on `NETDEV_UP`, `NETDEV_DOWN` and
+    /// `NETDEV_CHANGE` for every device with a netdev; drivers call it for other triggers. Runs
+    /// in any process context (takes a spinning lock with IRQs disabled, and the event handler
+    /// semaphore).
+    pub fn dispatch_port_state_event(&self, netdev: &NetDevice) {
+        // SAFETY: Both devices are valid; the function ignores a netdev not bound to a port.
+        unsafe { bindings::ib_dispatch_port_state_event(self.as_raw(), netdev.as_raw()) };
+    }
+
+    /// Finds the registered device of driver `T` bound to `netdev` and takes a registration
+    /// reference on it (`ib_device_get_by_netdev`).
+    ///
+    /// Devices of other drivers with the same driver id are not returned (their
+    /// `dealloc_driver` hook differs). May be called from any process context, including a
+    /// netdev notifier.
+    pub fn find_by_netdev(netdev: &NetDevice) -> Option<DeviceRef<T>> {
+        // SAFETY: `netdev` is valid; a non-null result carries a registration reference.
+        let raw = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.0) };
+        if raw.is_null() {
+            return None;
+        }
+        // SAFETY: `raw` is a registered device (we hold a registration reference).
+        let dealloc = unsafe { (*raw).ops.dealloc_driver };
+        let ours = Adapter::<T>::dealloc_driver_callback as *const () as usize;
+        if dealloc.map(|f| f as *const () as usize) != Some(ours) {
+            // SAFETY: Releases the reference taken above.
+            unsafe { bindings::ib_device_put(raw) };
+            return None;
+        }
+        // INVARIANT: `raw` carries the `dealloc_driver` hook of `Adapter::<T>`, which is only
+        // installed by `Device::<T>::new`, so it is embedded in a `Device<T>`; we own a
+        // registration reference.
+        Some(DeviceRef {
+            // SAFETY: See above; `ibdev` is at offset 0 of `Device<T>`.
+            dev: unsafe { NonNull::from(Self::from_raw(raw)) },
+        })
+    }
+}
+
+/// Unregisters every device whose driver id is `T::DRIVER_ID` and waits for each to be released
+/// (`ib_unregister_driver`), including queued unregistrations.
+///
+/// Call it in module exit after the last path that creates devices is closed, so that no hook
+/// of the module runs afterwards. Devices of *other* drivers with the same driver id would be
+/// unregistered too: a driver sharing a driver id must be exclusive with its twin (Kconfig).
+/// May sleep for as long as unregistration takes.
+pub fn unregister_driver<T: Driver>() {
+    // SAFETY: Plain call; ib_core synchronises with concurrent (un)registration.
+    unsafe { bindings::ib_unregister_driver(T::DRIVER_ID.0) };
+}
+
+/// A device allocated by [`Device::new`] and not yet registered.
+///
+/// Dropping it frees the device (`ib_dealloc_device`, which drops the driver data).
+///
+/// # Invariants
+///
+/// `dev` is a valid `Device<T>` with initialised data and installed ops, owned exclusively by
+/// this value and not registered.
+pub struct UnregisteredDevice<T: Driver> {
+    dev: NonNull<Device<T>>,
+    _p: PhantomData<Device<T>>,
+}
+
+// SAFETY: The unregistered device may be moved to and freed on any thread.
+unsafe impl<T: Driver> Send for UnregisteredDevice<T> {}
+
+impl<T: Driver> Deref for UnregisteredDevice<T> {
+    type Target = Device<T>;
+
+    fn deref(&self) -> &Device<T> {
+        // SAFETY: Valid by the type invariant.
+        unsafe { self.dev.as_ref() }
+    }
+}
+
+impl<T: Driver> UnregisteredDevice<T> {
+    fn raw(&self) -> *mut bindings::ib_device {
+        self.as_raw()
+    }
+
+    /// Binds `netdev` to port `port` (`ib_device_set_netdev`): ib_core then fills the RoCE GID
+    /// table from its addresses and follows its state. The device keeps a reference on
+    /// `netdev` until it is unregistered. May sleep.
+    pub fn set_netdev(&mut self, netdev: &NetDevice, port: u32) -> Result {
+        // SAFETY: The device is valid and unregistered (type invariant), the netdev is valid.
+        to_result(unsafe { bindings::ib_device_set_netdev(self.raw(), netdev.as_raw(), port) })
+    }
+
+    /// Sets the node GUID (network byte order, as the C field).
+    pub fn set_node_guid(&mut self, guid_be: u64) {
+        // SAFETY: The device is exclusively ours (type invariant).
+        unsafe { (*self.raw()).node_guid = guid_be };
+    }
+
+    /// Sets the node description (truncated to 63 bytes).
+    pub fn set_node_desc(&mut self, desc: &str) {
+        // SAFETY: The device is exclusively ours (type invariant).
+        let dst = unsafe { &mut (*self.raw()).node_desc };
+        dst.fill(0);
+        let max = dst.len() - 1;
+        for (d, s) in dst.iter_mut().zip(desc.bytes().take(max)) {
+            *d = s as c_char;
+        }
+    }
+
+    /// Sets the number of completion vectors (at least 1).
+    pub fn set_num_comp_vectors(&mut self, n: u32) -> Result {
+        let n = i32::try_from(n).map_err(|_| EINVAL)?;
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: The device is exclusively ours (type invariant).
+        unsafe { (*self.raw()).num_comp_vectors = n };
+        Ok(())
+    }
+
+    /// Registers the device under `name` with no DMA device (ib_core uses virtual addresses in
+    /// SGEs), handing it over to ib_core.
+    ///
+    /// Fails with ib_core's error (e.g. `ENFILE` for a name taken in the namespace), in which
+    /// case the device is freed. On success the device may be unregistered (and freed) by
+    /// another thread as soon as this returns. May sleep; calls the query hooks.
+    pub fn register(self, name: &CStr) -> Result {
+        let raw = self.raw();
+        // SAFETY: The device is valid and unregistered; `name` is a valid C string.
+        let ret = unsafe {
+            bindings::ib_register_device(raw, name.as_ptr().cast(), core::ptr::null_mut())
+        };
+        if ret != 0 {
+            // `self` drops here: on failure the caller must `ib_dealloc_device`.
+            return Err(Error::from_errno(ret));
+        }
+        // Ownership passed to ib_core, which calls `dealloc_driver` when unregistering.
+        core::mem::forget(self);
+        Ok(())
+    }
+}
+
+impl<T: Driver> Drop for UnregisteredDevice<T> {
+    fn drop(&mut self) {
+        // SAFETY: The device is ours and not registered (type invariant); `ib_dealloc_device`
+        // calls `dealloc_driver`, dropping the data, then releases the initial reference.
+        unsafe { bindings::ib_dealloc_device(self.raw()) };
+    }
+}
+
+/// A registration reference on a registered [`Device<T>`] (`ib_device_try_get`/`ib_device_put`).
+///
+/// While it exists the device stays registered and its data alive. Unregistration waits for it,
+/// so it is meant to be short-lived: never keep one across a wait for unregistration (e.g. in a
+/// workqueue the unregistration flushes), and never store it.
+///
+/// # Invariants
+///
+/// `dev` is a registered `Device<T>` on which this value owns one registration reference.
+pub struct DeviceRef<T: Driver> {
+    dev: NonNull<Device<T>>,
+}
+
+// SAFETY: The reference may be released on any thread.
+unsafe impl<T: Driver> Send for DeviceRef<T> {}
+// SAFETY: `Device<T>` is `Sync`.
+unsafe impl<T: Driver> Sync for DeviceRef<T> {}
+
+impl<T: Driver> Deref for DeviceRef<T> {
+    type Target = Device<T>;
+
+    fn deref(&self) -> &Device<T> {
+        // SAFETY: Registered with a reference held: valid, data alive.
+        unsafe { self.dev.as_ref() }
+    }
+}
+
+impl<T: Driver> Device<T> {
+    /// Takes a registration reference, if the device is still registered (`ib_device_try_get`).
+    pub fn try_get(&self) -> Option<DeviceRef<T>> {
+        // SAFETY: The device is valid.
+        if unsafe { bindings::ib_device_try_get(self.as_raw()) } {
+            // INVARIANT: The reference was just taken.
+            Some(DeviceRef {
+                dev: NonNull::from(self),
+            })
+        } else {
+            None
+        }
+    }
+}
+
+impl<T: Driver> DeviceRef<T> {
+    /// Schedules unregistration of the device on ib_core's unregistration workqueue
+    /// (`ib_unregister_device_queued`) and drops this reference; the device is released once
+    /// every registration reference is gone.
+    ///
+    /// Safe from any process context, including with RTNL held (netdev notifiers), where the
+    /// synchronous unregistration would deadlock. [`unregister_driver`] waits for it.
+    pub fn unregister_queued(self) {
+        // SAFETY: We hold a registration reference (refcount non-zero) and the ops carry
+        // `dealloc_driver`, as the function requires.
+        unsafe { bindings::ib_unregister_device_queued(self.as_raw()) };
+    }
+}
+
+impl<T: Driver> Drop for DeviceRef<T> {
+    fn drop(&mut self) {
+        // SAFETY: We own one registration reference (type invariant).
+        unsafe { bindings::ib_device_put(self.as_raw()) };
+    }
+}
+
+/// A user context (`struct ib_ucontext`) followed by the driver's data.
+///
+/// # Invariants
+///
+/// Allocated by ib_core with `size_ib_ucontext == size_of::<Self>()`; `data` is initialised
+/// between a successful `alloc_ucontext` and `dealloc_ucontext`.
+#[repr(C)]
+struct Ucontext<T: Driver> {
+    ibuc: Opaque<bindings::ib_ucontext>,
+    data: T::UcontextData,
+}
+
+/// The `ib_device_ops` adapters of driver `T`.
+struct Adapter<T: Driver>(PhantomData<T>);
+
+impl<T: Driver> Adapter<T> {
+    const OPS: bindings::ib_device_ops = {
+        const {
+            assert!(align_of::<Ucontext<T>>() <= align_of::<u64>());
+        };
+        let mut ops: bindings::ib_device_ops = pin_init::zeroed();
+        ops.owner = this_module::<T::OwnerModule>().as_ptr();
+        ops.driver_id = T::DRIVER_ID.0;
+        ops.uverbs_abi_ver = T::UVERBS_ABI_VER;
+        ops.dealloc_driver = Some(Self::dealloc_driver_callback);
+        ops.query_device = Some(Self::query_device_callback);
+        ops.query_port = Some(Self::query_port_callback);
+        ops.get_port_immutable = Some(Self::get_port_immutable_callback);
+        ops.get_link_layer = if T::HAS_GET_LINK_LAYER {
+            Some(Self::get_link_layer_callback)
+        } else {
+            None
+        };
+        ops.query_pkey = if T::HAS_QUERY_PKEY {
+            Some(Self::query_pkey_callback)
+        } else {
+            None
+        };
+        if T::HAS_GET_HW_STATS {
+            assert!(!T::PORT_COUNTERS.is_empty() && T::PORT_COUNTERS.len() <= i32::MAX as usize);
+            ops.alloc_hw_port_stats = Some(Self::alloc_hw_port_stats_callback);
+            ops.get_hw_stats = Some(Self::get_hw_stats_callback);
+        }
+        if T::HAS_ALLOC_UCONTEXT {
+            ops.alloc_ucontext = Some(Self::alloc_ucontext_callback);
+            ops.dealloc_ucontext = Some(Self::dealloc_ucontext_callback);
+            ops.disassociate_ucontext = Some(Self::disassociate_ucontext_callback);
+            ops.size_ib_ucontext = size_of::<Ucontext<T>>();
+        }
+        ops
+    };
+
+    /// # Safety
+    ///
+    /// Called by ib_core once, as the last hook, for a device made by `Device::<T>::new`.
+    unsafe extern "C" fn dealloc_driver_callback(ibdev: *mut bindings::ib_device) {
+        // SAFETY: `ibdev` is embedded in a `Device<T>` whose data is initialised (ops are only
+        // installed after initialisation); no hook runs after this one and no `&Device<T>` is
+        // handed out any more, so the data can be dropped in place.
+        unsafe {
+            let dev = crate::container_of!(Opaque::cast_from(ibdev), Device<T>, ibdev).cast_mut();
+            core::ptr::drop_in_place(&raw mut (*dev).data);
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver and valid `attr` (and `udata` or null).
+    unsafe extern "C" fn query_device_callback(
+        ibdev: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `udata` is null or the system call's valid udata.
+            to_result(unsafe { bindings::ib_no_udata_io(udata) })?;
+            // SAFETY: Hooks run only while the data is alive; `attr` is a valid, exclusive
+            // pointer for the call and `DeviceAttr` is `repr(transparent)`.
+            let (dev, attr) = unsafe { (Device::<T>::from_raw(ibdev), &mut *attr.cast()) };
+            T::query_device(dev, attr)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver and a valid `attr`.
+    unsafe extern "C" fn query_port_callback(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: As in `query_device_callback`.
+            let (dev, attr) = unsafe { (Device::<T>::from_raw(ibdev), &mut *attr.cast()) };
+            T::query_port(dev, port, attr)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver and a valid `imm`.
+    unsafe extern "C" fn get_port_immutable_callback(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        imm: *mut bindings::ib_port_immutable,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: As in `query_device_callback`.
+            let (dev, imm) = unsafe { (Device::<T>::from_raw(ibdev), &mut *imm.cast()) };
+            T::get_port_immutable(dev, port, imm)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver.
+    unsafe extern "C" fn get_link_layer_callback(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+    ) -> bindings::rdma_link_layer {
+        // SAFETY: Hooks run only while the data is alive.
+        let dev = unsafe { Device::<T>::from_raw(ibdev) };
+        T::get_link_layer(dev, port) as bindings::rdma_link_layer
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver and a valid `pkey`.
+    unsafe extern "C" fn query_pkey_callback(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: Hooks run only while the data is alive.
+            let dev = unsafe { Device::<T>::from_raw(ibdev) };
+            let value = T::query_pkey(dev, port, index)?;
+            // SAFETY: `pkey` is valid for writes for the call.
+            unsafe { pkey.write(value) };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver.
+    unsafe extern "C" fn alloc_hw_port_stats_callback(
+        _ibdev: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
+        // SAFETY: The descriptors are `'static` and their number fits `c_int` (checked when
+        // `OPS` is built); ib_core frees the block with `rdma_free_hw_stats_struct`.
+        unsafe {
+            bindings::rdma_alloc_hw_stats_struct(
+                T::PORT_COUNTERS.as_ptr().cast(),
+                T::PORT_COUNTERS.len() as c_int,
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as c_ulong,
+            )
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device of this driver and a counter block made by
+    /// `alloc_hw_port_stats_callback`, whose mutex it holds.
+    unsafe extern "C" fn get_hw_stats_callback(
+        ibdev: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        port: u32,
+        _index: c_int,
+    ) -> c_int {
+        from_result(|| {
+            if stats.is_null() || port == 0 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Hooks run only while the data is alive.
+            let dev = unsafe { Device::<T>::from_raw(ibdev) };
+            // SAFETY: `stats` is valid and its `value` array holds `num_counters` entries;
+            // ib_core's mutex on the block makes the access exclusive.
+            let values = unsafe {
+                let n = usize::try_from((*stats).num_counters).map_err(|_| EINVAL)?;
+                core::slice::from_raw_parts_mut((&raw mut (*stats).value).cast::<u64>(), n)
+            };
+            T::get_hw_stats(dev, port, values)?;
+            // All counters were updated, whatever `index` asked for.
+            Ok(values.len() as c_int)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `ibuc` points to a zeroed `Ucontext<T>` allocation whose `device` is a device of this
+    /// driver; `udata` is the system call's.
+    unsafe extern "C" fn alloc_ucontext_callback(
+        ibuc: *mut bindings::ib_ucontext,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `udata` is the system call's valid udata (or null).
+            to_result(unsafe { bindings::ib_no_udata_io(udata) })?;
+            // SAFETY: `device` was set by ib_core to a live device of this driver.
+            let dev = unsafe { Device::<T>::from_raw((*ibuc).device) };
+            let data = T::alloc_ucontext(dev)?;
+            // SAFETY: The allocation is `size_of::<Ucontext<T>>()` bytes (`size_ib_ucontext`)
+            // and `ibuc` is its first field; `data` is uninitialised until now.
+            unsafe {
+                let uc =
+                    crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc).cast_mut();
+                (&raw mut (*uc).data).write(data);
+            }
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `ibuc` was successfully set up by `alloc_ucontext_callback` and is not used afterwards.
+    unsafe extern "C" fn dealloc_ucontext_callback(ibuc: *mut bindings::ib_ucontext) {
+        // SAFETY: By the function's requirements the data is initialised, and ib_core frees
+        // the memory after this call without touching the driver part again.
+        unsafe {
+            let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc).cast_mut();
+            let dev = Device::<T>::from_raw((*ibuc).device);
+            T::dealloc_ucontext(dev, &(*uc).data);
+            core::ptr::drop_in_place(&raw mut (*uc).data);
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `ibuc` was successfully set up by `alloc_ucontext_callback` and not yet deallocated.
+    unsafe extern "C" fn disassociate_ucontext_callback(ibuc: *mut bindings::ib_ucontext) {
+        // SAFETY: By the function's requirements the data is initialised.
+        unsafe {
+            let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc);
+            let dev = Device::<T>::from_raw((*ibuc).device);
+            T::disassociate_ucontext(dev, &(*uc).data);
+        }
+    }
+}

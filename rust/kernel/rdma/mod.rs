@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA (ib_core) support.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h).
+//!
+//! - [`device`]: typed `struct ib_device` with driver data, its `ib_device_ops` table built from a
+//!   `#[vtable]` trait, registration and (queued) unregistration, user contexts.
+//! - [`link`]: `rdma_link_ops` registration (`rdma link add NAME type TYPE netdev DEV`).
+//!
+//! The design (who owns and frees what, which context may call which method) is described in
+//! `Documentation/metaroce/abstractions.rst`.
+
+pub mod device;
+pub mod link;

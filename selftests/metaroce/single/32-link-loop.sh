@@ -1,0 +1,32 @@
+# Rounds of `rdma link add`/`rdma link delete` on one netdev leave no device, no leak report and
+# no warning.
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/single/link-common.bash"
+mr_fresh
+trap mr_teardown EXIT
+mr_veth_up
+# 100 rounds, unless the time budget runs out first: a sanitizer kernel under TCG takes seconds
+# per round, and the runner kills a test after MR_TEST_TIMEOUT (300 s by default); half of it is
+# left for the checks.
+rounds=${MR_LINK_ROUNDS:-100} budget=${MR_LINK_BUDGET:-$(( ${MR_TEST_TIMEOUT:-300} / 2 ))}
+start=$(date +%s)
+for ((i = 0; i < rounds; i++)); do
+  rdma link add mr0 type metaroce netdev v0 || fail "add in round $i"
+  rdma link delete mr0 || fail "delete in round $i"
+  (( $(date +%s) - start < budget )) || { i=$((i + 1)); break; }
+done
+echo "$i of $rounds rounds in $(($(date +%s) - start)) s"
+[ "$i" -ge 10 ] || fail "only $i rounds within ${budget} s"
+mr_no_dev mr0 || fail "mr0 left behind"
+[ -z "$(ls /sys/class/infiniband)" ] || fail "devices left: $(ls /sys/class/infiniband)"
+if [ -w /sys/kernel/debug/kmemleak ]; then
+  # One scan (slow under KASAN): leaks of all but the last few rounds are old enough to show.
+  # Only reports whose allocation backtrace involves RDMA or Rust code count: boot-time leaks of
+  # unrelated subsystems are not this test's business.
+  echo scan >/sys/kernel/debug/kmemleak
+  ours=$(awk '/^unreferenced object/ { n++ } { blk[n] = blk[n] "\n" $0 }
+              END { for (i = 1; i <= n; i++) if (blk[i] ~ /ib_|rdma|uverbs|metaroce|_RN/) print blk[i] }' \
+         /sys/kernel/debug/kmemleak)
+  [ -z "$ours" ] || { echo "$ours" | head -60; fail "kmemleak reports leaks from RDMA/Rust code"; }
+fi
+mr_dmesg_clean

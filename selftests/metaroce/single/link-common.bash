@@ -1,0 +1,52 @@
+# Helpers for the MetaRoCE device-lifecycle selftests (sourced after lib.sh; not a test itself).
+# Shape: a veth pair v0/v1 in the test's namespace, v0 carrying 192.0.2.1/24 and 2001:db8::1/64.
+
+# Waits up to $1 seconds for the command to succeed.
+mr_wait() { local n=$(($1 * 10)) i; shift; for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 0.1; done; return 1; }
+
+mr_has_dev() { [ -e "/sys/class/infiniband/$1" ]; }
+mr_no_dev() { ! mr_has_dev "$1"; }
+
+# Port 1 state as ibv_devinfo prints it (PORT_ACTIVE, PORT_DOWN, ...).
+mr_port_state() { ibv_devinfo -d "$1" 2>/dev/null | awk '$1 == "state:" { print $2; exit }'; }
+mr_port_is() { [ "$(mr_port_state "$1")" = "$2" ]; }
+mr_active_mtu() { ibv_devinfo -d "$1" 2>/dev/null | awk '$1 == "active_mtu:" { print $2; exit }'; }
+mr_active_mtu_is() { [ "$(mr_active_mtu "$1")" = "$2" ]; }
+
+# Both RoCE v2 GIDs of v0's addresses are in mr0's table.
+mr_gids_ok() {
+  local out; out=$(ibv_devinfo -v -d "$1" 2>/dev/null) || return 1
+  grep -q "::ffff:$MR_ADDR_A, RoCE v2" <<<"$out" && grep -q "$MR_ADDR6_A, RoCE v2" <<<"$out"
+}
+
+mr_veth_up() {
+  ip link del v0 2>/dev/null  # left over by an earlier test that was killed
+  ip link add v0 type veth peer name v1 || fail "veth pair"
+  ip addr add "$MR_ADDR_A/24" dev v0 && ip -6 addr add "$MR_ADDR6_A/64" dev v0 nodad || fail "addresses"
+  ip link set v0 up && ip link set v1 up || fail "link up"
+}
+
+# Starts from a clean slate: no metaroce device or module, empty dmesg.
+mr_fresh() {
+  mr_teardown
+  if lsmod | grep -q '^metaroce '; then rmmod metaroce || fail "rmmod of a preloaded metaroce"; fi
+  dmesg -c >/dev/null
+}
+
+mr_teardown() {
+  local d
+  for d in /sys/class/infiniband/*; do
+    [ -e "$d" ] && rdma link delete "$(basename "$d")" 2>/dev/null
+  done
+  ip link del v0 2>/dev/null
+  ip link del v2 2>/dev/null
+  true
+}
+
+# Fails on any sanitizer, lockdep or WARN report in dmesg.
+mr_dmesg_clean() {
+  local bad
+  bad=$(dmesg | grep -E 'WARNING:|BUG:|KASAN|UBSAN|Oops|general protection|possible circular|inconsistent lock|unreferenced object|refcount_t:|waiting for .* to become free') || return 0
+  echo "$bad"
+  fail "kernel reported problems (see above)"
+}
