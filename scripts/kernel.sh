@@ -24,6 +24,10 @@ if [ "${2:-}" = paths ]; then
 fi
 log() { echo "kernel[$flavour]: $*"; }
 t0=$(date +%s)
+# One kernel build at a time on this machine, whichever cache or checkout asks (2 cores).
+mkdir -p "$HOME/.cache"
+exec 9>"$HOME/.cache/metaroce-build.lock"
+flock -n 9 || { log "waiting for another kernel build to finish"; flock 9; }
 
 # 1. Pristine source, unpacked once per tarball.
 tarball=/usr/src/$KERNEL_SRC_PKG.tar.xz
