@@ -71,9 +71,11 @@ hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "meta
 if [ -f "$repo/rust/helpers/metaroce.c" ]; then
   hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'
 fi
-if [ -f "$repo/rust/kernel/net/netdev.rs" ]; then
-  hook rust/kernel/net/mod.rs 'pub mod netlink;' '#[cfg(CONFIG_RUST_RDMA)] pub mod netdev;'
-fi
+# Our networking modules, one line each (in reverse name order after the anchor, so sorted).
+for f in $(ls "$repo"/rust/kernel/net/*.rs 2>/dev/null | sort -r); do
+  m=$(basename "$f" .rs)
+  hook rust/kernel/net/mod.rs 'pub mod netlink;' "#[cfg(CONFIG_RUST_RDMA)] pub mod $m;"
+done
 if [ -d "$repo/rust/kernel/rdma" ]; then
   hook rust/kernel/lib.rs 'pub mod pwm;' '#[cfg(CONFIG_RUST_RDMA)] pub mod rdma;'
 fi

@@ -6,6 +6,8 @@
  */
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
 #include <net/ip6_route.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>

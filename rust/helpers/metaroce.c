@@ -7,6 +7,14 @@
  */
 
 #include <linux/netdevice.h>
+#include <linux/skbuff.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
+#include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/ipv6.h>
+#include <net/route.h>
+#include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -50,3 +58,190 @@ __rust_helper int rust_helper_ib_no_udata_io(struct ib_udata *udata)
 {
 	return ib_no_udata_io(udata);
 }
+
+/* Socket buffers (rust/kernel/net/skbuff.rs). */
+
+__rust_helper struct sk_buff *rust_helper_alloc_skb(unsigned int size, gfp_t priority)
+{
+	return alloc_skb(size, priority);
+}
+
+__rust_helper void rust_helper_kfree_skb(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+__rust_helper unsigned int rust_helper_skb_headlen(const struct sk_buff *skb)
+{
+	return skb_headlen(skb);
+}
+
+__rust_helper unsigned int rust_helper_skb_headroom(const struct sk_buff *skb)
+{
+	return skb_headroom(skb);
+}
+
+__rust_helper int rust_helper_skb_tailroom(const struct sk_buff *skb)
+{
+	return skb_tailroom(skb);
+}
+
+__rust_helper int rust_helper_skb_cloned(const struct sk_buff *skb)
+{
+	return skb_cloned(skb);
+}
+
+__rust_helper void rust_helper_skb_reserve(struct sk_buff *skb, int len)
+{
+	skb_reserve(skb, len);
+}
+
+__rust_helper void *rust_helper_skb_put_zero(struct sk_buff *skb, unsigned int len)
+{
+	return skb_put_zero(skb, len);
+}
+
+__rust_helper int rust_helper_skb_linearize(struct sk_buff *skb)
+{
+	return skb_linearize(skb);
+}
+
+__rust_helper int rust_helper_skb_network_offset(const struct sk_buff *skb)
+{
+	return skb_network_offset(skb);
+}
+
+__rust_helper unsigned char *rust_helper_skb_network_header(const struct sk_buff *skb)
+{
+	return skb_network_header(skb);
+}
+
+/* skb->dev sits in an anonymous union nest that bindgen names unstably. */
+__rust_helper struct net_device *rust_helper_metaroce_skb_dev(const struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+/* Per-namespace state (rust/kernel/net/namespace.rs). */
+
+__rust_helper void *rust_helper_net_generic(const struct net *net, unsigned int id)
+{
+	return net_generic(net, id);
+}
+
+__rust_helper struct net *rust_helper_get_net(struct net *net)
+{
+	return get_net(net);
+}
+
+__rust_helper void rust_helper_put_net(struct net *net)
+{
+	put_net(net);
+}
+
+/* The device's current namespace with a reference, or NULL if it is being dismantled. */
+__rust_helper struct net *rust_helper_metaroce_dev_get_net(const struct net_device *dev)
+{
+	struct net *net;
+
+	rcu_read_lock();
+	net = maybe_get_net(dev_net_rcu(dev));
+	rcu_read_unlock();
+	return net;
+}
+
+/*
+ * UDP tunnel transmit (rust/kernel/net/udp_tunnel.rs). `struct flowi4/6` fields are macros
+ * over nested unions and the output-skb metadata is a handful of inlines, so these small glue
+ * functions do what rdma_rxe's rxe_net.c does in C; each is documented at its Rust caller.
+ */
+
+/* Route to @daddr leaving through @oif (0: any); fills *@saddr if it was 0.0.0.0. */
+__rust_helper struct dst_entry *rust_helper_metaroce_route4(struct net *net, int oif,
+							   __be32 *saddr, __be32 daddr)
+{
+	struct flowi4 fl = {};
+	struct rtable *rt;
+
+	fl.flowi4_oif = oif;
+	fl.saddr = *saddr;
+	fl.daddr = daddr;
+	fl.flowi4_proto = IPPROTO_UDP;
+	rt = ip_route_output_key(net, &fl);
+	if (IS_ERR(rt))
+		return ERR_CAST(rt);
+	*saddr = fl.saddr;
+	return &rt->dst;
+}
+
+/* Route to @daddr through @oif (0: any) for socket @sk; fills *@saddr if it was ::. */
+__rust_helper struct dst_entry *rust_helper_metaroce_route6(struct net *net, struct sock *sk,
+							   int oif, struct in6_addr *saddr,
+							   const struct in6_addr *daddr)
+{
+	struct flowi6 fl6 = {};
+	struct dst_entry *dst;
+
+	fl6.flowi6_oif = oif;
+	fl6.saddr = *saddr;
+	fl6.daddr = *daddr;
+	fl6.flowi6_proto = IPPROTO_UDP;
+	dst = ip6_dst_lookup_flow(net, sk, &fl6, NULL);
+	if (!IS_ERR(dst))
+		*saddr = fl6.saddr;
+	return dst;
+}
+
+__rust_helper void rust_helper_metaroce_dst_release(struct dst_entry *dst)
+{
+	dst_release(dst);
+}
+
+/* Bytes to reserve in front of an IP packet leaving through @dst (link-layer header space). */
+__rust_helper unsigned int rust_helper_metaroce_dst_ll_space(const struct dst_entry *dst)
+{
+	return LL_RESERVED_SPACE(dst->dev);
+}
+
+/*
+ * Marks @skb, whose data now starts with an IP header of @ip_len bytes followed by a UDP
+ * header, as an outgoing IP packet on route @dst (a reference is taken for the skb): network and
+ * transport headers, protocol, cleared control block; an IPv4 header gets its IP ID here
+ * (ip_select_ident writes it into the header, so the caller computes any CRC over the headers
+ * afterwards).
+ */
+__rust_helper void rust_helper_metaroce_skb_ip_out(struct sk_buff *skb, struct dst_entry *dst,
+						   unsigned int ip_len, bool v6)
+{
+	skb_clear_hash(skb);
+	skb_dst_set(skb, dst_clone(dst));
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, ip_len);
+	if (v6) {
+		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+		skb->protocol = htons(ETH_P_IPV6);
+	} else {
+		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+		skb->protocol = htons(ETH_P_IP);
+		ip_select_ident(dev_net(dst->dev), skb, NULL);
+	}
+}
+
+__rust_helper struct net *rust_helper_metaroce_sock_net(const struct socket *sock)
+{
+	return sock_net(sock->sk);
+}
+
+#if IS_ENABLED(CONFIG_KUNIT)
+#include <kunit/test.h>
+#include <kunit/test-bug.h>
+
+/* Marks the running KUnit test skipped (kunit_mark_skipped is a macro). */
+__rust_helper void rust_helper_metaroce_kunit_skip(const char *reason)
+{
+	struct kunit *test = kunit_get_current_test();
+
+	if (test)
+		kunit_mark_skipped(test, "%s", reason);
+}
+#endif

@@ -7,6 +7,7 @@
 use crate::{
     bindings,
     error::to_result,
+    net::namespace::Net,
     prelude::*,
     sync::aref::{
         ARef,
@@ -71,6 +72,17 @@ impl NetDevice {
     /// Returns the raw `struct net_device` pointer.
     pub(crate) fn as_raw(&self) -> *mut bindings::net_device {
         self.0.get()
+    }
+
+    /// A counted reference to the namespace the device is in now, or `None` if that namespace
+    /// is being dismantled. (A device may move between namespaces under RTNL; the reference
+    /// keeps the namespace it was in alive, whatever happens to the device.)
+    pub fn net(&self) -> Option<ARef<Net>> {
+        // SAFETY: The device is valid; the helper reads its namespace under RCU and takes a
+        // reference only if the namespace's count is not already zero.
+        let net = unsafe { bindings::metaroce_dev_get_net(self.as_raw()) };
+        // SAFETY: A non-null result carries one reference for us.
+        NonNull::new(net).map(|n| unsafe { ARef::from_raw(n.cast::<Net>()) })
     }
 
     /// The interface index (`ifindex`), unique within the device's network namespace.

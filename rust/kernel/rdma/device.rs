@@ -666,8 +666,9 @@ impl<T: Driver> Device<T> {
     /// reference on it (`ib_device_get_by_netdev`).
     ///
     /// Devices of other drivers with the same driver id are not returned (their
-    /// `dealloc_driver` hook differs). May be called from any process context, including a
-    /// netdev notifier.
+    /// `dealloc_driver` hook differs). May be called from any context, including a netdev
+    /// notifier and softirq receive paths: the lookup runs under RCU and the reference is a
+    /// `refcount_t` whose release only signals a completion.
     pub fn find_by_netdev(netdev: &NetDevice) -> Option<DeviceRef<T>> {
         // SAFETY: `netdev` is valid; a non-null result carries a registration reference.
         let raw = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), T::DRIVER_ID.0) };

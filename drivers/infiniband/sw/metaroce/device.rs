@@ -38,7 +38,8 @@ const MAX_UCONTEXT: u32 = 512;
 /// names. The transport counts traffic; the device counts link transitions.
 #[derive(Clone, Copy)]
 #[repr(usize)]
-// All but `LinkDowned` are counted by the RoCE v2 transport, which is not wired in yet.
+// The receive path (ns.rs) counts `Rcvd{Pkts,Bytes,Malformed,IcrcErr,NoQp}` and the device
+// `LinkDowned`; the others belong to the RoCE v2 transport, which is not wired in yet.
 #[allow(dead_code)]
 pub(crate) enum Counter {
     SentPkts,
@@ -58,9 +59,16 @@ pub(crate) enum Counter {
     RdmaRecvs,
     SentBytes,
     RcvdBytes,
+    /// Datagrams on port 4791 that are not a well-formed RoCEv2 packet (bad UDP length, headers,
+    /// opcode, pad or reserved bits).
+    RcvdMalformed,
+    /// RoCEv2 packets whose invariant CRC does not verify.
+    RcvdIcrcErr,
+    /// Valid packets addressed to a queue pair the device does not have.
+    RcvdNoQp,
 }
 
-const NUM_COUNTERS: usize = Counter::RcvdBytes as usize + 1;
+const NUM_COUNTERS: usize = Counter::RcvdNoQp as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -81,6 +89,9 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"rdma_recvs"),
     StatDesc::new(c"sent_bytes"),
     StatDesc::new(c"rcvd_bytes"),
+    StatDesc::new(c"rcvd_malformed"),
+    StatDesc::new(c"rcvd_icrc_err"),
+    StatDesc::new(c"rcvd_no_qp"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.

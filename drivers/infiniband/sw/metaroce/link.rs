@@ -3,10 +3,6 @@
 //! The `metaroce` link type: `rdma link add NAME type metaroce netdev DEV`.
 
 use crate::device::{netdev_mac, MetaRoceDev, MetaRoceDriver, PORT};
-use core::sync::atomic::{
-    AtomicBool,
-    Ordering, //
-};
 use kernel::net::netdev::NetDevice;
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
@@ -15,29 +11,6 @@ use kernel::rdma::link::LinkOps;
 /// The `metaroce` link type.
 pub(crate) struct MetaRoceLink;
 
-/// Set while a `newlink` runs: the "netdev already has a device" check and the registration
-/// must not interleave with another `newlink` (ib_core runs them concurrently).
-static NEWLINK_BUSY: AtomicBool = AtomicBool::new(false);
-
-/// Ownership of [`NEWLINK_BUSY`]; cleared on drop.
-struct NewlinkGuard;
-
-impl NewlinkGuard {
-    fn try_acquire() -> Result<Self> {
-        if NEWLINK_BUSY.swap(true, Ordering::Acquire) {
-            pr_err!("another `rdma link add` of type metaroce is in progress, retry\n");
-            return Err(EBUSY);
-        }
-        Ok(Self)
-    }
-}
-
-impl Drop for NewlinkGuard {
-    fn drop(&mut self) {
-        NEWLINK_BUSY.store(false, Ordering::Release);
-    }
-}
-
 #[vtable]
 impl LinkOps for MetaRoceLink {
     fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
@@ -45,51 +18,55 @@ impl LinkOps for MetaRoceLink {
         let mut ifname = [0u8; 16];
         let ifname = netdev.name_str(&mut ifname);
 
-        let _guard = NewlinkGuard::try_acquire()?;
-        if !netdev.is_registered() {
-            pr_err!("{name_str}: netdev {ifname} is being removed\n");
-            return Err(ENODEV);
-        }
-        if let Some(existing) = Device::<MetaRoceDriver>::find_by_netdev(netdev) {
-            let mut buf = [0u8; 64];
-            pr_err!(
-                "{name_str}: netdev {ifname} already carries MetaRoCE device {}\n",
-                existing.name(&mut buf)
-            );
-            return Err(EEXIST);
-        }
-        let mac = netdev_mac(netdev).inspect_err(|_| {
-            pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
-        })?;
-
-        let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, Ok(MetaRoceDev::new(&mac, netdev)))?;
-        let guid = dev.guid_be();
-        dev.set_node_guid(guid);
-        dev.set_node_desc("metaroce");
-        dev.set_netdev(netdev, PORT)?;
-        dev.register(name).inspect_err(|e| {
-            let hint = if *e == ENFILE {
-                " (name already in use)"
-            } else {
-                ""
-            };
-            pr_err!(
-                "{name_str}: registration on {ifname} failed: error {}{hint}\n",
-                e.to_errno()
-            );
-        })?;
-        // A netdev unregistered while we registered: its NETDEV_UNREGISTER may have run before
-        // our device was visible to the notifier's lookup, so nobody else would give the netdev
-        // back (its unregistration would wait forever). `is_registered` documents why checking
-        // after registration closes that window.
-        if !netdev.is_registered() {
-            if let Some(dev) = Device::<MetaRoceDriver>::find_by_netdev(netdev) {
-                dev.unregister_queued();
-            }
-            pr_err!("{name_str}: netdev {ifname} was removed during registration\n");
-            return Err(ENODEV);
-        }
-        pr_info!("{name_str}: added on netdev {ifname}\n");
-        Ok(())
+        crate::ns::with_sockets(name_str, netdev, || add(name, name_str, netdev, ifname))
     }
+}
+
+/// `newlink` with the netdev's namespace locked.
+fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str) -> Result {
+    if !netdev.is_registered() {
+        pr_err!("{name_str}: netdev {ifname} is being removed\n");
+        return Err(ENODEV);
+    }
+    if let Some(existing) = Device::<MetaRoceDriver>::find_by_netdev(netdev) {
+        let mut buf = [0u8; 64];
+        pr_err!(
+            "{name_str}: netdev {ifname} already carries MetaRoCE device {}\n",
+            existing.name(&mut buf)
+        );
+        return Err(EEXIST);
+    }
+    let mac = netdev_mac(netdev).inspect_err(|_| {
+        pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
+    })?;
+
+    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, Ok(MetaRoceDev::new(&mac, netdev)))?;
+    let guid = dev.guid_be();
+    dev.set_node_guid(guid);
+    dev.set_node_desc("metaroce");
+    dev.set_netdev(netdev, PORT)?;
+    dev.register(name).inspect_err(|e| {
+        let hint = if *e == ENFILE {
+            " (name already in use)"
+        } else {
+            ""
+        };
+        pr_err!(
+            "{name_str}: registration on {ifname} failed: error {}{hint}\n",
+            e.to_errno()
+        );
+    })?;
+    // A netdev unregistered while we registered: its NETDEV_UNREGISTER may have run before
+    // our device was visible to the notifier's lookup, so nobody else would give the netdev
+    // back (its unregistration would wait forever). `is_registered` documents why checking
+    // after registration closes that window.
+    if !netdev.is_registered() {
+        if let Some(dev) = Device::<MetaRoceDriver>::find_by_netdev(netdev) {
+            dev.unregister_queued();
+        }
+        pr_err!("{name_str}: netdev {ifname} was removed during registration\n");
+        return Err(ENODEV);
+    }
+    pr_info!("{name_str}: added on netdev {ifname}\n");
+    Ok(())
 }

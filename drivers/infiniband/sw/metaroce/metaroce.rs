@@ -11,6 +11,7 @@ mod device;
 mod link;
 mod module;
 mod net;
+mod ns;
 pub mod proto;
 
 use module::MetaRoceModule;

@@ -5,6 +5,8 @@
 use crate::device::MetaRoceDriver;
 use crate::link::MetaRoceLink;
 use crate::net::MetaRoceNetdevNotifier;
+use crate::ns::{self, MetaRoceNs};
+use kernel::net::namespace::PernetRegistration;
 use kernel::net::netdev::NetdevNotifierRegistration;
 use kernel::prelude::*;
 use kernel::rdma::device::unregister_driver;
@@ -21,16 +23,20 @@ struct Registrations {
 
 /// The loaded module.
 ///
-/// Initialisation order: the notifier first, so that every device ever created is covered by
+/// Initialisation order: the per-namespace state first (devices need their namespace's
+/// sockets), then the notifier, so that every device ever created is covered by
 /// it (a device must give its netdev back on `NETDEV_UNREGISTER`), then the link type.
 /// Teardown (`drop`): the link type first (no new device; waits for `newlink` in progress),
-/// then every device, queued unregistrations included, then the notifier.
+/// then every device, queued unregistrations included, then the notifier, then the per-namespace
+/// state (releasing every namespace's sockets).
 pub(crate) struct MetaRoceModule {
     regs: Pin<KBox<Registrations>>,
+    _pernet: PernetRegistration<MetaRoceNs>,
 }
 
 impl kernel::Module for MetaRoceModule {
     fn init(_module: &'static kernel::ThisModule) -> Result<Self> {
+        let pernet = ns::register()?;
         let regs = KBox::try_pin_init(
             try_pin_init!(Registrations {
                 notifier <- NetdevNotifierRegistration::new(),
@@ -39,7 +45,10 @@ impl kernel::Module for MetaRoceModule {
             GFP_KERNEL,
         )?;
         pr_info!("loaded\n");
-        Ok(Self { regs })
+        Ok(Self {
+            regs,
+            _pernet: pernet,
+        })
     }
 }
 
@@ -51,6 +60,6 @@ impl Drop for MetaRoceModule {
         // MetaRoCE (`depends on RDMA_RXE=n`).
         unregister_driver::<MetaRoceDriver>();
         pr_info!("unloaded\n");
-        // `regs` drops after this: the notifier is unregistered last.
+        // The fields drop after this, in order: `regs` (the notifier), then `_pernet`.
     }
 }

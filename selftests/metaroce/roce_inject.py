@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""roce_inject.py SRC DST COUNT KIND: sends COUNT RoCEv2 datagrams of one KIND from SRC to DST:4791.
+
+KIND is one of
+  valid      RC SEND-only packets with a correct ICRC (to QP 0x11, which does not exist)
+  bad-icrc   the same packets with one ICRC bit flipped
+  short      datagrams too short to hold a BTH and ICRC
+  bad-opcode a reserved BTH opcode with a correct ICRC
+
+IPv6 goes through a normal UDP socket (every field the ICRC covers is known in advance);
+IPv4 through a raw socket with our own IP header, since the kernel picks the IPv4 ID, which the
+ICRC covers. The ICRC code checks itself first against rdma_rxe captures (tests/fixtures).
+"""
+import glob
+import os
+import socket
+import struct
+import sys
+import zlib
+
+PORT = 4791
+SPORT = 49152
+
+
+def icrc(ip: bytes, udp: bytes, ib: bytes) -> bytes:
+    """The invariant CRC (IBTA RoCEv2 annex): CRC-32 over a masked LRH stand-in, IP and UDP
+    headers and the IB packet, variant fields set to ones."""
+    if ip[0] >> 4 == 4:
+        ip = bytearray(ip)
+        ip[1] = 0xFF              # TOS
+        ip[8] = 0xFF              # TTL
+        ip[10:12] = b"\xff\xff"   # header checksum
+    else:
+        ip = bytearray(ip)
+        ip[0] |= 0x0F             # traffic class + flow label
+        ip[1:4] = b"\xff\xff\xff"
+        ip[7] = 0xFF              # hop limit
+    udp = bytearray(udp)
+    udp[6:8] = b"\xff\xff"        # checksum
+    ib = bytearray(ib)
+    ib[4] = 0xFF                  # BTH reserved byte (FECN/BECN)
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(ib)))
+
+
+def self_check() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    fixtures = glob.glob(os.path.join(here, "../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-*.hex"))
+    if not fixtures:
+        sys.exit("roce_inject: no fixtures to check the ICRC code against")
+    for f in fixtures:
+        hexs = "".join(l for l in open(f) if not l.startswith("#"))
+        pkt = bytes.fromhex("".join(hexs.split()))
+        ihl = (pkt[0] & 0x0F) * 4
+        ip, udp, ib = pkt[:ihl], pkt[ihl:ihl + 8], pkt[ihl + 8:]
+        if icrc(ip, udp, ib[:-4]) != ib[-4:]:
+            sys.exit(f"roce_inject: ICRC self-check failed on {os.path.basename(f)}")
+
+
+def ib_packet(kind: str, seq: int) -> bytes:
+    """BTH (+ payload) without ICRC."""
+    opcode = 0x04 if kind != "bad-opcode" else 0x1F   # RC SEND_ONLY / reserved RC opcode
+    payload = struct.pack(">I", seq)
+    bth = struct.pack(">BBHII", opcode, 0, 0xFFFF, 0x11, seq & 0xFFFFFF)  # pad 0, TVer 0
+    return bth + payload
+
+
+def checksum(b: bytes) -> int:
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f">{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def main() -> int:
+    src, dst, count, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    self_check()
+    v6 = ":" in dst
+    if v6:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        s.bind((src, SPORT))
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for i in range(count):
+        if kind == "short":
+            body = b"\x04\x00"
+        else:
+            ib = ib_packet(kind, i)
+            ulen = 8 + len(ib) + 4
+            udp = struct.pack(">HHHH", SPORT, PORT, ulen, 0)
+            if v6:
+                ip = struct.pack(">IHBB", 6 << 28, ulen, 17, 64) + socket.inet_pton(socket.AF_INET6, src) \
+                    + socket.inet_pton(socket.AF_INET6, dst)
+            else:
+                ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 0x1000 + i, 0x4000, 64, 17, 0,
+                                           socket.inet_aton(src), socket.inet_aton(dst)))
+                ip[10:12] = struct.pack(">H", checksum(bytes(ip)))
+                ip = bytes(ip)
+            trailer = icrc(ip, udp, ib)
+            if kind == "bad-icrc":
+                trailer = bytes([trailer[0] ^ 0x01]) + trailer[1:]
+            body = ib + trailer
+        if v6:
+            s.sendto(body, (dst, PORT))
+        else:
+            udp = struct.pack(">HHHH", SPORT, PORT, 8 + len(body), 0)
+            ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 28 + len(body), 0x1000 + i, 0x4000, 64, 17, 0,
+                                       socket.inet_aton(src), socket.inet_aton(dst)))
+            ip[10:12] = struct.pack(">H", checksum(bytes(ip)))
+            s.sendto(bytes(ip) + udp + body, (dst, 0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+# The receive path through the UDP tunnel abstraction, across two namespaces (exclusive netns
+# mode): datagrams sent from mrb to mra's UDP port 4791 reach mra0 only, are parsed and checked
+# (ICRC), and every one is counted in `rdma statistic` as received or as a drop with its reason.
+# IPv4 (raw socket, own IP header) and IPv6 (UDP socket) both.
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/single/link-common.bash"
+mr_fresh
+restore=
+cleanup() {
+  ip netns del mra 2>/dev/null; ip netns del mrb 2>/dev/null
+  mr_wait 30 mr_no_dev mra0; mr_wait 30 mr_no_dev mrb0
+  [ -n "$restore" ] && mr_wait 30 rdma system set netns shared
+  true
+}
+mode=$(rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p')
+if [ "$mode" != exclusive ]; then
+  mr_wait 30 rdma system set netns exclusive 2>/dev/null || skip "cannot switch ib_core to exclusive netns mode"
+  restore=1
+fi
+trap cleanup EXIT
+ip netns add mra && ip netns add mrb || fail "ip netns add"
+ip link add va netns mra type veth peer name vb netns mrb || fail "veth pair"
+ip -n mra addr add $MR_ADDR_A/24 dev va && ip -n mra -6 addr add $MR_ADDR6_A/64 dev va nodad || fail "addresses a"
+ip -n mrb addr add $MR_ADDR_B/24 dev vb && ip -n mrb -6 addr add $MR_ADDR6_B/64 dev vb nodad || fail "addresses b"
+ip -n mra link set va up && ip -n mrb link set vb up || fail "link up"
+ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
+ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
+dmesg | grep -q "listening on UDP port 4791" || fail "no socket was opened"
+
+# counter NS DEV NAME: the value `rdma statistic` shows.
+counter() {
+  ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | awk -v n="$3" 'p { print; exit } $0 == n { p = 1 }'
+}
+expect() { # NS DEV NAME VALUE
+  local v; mr_wait 10 sh -c "[ \"\$(ip netns exec $1 rdma statistic show link $2/1 | tr ' ' '\n' | awk -v n=$3 'p { print; exit } \$0 == n { p = 1 }')\" = $4 ]" \
+    || { v=$(counter "$1" "$2" "$3"); fail "$2 $3 is ${v:-missing}, expected $4"; }
+}
+for c in rcvd_pkts rcvd_malformed rcvd_icrc_err rcvd_no_qp; do expect mra mra0 $c 0; done
+
+inject() { ip netns exec mrb python3 "$MR_SELFTESTS/roce_inject.py" "$@" || fail "roce_inject.py $*"; }
+inject $MR_ADDR_B $MR_ADDR_A 20 valid
+inject $MR_ADDR6_B $MR_ADDR6_A 10 valid
+inject $MR_ADDR_B $MR_ADDR_A 7 bad-icrc
+inject $MR_ADDR6_B $MR_ADDR6_A 5 bad-icrc
+inject $MR_ADDR_B $MR_ADDR_A 3 short
+inject $MR_ADDR6_B $MR_ADDR6_A 4 bad-opcode
+
+ip netns exec mra rdma statistic show link mra0/1
+expect mra mra0 rcvd_pkts 30
+expect mra mra0 rcvd_no_qp 30
+expect mra mra0 rcvd_icrc_err 12
+expect mra mra0 rcvd_malformed 7
+# 30 packets of 12 + 4 + 4 bytes (BTH, payload, ICRC).
+expect mra mra0 rcvd_bytes 600
+# Nothing reached the sender's own device.
+for c in rcvd_pkts rcvd_malformed rcvd_icrc_err rcvd_no_qp; do expect mrb mrb0 $c 0; done
+# The datagrams went to the tunnel socket, not to a socket queue (no UDP receive errors).
+udp4_err=$(ip netns exec mra awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) c[$i] = i; h = 1 } else print $c["InErrors"] }' /proc/net/snmp)
+udp6_err=$(ip netns exec mra awk '$1 == "Udp6InErrors" { print $2 }' /proc/net/snmp6)
+[ "$udp4_err" = 0 ] && [ "$udp6_err" = 0 ] || fail "UDP receive errors in mra: IPv4 $udp4_err, IPv6 $udp6_err"
+
+# Deleting the namespace releases its sockets (pernet exit).
+ip netns exec mra rdma link delete mra0 || fail "delete mra0"
+ip netns del mra
+mr_wait 60 sh -c "dmesg | grep -q 'released UDP port 4791'" || fail "mra's sockets were not released with it"
+mr_dmesg_clean
+dmesg | grep metaroce
