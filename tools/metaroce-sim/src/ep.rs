@@ -98,7 +98,11 @@ impl MetaSender {
             let stream = (i % self.wl.streams as u64) as usize;
             let len = self.wl.msg_len(i);
             let desc = MsgDesc {
-                op: if i & 1 == 0 { MrcOp::Write } else { MrcOp::Send },
+                op: if i & 1 == 0 {
+                    MrcOp::Write
+                } else {
+                    MrcOp::Send
+                },
                 len,
                 va: 0x10_0000 + i * u64::from(self.wl.msg),
                 rkey: 0x77,
@@ -131,7 +135,11 @@ impl MetaSender {
     fn drain(&mut self, now: u64) {
         while let Some(c) = self.conn.poll_completion() {
             match c {
-                Completion::Send { stream, msn, status } => {
+                Completion::Send {
+                    stream,
+                    msn,
+                    status,
+                } => {
                     let want = self.next_done.get(stream).copied();
                     if status != SendStatus::Ok || want != Some(msn) {
                         self.error.get_or_insert(format!(
@@ -147,7 +155,8 @@ impl MetaSender {
                     }
                 }
                 Completion::Recv { .. } => {
-                    self.error.get_or_insert("receive completion at a sender".into());
+                    self.error
+                        .get_or_insert("receive completion at a sender".into());
                 }
             }
         }
@@ -238,7 +247,8 @@ impl MetaReceiver {
             }
             Ok(_) => {}
             Err(e) => {
-                self.error.get_or_insert(format!("receiver dropped a packet: {e:?}"));
+                self.error
+                    .get_or_insert(format!("receiver dropped a packet: {e:?}"));
             }
         }
         while let Some(c) = self.conn.poll_completion() {
@@ -263,7 +273,8 @@ impl MetaReceiver {
                     }
                 }
                 Completion::Send { .. } => {
-                    self.error.get_or_insert("send completion at a receiver".into());
+                    self.error
+                        .get_or_insert("send completion at a receiver".into());
                 }
             }
         }

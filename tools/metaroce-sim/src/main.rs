@@ -214,7 +214,11 @@ fn main() -> ExitCode {
     }
     if std::env::var_os("METAROCE_SIM_QUEUES").is_some() {
         let q: Vec<String> = meta.queue_timeline.iter().map(|q| q.to_string()).collect();
-        println!("MetaRoCE queue per {} us: {}", meta.bucket_ns / 1000, q.join(" "));
+        println!(
+            "MetaRoCE queue per {} us: {}",
+            meta.bucket_ns / 1000,
+            q.join(" ")
+        );
     }
     let ok = |r: &Report| r.completed && r.errors.is_empty();
     if ok(&meta) && ok(&meta0) {

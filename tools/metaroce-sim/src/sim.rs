@@ -183,7 +183,12 @@ impl Scenario {
     pub fn rx_mbps(&self) -> u64 {
         match self.bottleneck {
             Some(b) => b.mbps,
-            None => self.planes.iter().map(|l| l.mbps).sum::<u64>().min(self.nic() * self.senders as u64),
+            None => self
+                .planes
+                .iter()
+                .map(|l| l.mbps)
+                .sum::<u64>()
+                .min(self.nic() * self.senders as u64),
         }
     }
 }
@@ -272,9 +277,19 @@ impl Report {
 
     /// Sum of all senders' placed bytes per bucket.
     pub fn timeline(&self) -> Vec<u64> {
-        let n = self.senders.iter().map(|s| s.timeline.len()).max().unwrap_or(0);
+        let n = self
+            .senders
+            .iter()
+            .map(|s| s.timeline.len())
+            .max()
+            .unwrap_or(0);
         (0..n)
-            .map(|i| self.senders.iter().map(|s| s.timeline.get(i).copied().unwrap_or(0)).sum())
+            .map(|i| {
+                self.senders
+                    .iter()
+                    .map(|s| s.timeline.get(i).copied().unwrap_or(0))
+                    .sum()
+            })
             .collect()
     }
 
@@ -370,7 +385,8 @@ impl World {
         match self.sc.ecmp {
             Ecmp::Modulo => (usize::from(p.src_port) + p.flow) % k,
             Ecmp::Hash => {
-                let x = (u64::from(p.src_port) << 16 | p.flow as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let x = (u64::from(p.src_port) << 16 | p.flow as u64)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 ((x >> 32) % k as u64) as usize
             }
         }

@@ -88,7 +88,10 @@ fn plane_failure_completes_and_recovers_within_ten_rtts() {
         let r = run(&sc);
         let b = run(&lossless(&sc));
         ok(&r, "failure run");
-        assert!(r.planes[2].failed > 0, "seed {seed}: the plane carried nothing at failure");
+        assert!(
+            r.planes[2].failed > 0,
+            "seed {seed}: the plane carried nothing at failure"
+        );
         assert!(r.repaths > 0, "seed {seed}: no repath");
         // Lossless goodput in bytes per bucket.
         let base = b.goodput_mbps * r.bucket_ns as f64 / 8.0 / 1000.0;
@@ -96,7 +99,10 @@ fn plane_failure_completes_and_recovers_within_ten_rtts() {
         let rtt = r.base_rtt_ns;
         let from = ((fail_at + 10 * rtt) / r.bucket_ns) as usize;
         let to = ((r.elapsed_ns - 10 * rtt) / r.bucket_ns) as usize;
-        assert!(to > from + 10, "seed {seed}: run too short after the failure");
+        assert!(
+            to > from + 10,
+            "seed {seed}: run too short after the failure"
+        );
         // Every window of ten buckets (50 us, about 3.5 RTTs) from 10 RTTs
         // after the failure on.
         for w in tl[from..to].windows(10) {
@@ -135,12 +141,25 @@ fn fair_share_check(m: usize, jain_min: f64) {
         // most the ECN threshold) within 50 base RTTs (the initial burst
         // makes the RTT about 12 base RTTs, so this is ~4 RTTs at the peak).
         let init = 16;
-        assert!(r.max_queue() <= m * init + 8, "seed {seed}: queue {}", r.max_queue());
+        assert!(
+            r.max_queue() <= m * init + 8,
+            "seed {seed}: queue {}",
+            r.max_queue()
+        );
         let settle = ((50 * rtt) / r.bucket_ns) as usize;
         let ecn = sc.bottleneck.unwrap().ecn_pkts;
-        let busy_end = (r.senders.iter().filter_map(|s| s.done_at).min().unwrap() / r.bucket_ns) as usize;
-        let late = r.queue_timeline[settle.min(busy_end)..busy_end].iter().max().copied().unwrap_or(0);
-        assert!(late <= ecn, "seed {seed}: queue {late} after 50 base RTTs: {:?}", r.queue_timeline);
+        let busy_end =
+            (r.senders.iter().filter_map(|s| s.done_at).min().unwrap() / r.bucket_ns) as usize;
+        let late = r.queue_timeline[settle.min(busy_end)..busy_end]
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or(0);
+        assert!(
+            late <= ecn,
+            "seed {seed}: queue {late} after 50 base RTTs: {:?}",
+            r.queue_timeline
+        );
     }
 }
 
@@ -181,7 +200,10 @@ fn spraying_shares_are_exact() {
         let r = run(&Scenario::multipath(seed));
         ok(&r, "spray");
         for (j, s) in r.plane_shares().iter().enumerate() {
-            assert!((s * 4.0 - 1.0).abs() <= 0.10, "seed {seed}: plane {j} share {s:.3}");
+            assert!(
+                (s * 4.0 - 1.0).abs() <= 0.10,
+                "seed {seed}: plane {j} share {s:.3}"
+            );
         }
     }
     // Hashed ECMP collides: with 32 ports per connection every plane still
@@ -194,7 +216,10 @@ fn spraying_shares_are_exact() {
         let r = run(&sc);
         ok(&r, "hashed spray");
         for (j, s) in r.plane_shares().iter().enumerate() {
-            assert!((s * 4.0 - 1.0).abs() <= 0.20, "seed {seed}: plane {j} share {s:.3}");
+            assert!(
+                (s * 4.0 - 1.0).abs() <= 0.20,
+                "seed {seed}: plane {j} share {s:.3}"
+            );
         }
     }
 }
@@ -220,5 +245,9 @@ fn gbn_model_suffers_from_loss() {
     let r = run(&sc);
     let lost: u64 = r.planes.iter().map(|p| p.lost).sum();
     assert!(r.completed);
-    assert!(r.retransmits > 2 * lost, "{} retransmissions for {lost} losses", r.retransmits);
+    assert!(
+        r.retransmits > 2 * lost,
+        "{} retransmissions for {lost} losses",
+        r.retransmits
+    );
 }

@@ -197,7 +197,10 @@ mod tests {
         // 4096 + 126 bytes at 25 Gbit/s: 1351.04 ns.
         assert_eq!(pace_gap_ns(4096, 25_000_000), Some(1352));
         assert_eq!(pace_gap_ns(4096, 0), None);
-        assert_eq!(pace_gap_ns(u32::MAX, 1), Some(u64::from(u32::MAX) * 8_000_000));
+        assert_eq!(
+            pace_gap_ns(u32::MAX, 1),
+            Some(u64::from(u32::MAX) * 8_000_000)
+        );
         let mut r = RateAlloc::<8>::new(128_000_000, 100);
         assert_eq!(r.share_kbps(0), 124_000_000);
         for s in 0..4 {

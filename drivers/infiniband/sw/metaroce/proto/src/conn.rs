@@ -550,8 +550,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         let mut acked_bytes = 0u32;
         let dsn_base = self.dsn_base;
         let dsn_next = self.dsn_next;
-        let in_dsn_window =
-            |dsn: u32| dsn.wrapping_sub(dsn_base) < dsn_next.wrapping_sub(dsn_base);
+        let in_dsn_window = |dsn: u32| dsn.wrapping_sub(dsn_base) < dsn_next.wrapping_sub(dsn_base);
         let ce = p
             .on_ack(a, now, |ev| match ev {
                 PathEvent::Acked { dsn, len, .. } => {
@@ -790,9 +789,8 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                         .is_some_and(|p| p.state == PathState::Active && p.can_send(len))
                 })
                 .max_by_key(|&i| self.paths.get(i).map_or(0, |p| p.room()));
-            return best.or_else(|| {
-                (0..n).find(|&i| self.paths.get(i).is_some_and(|p| p.can_send(len)))
-            });
+            return best
+                .or_else(|| (0..n).find(|&i| self.paths.get(i).is_some_and(|p| p.can_send(len))));
         }
         // New data: the path with the most free window (paths on a
         // congested route have smaller windows), ties in round-robin order.
@@ -847,7 +845,10 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         }
         for k in 0..S {
             let si = self.rr_stream.wrapping_add(k) % S.max(1);
-            let has = self.tx_streams.get(si).is_some_and(|s| s.open && s.has_unsent());
+            let has = self
+                .tx_streams
+                .get(si)
+                .is_some_and(|s| s.open && s.has_unsent());
             if !has {
                 continue;
             }

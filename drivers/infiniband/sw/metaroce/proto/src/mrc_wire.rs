@@ -232,7 +232,9 @@ fn parse_data<'a>(
     if flags & !(FLAG_RETX | FLAG_SE) != 0 || resv != 0 || stream >> 24 != 0 {
         return Err(MrcError::Reserved);
     }
-    let end = offset.checked_add(u32::from(len)).ok_or(MrcError::BadLength)?;
+    let end = offset
+        .checked_add(u32::from(len))
+        .ok_or(MrcError::BadLength)?;
     if len > MAX_PAYLOAD || msg_len > MAX_MSG_LEN || end > msg_len {
         return Err(MrcError::BadLength);
     }

@@ -42,7 +42,11 @@ impl Rtt {
             self.rttvar = (self.rttvar - self.rttvar / 4).saturating_add(err / 4);
             self.srtt = (self.srtt - self.srtt / 8).saturating_add(rtt / 8);
         }
-        self.min = if self.min == 0 { rtt } else { self.min.min(rtt) };
+        self.min = if self.min == 0 {
+            rtt
+        } else {
+            self.min.min(rtt)
+        };
         self.samples = self.samples.saturating_add(1);
         self.sum = self.sum.saturating_add(rtt);
     }
@@ -366,7 +370,11 @@ impl TxPath {
         while seq_diff(seq, ack.cum) < 0 && self.in_window(seq) {
             if let Some(s) = self.resolve(seq, SlotState::Acked) {
                 any = true;
-                ev(PathEvent::Acked { dsn: s.dsn, seq, len: s.len });
+                ev(PathEvent::Acked {
+                    dsn: s.dsn,
+                    seq,
+                    len: s.len,
+                });
             }
             seq = seq.wrapping_add(1);
         }
@@ -377,7 +385,11 @@ impl TxPath {
                 let seq = cum1.wrapping_add(i);
                 if let Some(s) = self.resolve(seq, SlotState::Acked) {
                     any = true;
-                    ev(PathEvent::Acked { dsn: s.dsn, seq, len: s.len });
+                    ev(PathEvent::Acked {
+                        dsn: s.dsn,
+                        seq,
+                        len: s.len,
+                    });
                 }
             }
         }
@@ -568,7 +580,10 @@ mod tests {
         assert_eq!(d, 1_000_000);
         let mut lost = 0;
         p.on_timeout(|_| lost += 1);
-        assert_eq!((lost, p.state, p.cc.cwnd()), (4, PathState::Recovering, 1000));
+        assert_eq!(
+            (lost, p.state, p.cc.cwnd()),
+            (4, PathState::Recovering, 1000)
+        );
         assert_eq!(p.deadline(1_000_000, 50_000, 100_000_000), None);
         p.on_send(9, 1000, 0, true);
         assert_eq!(p.deadline(1_000_000, 50_000, 100_000_000), Some(2_000_000));

@@ -151,7 +151,10 @@ pub fn highest_bit(bits: &[u64]) -> Option<u32> {
     for (w, word) in bits.iter().enumerate() {
         if *word != 0 {
             let w = u32::try_from(w).ok()?;
-            top = Some(w.saturating_mul(64).saturating_add(63 - word.leading_zeros()));
+            top = Some(
+                w.saturating_mul(64)
+                    .saturating_add(63 - word.leading_zeros()),
+            );
         }
     }
     top
@@ -175,14 +178,22 @@ fn shift_down(bits: &mut [u64], n: u32) {
     let words = (n / 64) as usize;
     let sh = n % 64;
     for i in 0..len {
-        let lo = i.checked_add(words).and_then(|j| bits.get(j)).copied().unwrap_or(0);
+        let lo = i
+            .checked_add(words)
+            .and_then(|j| bits.get(j))
+            .copied()
+            .unwrap_or(0);
         let hi = i
             .checked_add(words)
             .and_then(|j| j.checked_add(1))
             .and_then(|j| bits.get(j))
             .copied()
             .unwrap_or(0);
-        let v = if sh == 0 { lo } else { lo >> sh | hi << (64 - sh) };
+        let v = if sh == 0 {
+            lo
+        } else {
+            lo >> sh | hi << (64 - sh)
+        };
         if let Some(w) = bits.get_mut(i) {
             *w = v;
         }

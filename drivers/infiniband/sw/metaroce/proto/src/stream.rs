@@ -308,7 +308,10 @@ impl<const K: usize> RxStream<K> {
         if d < 0 || d.unsigned_abs() as usize >= K {
             return Err(StreamDrop::MsnWindow);
         }
-        let s = self.slots.get(ring::<K>(h.msn)).ok_or(StreamDrop::MsnWindow)?;
+        let s = self
+            .slots
+            .get(ring::<K>(h.msn))
+            .ok_or(StreamDrop::MsnWindow)?;
         if s.active && (s.done.len != h.msg_len || s.done.op != h.op || s.done.rsn != h.rsn) {
             return Err(StreamDrop::Inconsistent);
         }
@@ -394,8 +397,22 @@ mod tests {
         assert_eq!(t.post(send(2500), 1000), Ok(0));
         assert_eq!(t.post(send(0), 1000), Ok(1));
         let segs: [Option<Segment>; 5] = core::array::from_fn(|_| t.next_segment(1000));
-        assert_eq!(segs[2], Some(Segment { msn: 0, offset: 2000, len: 500 }));
-        assert_eq!(segs[3], Some(Segment { msn: 1, offset: 0, len: 0 }));
+        assert_eq!(
+            segs[2],
+            Some(Segment {
+                msn: 0,
+                offset: 2000,
+                len: 500
+            })
+        );
+        assert_eq!(
+            segs[3],
+            Some(Segment {
+                msn: 1,
+                offset: 0,
+                len: 0
+            })
+        );
         assert_eq!(segs[4], None);
         // Message 1 fully acked first: no completion until 0 is.
         t.packet_acked(1);
@@ -423,7 +440,10 @@ mod tests {
         r.check(&b).unwrap();
         r.placed(&b);
         assert_eq!(r.pop_complete(), None);
-        assert_eq!(r.check(&hdr(0, 0, 1000, 1400)), Err(StreamDrop::Inconsistent));
+        assert_eq!(
+            r.check(&hdr(0, 0, 1000, 1400)),
+            Err(StreamDrop::Inconsistent)
+        );
         let c = hdr(0, 0, 1000, 1500);
         r.placed(&c);
         assert_eq!(r.pop_complete().map(|d| d.msn), Some(0));

@@ -51,17 +51,29 @@ impl Rand {
 /// Runs `a` -> `b` with `loss`% loss, duplication and reordering in both
 /// directions until every message completed; returns (send completions,
 /// receive completions, retransmissions).
-fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> (Vec<(usize, u32)>, Vec<(usize, u32, u32)>, u64) {
+/// Send completions (stream, msn), receive completions (stream, msn, len),
+/// retransmissions.
+type Outcome = (Vec<(usize, u32)>, Vec<(usize, u32, u32)>, u64);
+
+fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> Outcome {
     let (mut a, mut b) = pair();
     let mut r = Rand(seed | 1);
-    let mut pending = msgs.iter().copied().collect::<std::collections::VecDeque<_>>();
+    let mut pending = msgs
+        .iter()
+        .copied()
+        .collect::<std::collections::VecDeque<_>>();
     let mut wire: Vec<(u64, bool, Vec<u8>)> = Vec::new(); // (arrival, to_b, bytes)
     let mut now = 0u64;
     let mut sends = Vec::new();
     let mut recvs = Vec::new();
     let total = msgs.len();
     while sends.len() < total || recvs.len() < total {
-        assert!(now < 10_000_000_000, "stuck: {} sent, {} received", sends.len(), recvs.len());
+        assert!(
+            now < 10_000_000_000,
+            "stuck: {} sent, {} received",
+            sends.len(),
+            recvs.len()
+        );
         while let Some(&(s, op, len)) = pending.front() {
             match a.post(s, msg(op, len)) {
                 Ok(_) => {
@@ -89,7 +101,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> (Vec<(usize, 
         }
         // Next event: the earliest arrival or timer.
         let next_arrival = wire.iter().map(|w| w.0).min();
-        let next_timer = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min();
+        let next_timer = [a.next_deadline(), b.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
         now = match (next_arrival, next_timer) {
             (Some(x), Some(y)) => x.min(y),
             (x, y) => x.or(y).expect("nothing in flight and no timer"),
@@ -100,7 +115,9 @@ fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> (Vec<(usize, 
         for (_, to_b, bytes) in due {
             let c = if to_b { &mut b } else { &mut a };
             match c.on_packet(now, &bytes, false, 50_000, 1_000_000) {
-                Ok(RxEvent::Data(p)) => assert!(to_b && p.len as usize + DATA_HDR_LEN == bytes.len()),
+                Ok(RxEvent::Data(p)) => {
+                    assert!(to_b && p.len as usize + DATA_HDR_LEN == bytes.len())
+                }
                 Ok(_) => {}
                 Err(e) => panic!("dropped a valid packet: {e:?}"),
             }
@@ -109,7 +126,11 @@ fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> (Vec<(usize, 
         b.on_timer(now);
         while let Some(c) = a.poll_completion() {
             match c {
-                Completion::Send { stream, msn, status } => {
+                Completion::Send {
+                    stream,
+                    msn,
+                    status,
+                } => {
                     assert_eq!(status, SendStatus::Ok);
                     sends.push((stream, msn));
                 }
@@ -137,9 +158,21 @@ fn check_order(msgs: &[(usize, MrcOp, u32)], sends: &[(usize, u32)], recvs: &[(u
     for s in 0..2 {
         let want: Vec<u32> = msgs.iter().filter(|m| m.0 == s).map(|m| m.2).collect();
         let sent: Vec<u32> = sends.iter().filter(|c| c.0 == s).map(|c| c.1).collect();
-        let got: Vec<(u32, u32)> = recvs.iter().filter(|c| c.0 == s).map(|c| (c.1, c.2)).collect();
-        assert_eq!(sent, (0..want.len() as u32).collect::<Vec<_>>(), "send order, stream {s}");
-        let expect: Vec<(u32, u32)> = want.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        let got: Vec<(u32, u32)> = recvs
+            .iter()
+            .filter(|c| c.0 == s)
+            .map(|c| (c.1, c.2))
+            .collect();
+        assert_eq!(
+            sent,
+            (0..want.len() as u32).collect::<Vec<_>>(),
+            "send order, stream {s}"
+        );
+        let expect: Vec<(u32, u32)> = want
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i as u32, l))
+            .collect();
         assert_eq!(got, expect, "receive order and lengths, stream {s}");
     }
 }
@@ -191,7 +224,14 @@ fn dead_peer_fails_the_connection_in_order() {
             _ => panic!(),
         })
         .collect();
-    assert_eq!(st, [SendStatus::RetryExceeded, SendStatus::Flushed, SendStatus::Flushed]);
+    assert_eq!(
+        st,
+        [
+            SendStatus::RetryExceeded,
+            SendStatus::Flushed,
+            SendStatus::Flushed
+        ]
+    );
     assert!(a.post(0, msg(MrcOp::Send, 1)).is_err());
 }
 
@@ -199,7 +239,12 @@ fn dead_peer_fails_the_connection_in_order() {
 fn ack_for_another_connection_is_dropped() {
     let (mut a, _) = pair();
     let mut buf = [0u8; 64];
-    let n = AckPkt { conn: 99, ..AckPkt::default() }.write(&mut buf).unwrap();
+    let n = AckPkt {
+        conn: 99,
+        ..AckPkt::default()
+    }
+    .write(&mut buf)
+    .unwrap();
     assert!(a.on_packet(0, &buf[..n], false, 1, 0).is_err());
     assert_eq!(a.stats.drops, 1);
 }
