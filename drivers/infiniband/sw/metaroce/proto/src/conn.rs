@@ -61,7 +61,7 @@ impl ConnConfig {
             pto_min_ns: 10_000,
             max_retx: 16,
             init_cwnd_path: 4,
-            init_cwnd_conn: 16,
+            init_cwnd_conn: 8,
             max_cwnd_conn: 4096,
         }
     }
