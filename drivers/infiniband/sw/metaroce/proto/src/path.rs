@@ -597,6 +597,32 @@ mod tests {
     }
 
     #[test]
+    fn loss_epoch_triggers_repath() {
+        // 64 packets with 16 of them lost (every fourth): repath once.
+        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        for round in 0..2u32 {
+            for d in 0..64 {
+                p.on_send(d, 1, 0, false);
+            }
+            let base = round * 64;
+            let mut rx = RxPath::default();
+            rx.win = SeqWindow::new(base);
+            let lose_every = if round == 0 { 4 } else { 5 };
+            for s in 0..64 {
+                if s % lose_every != 0 {
+                    rx.win.mark(base + s);
+                }
+            }
+            rx.ack_seq = base + 63;
+            p.on_ack(&rx.ack(0, 1, 0), 10, |_| {});
+            // Round 0 loses 16 of 64, round 1 only 13.
+            assert_eq!(p.loss_epoch_says_repath(), round == 0, "round {round}");
+        }
+        p.repath(2);
+        assert_eq!((p.port, p.stats.repaths), (2, 1));
+    }
+
+    #[test]
     fn seq_window_limit() {
         let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
         for d in 0..PATH_WINDOW {
