@@ -605,8 +605,10 @@ mod tests {
                 p.on_send(d, 1, 0, false);
             }
             let base = round * 64;
-            let mut rx = RxPath::default();
-            rx.win = SeqWindow::new(base);
+            let mut rx = RxPath {
+                win: SeqWindow::new(base),
+                ..RxPath::default()
+            };
             let lose_every = if round == 0 { 4 } else { 5 };
             for s in 0..64 {
                 if s % lose_every != 0 {
