@@ -227,3 +227,39 @@ fn main() -> ExitCode {
         ExitCode::from(1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn flags() {
+        let sc = parse_args(&args("--loss 0.1 --planes 2 --fail-plane 1@50 --paths 16")).unwrap();
+        assert_eq!(sc.planes.len(), 2);
+        assert_eq!(sc.planes[1].loss, 0.1);
+        assert_eq!(sc.planes[1].fail_at_ns, Some(50_000));
+        assert_eq!(sc.paths, 16);
+        let sc = parse_args(&args("--senders 8 --ecn 5")).unwrap();
+        assert_eq!(sc.senders, 8);
+        assert_eq!(sc.bottleneck.unwrap().ecn_pkts, 5);
+        for bad in [
+            "--loss 2",
+            "--loss x",
+            "--planes 0",
+            "--paths 65",
+            "--fail-plane 9@1",
+            "--burst 0.1",
+            "--ecmp foo",
+            "--senders 0",
+            "--gbps 0",
+            "--seed",
+            "--what 1",
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad}");
+        }
+    }
+}
