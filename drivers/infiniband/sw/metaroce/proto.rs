@@ -5,16 +5,24 @@
 
 #[path = "proto/src/bth.rs"]
 pub mod bth;
+#[path = "proto/src/cc.rs"]
+pub mod cc;
 #[path = "proto/src/comp.rs"]
 pub mod comp;
+#[path = "proto/src/conn.rs"]
+pub mod conn;
 #[path = "proto/src/ext.rs"]
 pub mod ext;
 #[path = "proto/src/icrc.rs"]
 pub mod icrc;
+#[path = "proto/src/mrc_wire.rs"]
+pub mod mrc_wire;
 #[path = "proto/src/opcode.rs"]
 pub mod opcode;
 #[path = "proto/src/packet.rs"]
 pub mod packet;
+#[path = "proto/src/path.rs"]
+pub mod path;
 #[path = "proto/src/psn.rs"]
 pub mod psn;
 #[path = "proto/src/qp.rs"]
@@ -23,6 +31,10 @@ pub mod qp;
 pub mod req;
 #[path = "proto/src/resp.rs"]
 pub mod resp;
+#[path = "proto/src/sack.rs"]
+pub mod sack;
+#[path = "proto/src/stream.rs"]
+pub mod stream;
 #[path = "proto/src/timer.rs"]
 pub mod timer;
 #[path = "proto/src/wire.rs"]

@@ -17,15 +17,21 @@
 #![deny(missing_docs)]
 
 pub mod bth;
+pub mod cc;
 pub mod comp;
+pub mod conn;
 pub mod ext;
 pub mod icrc;
+pub mod mrc_wire;
 pub mod opcode;
 pub mod packet;
+pub mod path;
 pub mod psn;
 pub mod qp;
 pub mod req;
 pub mod resp;
+pub mod sack;
+pub mod stream;
 pub mod timer;
 pub mod wire;
 pub mod wr;

@@ -1,0 +1,1028 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The sans-I/O MetaRoCE connection (`transport.rst`): one sending half
+//! (paths, Dsn descriptors, retransmission queue, congestion control,
+//! stream scheduler) and one receiving half (per-path SACK state, Dsn
+//! deduplication, per-stream completion order) towards one peer.
+//!
+//! Inputs: [`Conn::post`], [`Conn::on_packet`], [`Conn::on_timer`].
+//! Outputs, pulled by the caller: [`Conn::poll_transmit`] (headers written
+//! into the caller's buffer plus a reference to the payload),
+//! [`Conn::poll_completion`] and [`Conn::next_deadline`]. Time is `u64`
+//! nanoseconds of any monotonic clock. All storage is inside the value and
+//! sized by const generics: `P` paths, `D` Dsn descriptors (`D = 64 * DW`),
+//! `S` streams, `K` messages per stream.
+
+use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
+use super::mrc_wire::{parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket};
+use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
+use super::sack::{seq_diff, Mark, SeqWindow};
+use super::stream::{MsgDesc, PostError, RecvDone, RxStream, StreamDrop, TxStream};
+
+/// Connection parameters (`transport.rst`, section 10).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ConnConfig {
+    /// Our connection id (non-zero), carried in our DATA packets.
+    pub conn_id: u32,
+    /// Payload bytes per packet (the port MTU).
+    pub mss: u16,
+    /// Paths in use (1..=P).
+    pub paths: u8,
+    /// Seed of the source-port sequence.
+    pub port_seed: u32,
+    /// Smallest RTO.
+    pub rto_min_ns: u64,
+    /// Largest RTO.
+    pub rto_max_ns: u64,
+    /// RTO before the first RTT sample.
+    pub rto_init_ns: u64,
+    /// Smallest tail-loss probe timeout.
+    pub pto_min_ns: u64,
+    /// Retransmissions of one packet before the connection fails.
+    pub max_retx: u8,
+    /// Initial path window in packets.
+    pub init_cwnd_path: u32,
+    /// Initial connection window in packets.
+    pub init_cwnd_conn: u32,
+    /// Largest connection window in packets.
+    pub max_cwnd_conn: u32,
+}
+
+impl ConnConfig {
+    /// The defaults of `transport.rst` for connection `conn_id`.
+    pub const fn new(conn_id: u32) -> Self {
+        ConnConfig {
+            conn_id,
+            mss: 4096,
+            paths: 8,
+            port_seed: conn_id,
+            rto_min_ns: 50_000,
+            rto_max_ns: 100_000_000,
+            rto_init_ns: 1_000_000,
+            pto_min_ns: 10_000,
+            max_retx: 16,
+            init_cwnd_path: 4,
+            init_cwnd_conn: 8,
+            max_cwnd_conn: 4096,
+        }
+    }
+}
+
+/// Connection state of the sending half.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ConnState {
+    /// No stream open yet.
+    Idle,
+    /// Carrying data.
+    Active,
+    /// A packet exceeded `max_retx`; no more data.
+    Failed,
+}
+
+/// Where the payload of a transmitted DATA packet comes from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PayloadRef {
+    /// Stream index.
+    pub stream: usize,
+    /// Message.
+    pub msn: u32,
+    /// Offset within the message.
+    pub offset: u32,
+    /// Bytes.
+    pub len: u16,
+}
+
+/// A packet to send: `hdr_len` header bytes were written to the caller's
+/// buffer; the caller appends the payload and sends it from UDP source port
+/// `src_port` to the native port.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Transmit {
+    /// Path index.
+    pub path: u8,
+    /// UDP source port.
+    pub src_port: u16,
+    /// Header bytes written.
+    pub hdr_len: usize,
+    /// Payload of a DATA packet (`None` for an ACK).
+    pub payload: Option<PayloadRef>,
+    /// Send ECT(0) (DATA) or Not-ECT (ACK).
+    pub ect: bool,
+    /// A retransmission.
+    pub retx: bool,
+}
+
+/// Placement of a received DATA packet's payload.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Place {
+    /// Stream index.
+    pub stream: usize,
+    /// Operation.
+    pub op: MrcOp,
+    /// Message.
+    pub msn: u32,
+    /// Posted receive (receive-consuming opcodes).
+    pub rsn: u32,
+    /// Offset within the message (sends) or from `va` (writes).
+    pub offset: u32,
+    /// Remote address of message byte 0 (writes).
+    pub va: u64,
+    /// Remote key (writes).
+    pub rkey: u32,
+    /// Payload bytes.
+    pub len: u16,
+}
+
+/// What a received packet did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RxEvent {
+    /// New data: copy the payload as `Place` says.
+    Data(Place),
+    /// Data already received: acknowledged, not placed again.
+    Duplicate,
+    /// An ACK was processed.
+    Ack,
+}
+
+/// Why a received packet was dropped.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RxDrop {
+    /// Not a valid MetaRoCE packet.
+    Malformed(MrcError),
+    /// Connection id not ours (ACK) or not our peer's (DATA).
+    WrongConn,
+    /// Path id beyond the paths of this connection.
+    BadPath,
+    /// PathSeq beyond the receiver's 256-bit window.
+    PathWindow,
+    /// Dsn beyond the deduplication window.
+    DsnWindow,
+    /// No open stream with that id.
+    NoStream,
+    /// Refused by the stream.
+    Stream(StreamDrop),
+    /// ACK inconsistent with what the path sent.
+    BadAck,
+}
+
+/// Completion status of a sent message.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SendStatus {
+    /// Every packet acknowledged.
+    Ok,
+    /// The connection failed with this message incomplete (the oldest).
+    RetryExceeded,
+    /// The connection failed before this message completed.
+    Flushed,
+}
+
+/// A completion, in verbs order per stream.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Completion {
+    /// A sent message.
+    Send {
+        /// Stream index.
+        stream: usize,
+        /// Message.
+        msn: u32,
+        /// Status.
+        status: SendStatus,
+    },
+    /// A received message (also plain WRITEs, which hold the order but
+    /// need no receive completion: the caller skips them).
+    Recv {
+        /// Stream index.
+        stream: usize,
+        /// What completed.
+        done: RecvDone,
+    },
+}
+
+/// Connection counters.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct ConnStats {
+    /// DATA packets sent (first transmissions).
+    pub data_sent: u64,
+    /// Retransmissions.
+    pub retransmits: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// DATA packets placed.
+    pub data_placed: u64,
+    /// Payload bytes placed.
+    pub bytes_placed: u64,
+    /// Duplicate DATA packets.
+    pub duplicates: u64,
+    /// Dropped packets.
+    pub drops: u64,
+    /// Repaths.
+    pub repaths: u64,
+    /// Connection-window decreases on ECN.
+    pub conn_ecn_decreases: u64,
+    /// Rate hint changes received.
+    pub rate_hint_changes: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum DescState {
+    Unacked,
+    Lost,
+    Acked,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Desc {
+    stream: u16,
+    msn: u32,
+    offset: u32,
+    len: u16,
+    path: u8,
+    seq: u32,
+    tx_count: u8,
+    state: DescState,
+}
+
+const FREE_DESC: Desc = Desc {
+    stream: 0,
+    msn: 0,
+    offset: 0,
+    len: 0,
+    path: 0,
+    seq: 0,
+    tx_count: 0,
+    state: DescState::Acked,
+};
+
+struct SizeCheck<const D: usize, const DW: usize>;
+
+impl<const D: usize, const DW: usize> SizeCheck<D, DW> {
+    const OK: () = assert!(D == DW * 64 && D > 0 && D <= 1 << 20, "D must be 64 * DW");
+}
+
+struct ShapeCheck<const P: usize, const S: usize, const K: usize>;
+
+impl<const P: usize, const S: usize, const K: usize> ShapeCheck<P, S, K> {
+    const OK: () = assert!(
+        P >= 1 && P <= 256 && S >= 1 && S <= 65536 && K >= 1,
+        "1..=256 paths, 1..=65536 streams, at least one message slot"
+    );
+}
+
+/// A MetaRoCE connection to one peer.
+pub struct Conn<const P: usize, const D: usize, const DW: usize, const S: usize, const K: usize> {
+    cfg: ConnConfig,
+    state: ConnState,
+    paths: [TxPath; P],
+    descs: [Desc; D],
+    dsn_base: u32,
+    dsn_next: u32,
+    retx: [u32; D],
+    retx_head: usize,
+    retx_len: usize,
+    cc: Aimd,
+    min_rtt: u64,
+    rate_hint: u32,
+    pace_next: u64,
+    /// Share of the rate hint the pacer uses (Q16), the connection's AIMD
+    /// applied to its rate.
+    pace_scale: u32,
+    pace_ai_at: u64,
+    pace_blocked: bool,
+    rr_path: usize,
+    rr_stream: usize,
+    rr_ack: usize,
+    rr_done: usize,
+    port_rng: u32,
+    tx_streams: [TxStream<K>; S],
+    rx_streams: [RxStream<K>; S],
+    rx_paths: [RxPath; P],
+    rx_dsn: SeqWindow<DW>,
+    peer: Option<u32>,
+    rx_hint: u32,
+    /// Counters.
+    pub stats: ConnStats,
+}
+
+/// First port of the source-port range.
+const PORT_BASE: u16 = 49152;
+/// Ports in the range.
+const PORT_SPAN: u32 = 16384;
+
+impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: usize>
+    Conn<P, D, DW, S, K>
+{
+    /// A connection with `cfg`.
+    pub fn new(cfg: ConnConfig) -> Self {
+        let () = SizeCheck::<D, DW>::OK;
+        let () = ShapeCheck::<P, S, K>::OK;
+        let mss = u32::from(cfg.mss.max(1));
+        let paths = core::array::from_fn(|i| {
+            let i = u32::try_from(i).unwrap_or(0);
+            let port = initial_port(cfg.port_seed, i);
+            TxPath::new(
+                port,
+                Aimd::new(mss, cfg.init_cwnd_path, PATH_WINDOW, MD_ECN_PATH),
+            )
+        });
+        Conn {
+            cfg,
+            state: ConnState::Idle,
+            paths,
+            descs: [FREE_DESC; D],
+            dsn_base: 0,
+            dsn_next: 0,
+            retx: [0; D],
+            retx_head: 0,
+            retx_len: 0,
+            cc: Aimd::new(mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn, MD_ECN_CONN),
+            min_rtt: 0,
+            rate_hint: 0,
+            pace_next: 0,
+            pace_scale: Q16_ONE,
+            pace_ai_at: 0,
+            pace_blocked: false,
+            rr_path: 0,
+            rr_stream: 0,
+            rr_ack: 0,
+            rr_done: 0,
+            port_rng: cfg.port_seed | 1,
+            tx_streams: [TxStream::default(); S],
+            rx_streams: [RxStream::default(); S],
+            rx_paths: [RxPath::default(); P],
+            rx_dsn: SeqWindow::new(0),
+            peer: None,
+            rx_hint: 0,
+            stats: ConnStats::default(),
+        }
+    }
+
+    /// The sending half's state.
+    pub const fn state(&self) -> ConnState {
+        self.state
+    }
+
+    fn npaths(&self) -> usize {
+        usize::from(self.cfg.paths).clamp(1, P.max(1)).min(P)
+    }
+
+    /// Opens stream `idx` between our QP `local_qpn` and the peer's QP
+    /// `remote_qpn`.
+    pub fn open_stream(&mut self, idx: usize, local_qpn: u32, remote_qpn: u32) -> bool {
+        let (Some(t), Some(r)) = (self.tx_streams.get_mut(idx), self.rx_streams.get_mut(idx))
+        else {
+            return false;
+        };
+        *t = TxStream::default();
+        t.open = true;
+        t.remote_qpn = remote_qpn & 0x00FF_FFFF;
+        *r = RxStream::default();
+        r.open = true;
+        r.local_qpn = local_qpn & 0x00FF_FFFF;
+        if self.state == ConnState::Idle {
+            self.state = ConnState::Active;
+        }
+        true
+    }
+
+    /// Posts a message on stream `idx`; returns its Msn.
+    pub fn post(&mut self, idx: usize, msg: MsgDesc) -> Result<u32, PostError> {
+        if self.state == ConnState::Failed {
+            return Err(PostError::ConnFailed);
+        }
+        let mss = self.cfg.mss;
+        self.tx_streams
+            .get_mut(idx)
+            .ok_or(PostError::NoStream)?
+            .post(msg, mss)
+    }
+
+    /// Path `i`'s current UDP source port, state and counters.
+    pub fn path_info(&self, i: usize) -> Option<(u16, PathState, PathStats)> {
+        self.paths.get(i).map(|p| (p.port, p.state, p.stats))
+    }
+
+    /// Path `i`'s window, srtt, min and mean RTT in ns.
+    pub fn path_rtt(&self, i: usize) -> Option<(u32, u64, u64, u64)> {
+        self.paths
+            .get(i)
+            .map(|p| (p.cc.cwnd(), p.rtt.srtt(), p.rtt.min(), p.rtt.avg()))
+    }
+
+    /// The connection window and the rate hint last received (kbit/s).
+    pub fn conn_window(&self) -> (u32, u32) {
+        (self.cc.cwnd(), self.rate_hint)
+    }
+
+    fn inflight_bytes(&self) -> u32 {
+        self.paths
+            .iter()
+            .fold(0u32, |a, p| a.saturating_add(p.inflight_bytes()))
+    }
+
+    fn conn_room(&self) -> u32 {
+        self.cc.cwnd().saturating_sub(self.inflight_bytes())
+    }
+
+    fn has_unsent(&self) -> bool {
+        self.tx_streams.iter().any(|s| s.open && s.has_unsent())
+    }
+
+    fn desc_index(dsn: u32) -> usize {
+        (dsn as usize) % D.max(1)
+    }
+
+    /// Handles a packet addressed to this connection. `ce` says whether its
+    /// IP header carried CE; `rate_hint_kbps` is the device's current fair
+    /// share for this sender (0: none), put in the ACK it causes.
+    pub fn on_packet(
+        &mut self,
+        now: u64,
+        buf: &[u8],
+        ce: bool,
+        src_port: u16,
+        rate_hint_kbps: u32,
+    ) -> Result<RxEvent, RxDrop> {
+        let r = match parse(buf) {
+            Ok(MrcPacket::Data(h, _)) => self.on_data(&h, ce, src_port, rate_hint_kbps),
+            Ok(MrcPacket::Ack(a)) => self.on_ack(&a, now),
+            Err(e) => Err(RxDrop::Malformed(e)),
+        };
+        if r.is_err() {
+            self.stats.drops = self.stats.drops.saturating_add(1);
+        }
+        r
+    }
+
+    fn on_data(
+        &mut self,
+        h: &DataHdr,
+        ce: bool,
+        src_port: u16,
+        hint: u32,
+    ) -> Result<RxEvent, RxDrop> {
+        if self.peer.is_some_and(|p| p != h.conn) {
+            return Err(RxDrop::WrongConn);
+        }
+        let path = usize::from(h.path);
+        if path >= self.npaths() {
+            return Err(RxDrop::BadPath);
+        }
+        let rxp = self.rx_paths.get(path).ok_or(RxDrop::BadPath)?;
+        // Check everything before changing any state.
+        let mut win = rxp.win;
+        win.advance_to(h.path_floor);
+        if !win.fits(h.path_seq) {
+            return Err(RxDrop::PathWindow);
+        }
+        let dup = match seq_diff(h.dsn, self.rx_dsn.cum()) {
+            d if d < 0 => true,
+            0 => false,
+            d if d.unsigned_abs() > SeqWindow::<DW>::SPAN => return Err(RxDrop::DsnWindow),
+            _ => self.rx_dsn.contains(h.dsn),
+        };
+        let stream = if dup {
+            None
+        } else {
+            let idx = self
+                .rx_streams
+                .iter()
+                .position(|s| s.open && s.local_qpn == h.stream)
+                .ok_or(RxDrop::NoStream)?;
+            let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+            s.check(h).map_err(RxDrop::Stream)?;
+            Some(idx)
+        };
+        // Commit.
+        self.peer = Some(h.conn);
+        self.rx_hint = hint;
+        win.mark(h.path_seq);
+        if let Some(rxp) = self.rx_paths.get_mut(path) {
+            rxp.win = win;
+            if ce {
+                rxp.ce_count = rxp.ce_count.wrapping_add(1);
+            }
+            rxp.ack_pending = true;
+            rxp.ack_seq = h.path_seq;
+            rxp.port = src_port;
+        }
+        let Some(idx) = stream else {
+            self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            return Ok(RxEvent::Duplicate);
+        };
+        if self.rx_dsn.mark(h.dsn) != Mark::New {
+            // Unreachable after the checks above; counted, not placed.
+            return Err(RxDrop::DsnWindow);
+        }
+        if let Some(s) = self.rx_streams.get_mut(idx) {
+            s.placed(h);
+        }
+        self.stats.data_placed = self.stats.data_placed.saturating_add(1);
+        self.stats.bytes_placed = self.stats.bytes_placed.saturating_add(u64::from(h.len));
+        Ok(RxEvent::Data(Place {
+            stream: idx,
+            op: h.op,
+            msn: h.msn,
+            rsn: h.rsn,
+            offset: h.offset,
+            va: h.va,
+            rkey: h.rkey,
+            len: h.len,
+        }))
+    }
+
+    fn on_ack(&mut self, a: &AckPkt, now: u64) -> Result<RxEvent, RxDrop> {
+        if a.conn != self.cfg.conn_id {
+            return Err(RxDrop::WrongConn);
+        }
+        let pi = usize::from(a.path);
+        if pi >= self.npaths() {
+            return Err(RxDrop::BadPath);
+        }
+        let Self {
+            paths,
+            descs,
+            retx,
+            retx_head,
+            retx_len,
+            tx_streams,
+            cc,
+            ..
+        } = self;
+        let p = paths.get_mut(pi).ok_or(RxDrop::BadPath)?;
+        let mut acked_bytes = 0u32;
+        let dsn_base = self.dsn_base;
+        let dsn_next = self.dsn_next;
+        let in_dsn_window = |dsn: u32| dsn.wrapping_sub(dsn_base) < dsn_next.wrapping_sub(dsn_base);
+        let ce = p
+            .on_ack(a, now, |ev| match ev {
+                PathEvent::Acked { dsn, len, .. } => {
+                    if !in_dsn_window(dsn) {
+                        return;
+                    }
+                    let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
+                        return;
+                    };
+                    if d.state == DescState::Acked {
+                        return;
+                    }
+                    // A Lost descriptor still queued is skipped when popped.
+                    d.state = DescState::Acked;
+                    cc.on_ack(len);
+                    acked_bytes = acked_bytes.saturating_add(len);
+                    if let Some(s) = tx_streams.get_mut(usize::from(d.stream)) {
+                        s.packet_acked(d.msn);
+                    }
+                }
+                PathEvent::Lost { dsn, seq } => {
+                    let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
+                        return;
+                    };
+                    if !in_dsn_window(dsn)
+                        || d.state != DescState::Unacked
+                        || usize::from(d.path) != pi
+                        || d.seq != seq
+                    {
+                        return;
+                    }
+                    d.state = DescState::Lost;
+                    push_retx(retx, retx_head, retx_len, dsn);
+                }
+            })
+            .ok_or(RxDrop::BadAck)?;
+        let conn_rtt = p.rtt.srtt();
+        if p.rtt.min() != 0 && (self.min_rtt == 0 || p.rtt.min() < self.min_rtt) {
+            self.min_rtt = p.rtt.min();
+        }
+        if ce {
+            let srtt = p.rtt.srtt();
+            p.cc.on_congestion(now, srtt);
+            if self.cc.on_congestion(now, conn_rtt.max(self.min_rtt)) {
+                self.pace_scale = scale_q16(self.pace_scale, MD_ECN_CONN).max(Q16_ONE / 16);
+                self.stats.conn_ecn_decreases = self.stats.conn_ecn_decreases.saturating_add(1);
+            }
+        }
+        // Additive increase of the paced share: 1/16 of the hint per RTT.
+        let rtt = conn_rtt.max(self.min_rtt).max(1);
+        let elapsed = now.saturating_sub(self.pace_ai_at).min(rtt);
+        self.pace_ai_at = now;
+        if acked_bytes > 0 {
+            let step = u64::from(Q16_ONE / 16).saturating_mul(elapsed) / rtt;
+            let step = u32::try_from(step).unwrap_or(Q16_ONE);
+            self.pace_scale = self.pace_scale.saturating_add(step).min(Q16_ONE);
+        }
+        if p.loss_epoch_says_repath() {
+            self.repath(pi);
+        }
+        if a.rate_hint_kbps != self.rate_hint {
+            self.rate_hint = a.rate_hint_kbps;
+            self.stats.rate_hint_changes = self.stats.rate_hint_changes.saturating_add(1);
+        }
+        self.advance_dsn_base();
+        Ok(RxEvent::Ack)
+    }
+
+    fn advance_dsn_base(&mut self) {
+        while self.dsn_base != self.dsn_next {
+            match self.descs.get(Self::desc_index(self.dsn_base)) {
+                Some(d) if d.state != DescState::Acked => break,
+                _ => self.dsn_base = self.dsn_base.wrapping_add(1),
+            }
+        }
+    }
+
+    fn repath(&mut self, pi: usize) {
+        let Some(old) = self.paths.get(pi).map(|p| p.port) else {
+            return;
+        };
+        let mut port = old;
+        while port == old {
+            // xorshift32
+            let mut x = self.port_rng;
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            self.port_rng = x;
+            port = PORT_BASE.saturating_add(u16::try_from(x % PORT_SPAN).unwrap_or(0));
+        }
+        if let Some(p) = self.paths.get_mut(pi) {
+            p.repath(port);
+        }
+        self.stats.repaths = self.stats.repaths.saturating_add(1);
+    }
+
+    /// The earliest time [`Self::on_timer`] has work.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let c = &self.cfg;
+        let timers = self
+            .paths
+            .iter()
+            .take(self.npaths())
+            .filter_map(|p| {
+                let rto = p.deadline(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns);
+                let pto = if self.has_unsent() {
+                    p.probe_deadline(c.pto_min_ns)
+                } else {
+                    None
+                };
+                match (rto, pto) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .min();
+        let pace = self.pace_blocked.then_some(self.pace_next);
+        match (timers, pace) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs the retransmission timers due at `now`.
+    pub fn on_timer(&mut self, now: u64) {
+        let c = self.cfg;
+        if self.pace_blocked && self.pace_next <= now {
+            self.pace_blocked = false;
+        }
+        if self.has_unsent() {
+            for p in self.paths.iter_mut() {
+                p.on_probe_timer(now, c.pto_min_ns);
+            }
+        }
+        for pi in 0..self.npaths() {
+            let due = self
+                .paths
+                .get(pi)
+                .and_then(|p| p.deadline(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns))
+                .is_some_and(|t| t <= now);
+            if !due {
+                continue;
+            }
+            let Self {
+                paths,
+                descs,
+                retx,
+                retx_head,
+                retx_len,
+                ..
+            } = self;
+            if let Some(p) = paths.get_mut(pi) {
+                p.on_timeout(|ev| {
+                    if let PathEvent::Lost { dsn, seq } = ev {
+                        if let Some(d) = descs.get_mut(Self::desc_index(dsn)) {
+                            if d.state == DescState::Unacked
+                                && usize::from(d.path) == pi
+                                && d.seq == seq
+                            {
+                                d.state = DescState::Lost;
+                                push_retx(retx, retx_head, retx_len, dsn);
+                            }
+                        }
+                    }
+                });
+            }
+            self.repath(pi);
+        }
+    }
+
+    /// The next packet to send, its header written to `buf` (at least
+    /// [`super::mrc_wire::DATA_HDR_LEN`] bytes): ACKs first, then retransmissions, then new
+    /// data round-robin over streams.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(t) = self.poll_ack(buf) {
+            return Some(t);
+        }
+        if self.state != ConnState::Active {
+            return None;
+        }
+        if let Some(t) = self.poll_retx(now, buf) {
+            return Some(t);
+        }
+        let probe = (0..self.npaths()).find(|&i| self.paths.get(i).is_some_and(|p| p.probe_due()));
+        if let Some(pi) = probe {
+            if let Some(t) = self.poll_new(now, buf, Some(pi)) {
+                return Some(t);
+            }
+        }
+        self.poll_new(now, buf, None)
+    }
+
+    fn poll_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let n = self.npaths();
+        let peer = self.peer?;
+        for k in 0..n {
+            let pi = (self.rr_ack.wrapping_add(k)) % n;
+            let rxp = self.rx_paths.get_mut(pi)?;
+            if !rxp.ack_pending {
+                continue;
+            }
+            let path = u8::try_from(pi).ok()?;
+            let hdr_len = rxp.ack(path, peer, self.rx_hint).write(buf)?;
+            rxp.ack_pending = false;
+            self.rr_ack = pi.wrapping_add(1);
+            self.stats.acks_sent = self.stats.acks_sent.saturating_add(1);
+            return Some(Transmit {
+                path,
+                src_port: rxp.port,
+                hdr_len,
+                payload: None,
+                ect: false,
+                retx: false,
+            });
+        }
+        None
+    }
+
+    fn pick_path(&self, preferred: Option<usize>, len: u32) -> Option<usize> {
+        let n = self.npaths();
+        if let Some(pi) = preferred {
+            if self
+                .paths
+                .get(pi)
+                .is_some_and(|p| p.state == PathState::Active && p.can_send(len))
+            {
+                return Some(pi);
+            }
+            // "that path or a better one": the active path with most room,
+            // else any path that can send.
+            let best = (0..n)
+                .filter(|&i| {
+                    self.paths
+                        .get(i)
+                        .is_some_and(|p| p.state == PathState::Active && p.can_send(len))
+                })
+                .max_by_key(|&i| self.paths.get(i).map_or(0, |p| p.room()));
+            return best
+                .or_else(|| (0..n).find(|&i| self.paths.get(i).is_some_and(|p| p.can_send(len))));
+        }
+        // New data: the path with the most free window (paths on a
+        // congested route have smaller windows), ties in round-robin order.
+        let mut best: Option<(usize, u32)> = None;
+        for k in 0..n {
+            let i = self.rr_path.wrapping_add(k) % n;
+            if let Some(p) = self.paths.get(i).filter(|p| p.can_send(len)) {
+                let room = p.room();
+                if best.map_or(true, |(_, r)| room > r) {
+                    best = Some((i, room));
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    fn poll_retx(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        while self.retx_len > 0 {
+            let dsn = *self.retx.get(self.retx_head)?;
+            let d = *self.descs.get(Self::desc_index(dsn))?;
+            let live = d.state == DescState::Lost
+                && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
+            if !live {
+                self.pop_retx();
+                continue;
+            }
+            if d.tx_count > self.cfg.max_retx {
+                self.fail();
+                return None;
+            }
+            let pi = self.pick_path(Some(usize::from(d.path)), u32::from(d.len))?;
+            self.pop_retx();
+            return self.transmit(now, buf, dsn, pi, true);
+        }
+        None
+    }
+
+    /// New data; `probe`: on that path, beyond the windows and the pacer.
+    fn poll_new(&mut self, now: u64, buf: &mut [u8], probe: Option<usize>) -> Option<Transmit> {
+        if self.dsn_next.wrapping_sub(self.dsn_base) as usize >= D {
+            return None;
+        }
+        let mss = self.cfg.mss;
+        if probe.is_none() {
+            if self.conn_room() == 0 && self.inflight_bytes() > 0 {
+                return None;
+            }
+            if self.rate_hint != 0 && self.pace_next > now {
+                self.pace_blocked = true;
+                return None;
+            }
+        }
+        for k in 0..S {
+            let si = self.rr_stream.wrapping_add(k) % S.max(1);
+            let has = self
+                .tx_streams
+                .get(si)
+                .is_some_and(|s| s.open && s.has_unsent());
+            if !has {
+                continue;
+            }
+            // The next segment's length is at most mss.
+            let pi = match probe {
+                Some(pi) => pi,
+                None => self.pick_path(None, u32::from(mss))?,
+            };
+            let seg = self.tx_streams.get_mut(si)?.next_segment(mss)?;
+            let dsn = self.dsn_next;
+            if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
+                *d = Desc {
+                    stream: u16::try_from(si).ok()?,
+                    msn: seg.msn,
+                    offset: seg.offset,
+                    len: seg.len,
+                    path: 0,
+                    seq: 0,
+                    tx_count: 0,
+                    state: DescState::Unacked,
+                };
+            }
+            self.dsn_next = dsn.wrapping_add(1);
+            self.rr_stream = si.wrapping_add(1);
+            self.rr_path = pi.wrapping_add(1);
+            return self.transmit(now, buf, dsn, pi, false);
+        }
+        None
+    }
+
+    fn transmit(
+        &mut self,
+        now: u64,
+        buf: &mut [u8],
+        dsn: u32,
+        pi: usize,
+        retx: bool,
+    ) -> Option<Transmit> {
+        let di = Self::desc_index(dsn);
+        let d = *self.descs.get(di)?;
+        let p = self.paths.get_mut(pi)?;
+        let floor = p.floor();
+        let seq = p.on_send(dsn, u32::from(d.len), now, retx);
+        let path = u8::try_from(pi).ok()?;
+        let mut h = DataHdr {
+            retx,
+            se: false,
+            path,
+            op: MrcOp::Write,
+            conn: self.cfg.conn_id,
+            path_seq: seq,
+            path_floor: floor,
+            stream: 0,
+            dsn,
+            msn: d.msn,
+            rsn: 0,
+            msg_len: 0,
+            offset: d.offset,
+            va: 0,
+            rkey: 0,
+            imm: 0,
+            len: d.len,
+        };
+        let seg = super::stream::Segment {
+            msn: d.msn,
+            offset: d.offset,
+            len: d.len,
+        };
+        self.tx_streams
+            .get(usize::from(d.stream))?
+            .fill_header(&seg, &mut h)?;
+        let hdr_len = h.write(buf)?;
+        let src_port = p.port;
+        let rate = scale_q16(self.rate_hint, self.pace_scale);
+        if let Some(gap) = pace_gap_ns(u32::from(d.len), rate) {
+            self.pace_next = self.pace_next.max(now).saturating_add(gap);
+        }
+        self.pace_blocked = false;
+        if let Some(dm) = self.descs.get_mut(di) {
+            dm.path = path;
+            dm.seq = seq;
+            dm.state = DescState::Unacked;
+            dm.tx_count = dm.tx_count.saturating_add(1);
+        }
+        if retx {
+            self.stats.retransmits = self.stats.retransmits.saturating_add(1);
+        } else {
+            self.stats.data_sent = self.stats.data_sent.saturating_add(1);
+        }
+        Some(Transmit {
+            path,
+            src_port,
+            hdr_len,
+            payload: Some(PayloadRef {
+                stream: usize::from(d.stream),
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+            }),
+            ect: true,
+            retx,
+        })
+    }
+
+    fn pop_retx(&mut self) {
+        if self.retx_len > 0 {
+            self.retx_head = (self.retx_head.wrapping_add(1)) % D.max(1);
+            self.retx_len = self.retx_len.saturating_sub(1);
+        }
+    }
+
+    fn fail(&mut self) {
+        self.state = ConnState::Failed;
+        self.retx_len = 0;
+    }
+
+    /// The next completion: sends and receives, each stream in order.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        let failed = self.state == ConnState::Failed;
+        for k in 0..S {
+            let si = self.rr_done.wrapping_add(k) % S.max(1);
+            if let Some(t) = self.tx_streams.get_mut(si) {
+                if let Some(msn) = t.pop_complete() {
+                    self.rr_done = si;
+                    return Some(Completion::Send {
+                        stream: si,
+                        msn,
+                        status: SendStatus::Ok,
+                    });
+                }
+                if failed {
+                    let first = !t.failed_reported;
+                    if let Some(msn) = t.pop_failed() {
+                        t.failed_reported = true;
+                        return Some(Completion::Send {
+                            stream: si,
+                            msn,
+                            status: if first {
+                                SendStatus::RetryExceeded
+                            } else {
+                                SendStatus::Flushed
+                            },
+                        });
+                    }
+                }
+            }
+            if let Some(r) = self.rx_streams.get_mut(si) {
+                if let Some(done) = r.pop_complete() {
+                    self.rr_done = si;
+                    return Some(Completion::Recv { stream: si, done });
+                }
+            }
+        }
+        None
+    }
+}
+
+fn scale_q16(v: u32, q16: u32) -> u32 {
+    u32::try_from((u64::from(v) * u64::from(q16)) >> 16).unwrap_or(u32::MAX)
+}
+
+fn initial_port(seed: u32, i: u32) -> u16 {
+    let h = seed.wrapping_add(i.wrapping_mul(2_654_435_761));
+    PORT_BASE.saturating_add(u16::try_from(h % PORT_SPAN).unwrap_or(0))
+}
+
+fn push_retx(q: &mut [u32], head: &mut usize, len: &mut usize, dsn: u32) {
+    let n = q.len();
+    if n == 0 || *len >= n {
+        return;
+    }
+    let at = head.wrapping_add(*len) % n;
+    if let Some(slot) = q.get_mut(at) {
+        *slot = dsn;
+        *len = len.saturating_add(1);
+    }
+}

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0
+//! MetaRoCE native header (MRH) codecs: DATA and ACK packets.
+//!
+//! Byte layouts are in `Documentation/metaroce/transport.rst`, section 3.
+//! Decoding never panics: every field is read through the bounds-checked
+//! [`Reader`], and every inconsistency is a [`MrcError`] the caller counts.
+
+use super::wire::{Reader, Writer};
+
+/// Native UDP destination port (module parameter default).
+pub const NATIVE_PORT: u16 = 19791;
+/// Protocol version carried in every header.
+pub const VERSION: u8 = 1;
+/// Length of a DATA header in bytes.
+pub const DATA_HDR_LEN: usize = 60;
+/// Length of an ACK packet in bytes.
+pub const ACK_LEN: usize = 56;
+/// Largest payload of one DATA packet (the largest RoCE MTU).
+pub const MAX_PAYLOAD: u16 = 4096;
+/// Largest message length.
+pub const MAX_MSG_LEN: u32 = 1 << 31;
+
+const TYPE_DATA: u8 = 1;
+const TYPE_ACK: u8 = 2;
+const FLAG_RETX: u8 = 0x80;
+const FLAG_SE: u8 = 0x40;
+
+/// Why a packet was not decoded.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MrcError {
+    /// Shorter than its header or its declared payload.
+    Truncated,
+    /// Version other than [`VERSION`].
+    BadVersion(u8),
+    /// Unknown packet type.
+    BadType(u8),
+    /// Unknown DATA opcode.
+    BadOpcode(u8),
+    /// A reserved field or bit is not zero.
+    Reserved,
+    /// Offset/length fields inconsistent (beyond the message, too long).
+    BadLength,
+    /// Placement fields that do not belong to the opcode.
+    BadPlacement,
+}
+
+/// DATA opcodes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MrcOp {
+    /// Send, consumes a posted receive.
+    Send,
+    /// Send with immediate data.
+    SendImm,
+    /// RDMA write, placed by remote address and key.
+    Write,
+    /// RDMA write with immediate data, also consumes a posted receive.
+    WriteImm,
+}
+
+impl MrcOp {
+    /// Wire value.
+    pub const fn to_u8(self) -> u8 {
+        match self {
+            MrcOp::Send => 0,
+            MrcOp::SendImm => 1,
+            MrcOp::Write => 2,
+            MrcOp::WriteImm => 3,
+        }
+    }
+
+    /// Decodes a wire value.
+    pub const fn from_u8(v: u8) -> Option<MrcOp> {
+        match v {
+            0 => Some(MrcOp::Send),
+            1 => Some(MrcOp::SendImm),
+            2 => Some(MrcOp::Write),
+            3 => Some(MrcOp::WriteImm),
+            _ => None,
+        }
+    }
+
+    /// True for opcodes placed by remote address and key.
+    pub const fn is_write(self) -> bool {
+        matches!(self, MrcOp::Write | MrcOp::WriteImm)
+    }
+
+    /// True for opcodes carrying immediate data.
+    pub const fn has_imm(self) -> bool {
+        matches!(self, MrcOp::SendImm | MrcOp::WriteImm)
+    }
+
+    /// True for opcodes that consume a posted receive.
+    pub const fn consumes_recv(self) -> bool {
+        !matches!(self, MrcOp::Write)
+    }
+}
+
+/// A DATA header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct DataHdr {
+    /// This transmission is a retransmission.
+    pub retx: bool,
+    /// Solicited event.
+    pub se: bool,
+    /// Sender's path index.
+    pub path: u8,
+    /// Operation.
+    pub op: MrcOp,
+    /// Data sender's connection id.
+    pub conn: u32,
+    /// Per-path sequence number of this transmission.
+    pub path_seq: u32,
+    /// Every path sequence number below this one is resolved at the sender.
+    pub path_floor: u32,
+    /// Destination QP number (24 bits).
+    pub stream: u32,
+    /// Connection data sequence number (kept by retransmissions).
+    pub dsn: u32,
+    /// Stream message sequence number.
+    pub msn: u32,
+    /// Receive sequence number (receive-consuming opcodes), else 0.
+    pub rsn: u32,
+    /// Message length.
+    pub msg_len: u32,
+    /// Offset of the payload within the message.
+    pub offset: u32,
+    /// Remote virtual address of message byte 0 (writes), else 0.
+    pub va: u64,
+    /// Remote key (writes), else 0.
+    pub rkey: u32,
+    /// Immediate data, else 0.
+    pub imm: u32,
+    /// Payload length.
+    pub len: u16,
+}
+
+/// An ACK packet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct AckPkt {
+    /// Path of the acknowledged DATA packets.
+    pub path: u8,
+    /// The data sender's connection id.
+    pub conn: u32,
+    /// First path sequence number not received (all below are settled).
+    pub cum: u32,
+    /// Path sequence number of the newest DATA packet acknowledged.
+    pub ack_seq: u32,
+    /// Receiver fair share for this sender in kbit/s; 0: no hint.
+    pub rate_hint_kbps: u32,
+    /// CE-marked DATA packets received on this path, wrapping.
+    pub ce_count: u32,
+    /// Bit `i` (word `i / 64`, bit `i % 64`): `cum + 1 + i` received.
+    pub sack: [u64; 4],
+}
+
+/// A decoded packet; DATA borrows its payload from the input buffer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MrcPacket<'a> {
+    /// DATA header and payload.
+    Data(DataHdr, &'a [u8]),
+    /// ACK.
+    Ack(AckPkt),
+}
+
+fn common(r: &mut Reader<'_>) -> Result<(u8, u8, u8, u8, u32), MrcError> {
+    let vt = r.u8().ok_or(MrcError::Truncated)?;
+    let flags = r.u8().ok_or(MrcError::Truncated)?;
+    let path = r.u8().ok_or(MrcError::Truncated)?;
+    let op = r.u8().ok_or(MrcError::Truncated)?;
+    let conn = r.u32().ok_or(MrcError::Truncated)?;
+    if vt >> 4 != VERSION {
+        return Err(MrcError::BadVersion(vt >> 4));
+    }
+    Ok((vt & 0x0F, flags, path, op, conn))
+}
+
+/// Decodes a MetaRoCE packet (the UDP payload).
+pub fn parse(buf: &[u8]) -> Result<MrcPacket<'_>, MrcError> {
+    let mut r = Reader::new(buf);
+    let (ty, flags, path, op, conn) = common(&mut r)?;
+    match ty {
+        TYPE_DATA => parse_data(&mut r, flags, path, op, conn),
+        TYPE_ACK => {
+            if flags != 0 || op != 0 {
+                return Err(MrcError::Reserved);
+            }
+            let t = MrcError::Truncated;
+            let cum = r.u32().ok_or(t)?;
+            let ack_seq = r.u32().ok_or(t)?;
+            let rate_hint_kbps = r.u32().ok_or(t)?;
+            let ce_count = r.u32().ok_or(t)?;
+            let mut sack = [0u64; 4];
+            for w in sack.iter_mut() {
+                *w = r.u64().ok_or(t)?;
+            }
+            Ok(MrcPacket::Ack(AckPkt {
+                path,
+                conn,
+                cum,
+                ack_seq,
+                rate_hint_kbps,
+                ce_count,
+                sack,
+            }))
+        }
+        other => Err(MrcError::BadType(other)),
+    }
+}
+
+fn parse_data<'a>(
+    r: &mut Reader<'a>,
+    flags: u8,
+    path: u8,
+    op: u8,
+    conn: u32,
+) -> Result<MrcPacket<'a>, MrcError> {
+    let t = MrcError::Truncated;
+    let path_seq = r.u32().ok_or(t)?;
+    let path_floor = r.u32().ok_or(t)?;
+    let stream = r.u32().ok_or(t)?;
+    let dsn = r.u32().ok_or(t)?;
+    let msn = r.u32().ok_or(t)?;
+    let rsn = r.u32().ok_or(t)?;
+    let msg_len = r.u32().ok_or(t)?;
+    let offset = r.u32().ok_or(t)?;
+    let va = r.u64().ok_or(t)?;
+    let rkey = r.u32().ok_or(t)?;
+    let imm = r.u32().ok_or(t)?;
+    let len = r.u16().ok_or(t)?;
+    let resv = r.u16().ok_or(t)?;
+    let op = MrcOp::from_u8(op).ok_or(MrcError::BadOpcode(op))?;
+    if flags & !(FLAG_RETX | FLAG_SE) != 0 || resv != 0 || stream >> 24 != 0 {
+        return Err(MrcError::Reserved);
+    }
+    let end = offset
+        .checked_add(u32::from(len))
+        .ok_or(MrcError::BadLength)?;
+    if len > MAX_PAYLOAD || msg_len > MAX_MSG_LEN || end > msg_len {
+        return Err(MrcError::BadLength);
+    }
+    let placement_ok = if op.is_write() {
+        op != MrcOp::Write || rsn == 0
+    } else {
+        va == 0 && rkey == 0
+    };
+    if !placement_ok || (!op.has_imm() && imm != 0) {
+        return Err(MrcError::BadPlacement);
+    }
+    let payload = r.rest().get(..usize::from(len)).ok_or(t)?;
+    Ok(MrcPacket::Data(
+        DataHdr {
+            retx: flags & FLAG_RETX != 0,
+            se: flags & FLAG_SE != 0,
+            path,
+            op,
+            conn,
+            path_seq,
+            path_floor,
+            stream,
+            dsn,
+            msn,
+            rsn,
+            msg_len,
+            offset,
+            va,
+            rkey,
+            imm,
+            len,
+        },
+        payload,
+    ))
+}
+
+impl DataHdr {
+    /// Writes the 60-byte header to the front of `buf`; returns its length,
+    /// or `None` if `buf` is too short.
+    pub fn write(&self, buf: &mut [u8]) -> Option<usize> {
+        let mut w = Writer::new(buf);
+        let mut flags = 0;
+        if self.retx {
+            flags |= FLAG_RETX;
+        }
+        if self.se {
+            flags |= FLAG_SE;
+        }
+        w.u8(VERSION << 4 | TYPE_DATA)?;
+        w.u8(flags)?;
+        w.u8(self.path)?;
+        w.u8(self.op.to_u8())?;
+        w.u32(self.conn)?;
+        w.u32(self.path_seq)?;
+        w.u32(self.path_floor)?;
+        w.u32(self.stream & 0x00FF_FFFF)?;
+        w.u32(self.dsn)?;
+        w.u32(self.msn)?;
+        w.u32(self.rsn)?;
+        w.u32(self.msg_len)?;
+        w.u32(self.offset)?;
+        w.u64(self.va)?;
+        w.u32(self.rkey)?;
+        w.u32(self.imm)?;
+        w.u16(self.len)?;
+        w.u16(0)?;
+        Some(w.written())
+    }
+}
+
+impl AckPkt {
+    /// Writes the 56-byte ACK to the front of `buf`; returns its length, or
+    /// `None` if `buf` is too short.
+    pub fn write(&self, buf: &mut [u8]) -> Option<usize> {
+        let mut w = Writer::new(buf);
+        w.u8(VERSION << 4 | TYPE_ACK)?;
+        w.u8(0)?;
+        w.u8(self.path)?;
+        w.u8(0)?;
+        w.u32(self.conn)?;
+        w.u32(self.cum)?;
+        w.u32(self.ack_seq)?;
+        w.u32(self.rate_hint_kbps)?;
+        w.u32(self.ce_count)?;
+        for word in self.sack {
+            w.u64(word)?;
+        }
+        Some(w.written())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> DataHdr {
+        DataHdr {
+            retx: true,
+            se: false,
+            path: 7,
+            op: MrcOp::WriteImm,
+            conn: 0xDEAD_BEEF,
+            path_seq: 0xFFFF_FFFF,
+            path_floor: 0xFFFF_FFF0,
+            stream: 0x12_3456,
+            dsn: 99,
+            msn: 3,
+            rsn: 2,
+            msg_len: 10_000,
+            offset: 8192,
+            va: 0x1122_3344_5566_7788,
+            rkey: 0xABCD,
+            imm: 0x0102_0304,
+            len: 1808,
+        }
+    }
+
+    #[test]
+    fn data_round_trip_and_layout() {
+        let h = data();
+        let mut buf = [0u8; DATA_HDR_LEN + 1808];
+        assert_eq!(h.write(&mut buf), Some(DATA_HDR_LEN));
+        assert_eq!(buf[0], 0x11);
+        assert_eq!(buf[2], 7);
+        assert_eq!(buf[3], 3);
+        assert_eq!(&buf[16..20], &[0, 0x12, 0x34, 0x56]);
+        assert_eq!(&buf[56..58], &1808u16.to_be_bytes());
+        match parse(&buf) {
+            Ok(MrcPacket::Data(d, p)) => {
+                assert_eq!(d, h);
+                assert_eq!(p.len(), 1808);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Truncated payload, and every truncated header.
+        assert_eq!(parse(&buf[..DATA_HDR_LEN + 1807]), Err(MrcError::Truncated));
+        for n in 0..DATA_HDR_LEN {
+            assert_eq!(parse(&buf[..n]), Err(MrcError::Truncated), "{n}");
+        }
+        assert_eq!(h.write(&mut [0u8; DATA_HDR_LEN - 1]), None);
+    }
+
+    #[test]
+    fn ack_round_trip() {
+        let a = AckPkt {
+            path: 255,
+            conn: 1,
+            cum: 0xFFFF_FFFE,
+            ack_seq: 3,
+            rate_hint_kbps: 25_000_000,
+            ce_count: 17,
+            sack: [1, 0, u64::MAX, 1 << 63],
+        };
+        let mut buf = [0u8; ACK_LEN];
+        assert_eq!(a.write(&mut buf), Some(ACK_LEN));
+        assert_eq!(parse(&buf), Ok(MrcPacket::Ack(a)));
+        assert_eq!(&buf[24..32], &1u64.to_be_bytes());
+        assert_eq!(parse(&buf[..ACK_LEN - 1]), Err(MrcError::Truncated));
+    }
+
+    #[test]
+    fn malformed() {
+        let mut buf = [0u8; DATA_HDR_LEN + 1808];
+        data().write(&mut buf).unwrap();
+        let bad = |f: &dyn Fn(&mut [u8])| {
+            let mut b = buf;
+            f(&mut b);
+            parse(&b).map(|_| ())
+        };
+        assert_eq!(bad(&|b| b[0] = 0x21), Err(MrcError::BadVersion(2)));
+        assert_eq!(bad(&|b| b[0] = 0x13), Err(MrcError::BadType(3)));
+        assert_eq!(bad(&|b| b[3] = 9), Err(MrcError::BadOpcode(9)));
+        assert_eq!(bad(&|b| b[1] = 1), Err(MrcError::Reserved));
+        assert_eq!(bad(&|b| b[16] = 1), Err(MrcError::Reserved));
+        assert_eq!(bad(&|b| b[59] = 1), Err(MrcError::Reserved));
+        // offset + len beyond the message, offset overflowing.
+        assert_eq!(bad(&|b| b[35] = 0), Err(MrcError::BadLength));
+        assert_eq!(bad(&|b| b[36] = 0xFF), Err(MrcError::BadLength));
+        // payload above the largest MTU
+        assert_eq!(bad(&|b| b[56] = 0x20), Err(MrcError::BadLength));
+        // a SEND carrying a remote address
+        assert_eq!(bad(&|b| b[3] = 0), Err(MrcError::BadPlacement));
+        // immediate data on a WRITE
+        assert_eq!(
+            bad(&|b| {
+                b[3] = 2;
+                b[31] = 0;
+                b[30] = 0;
+            }),
+            Err(MrcError::BadPlacement)
+        );
+        // ACK with a reserved byte set
+        let mut ack = [0u8; ACK_LEN];
+        AckPkt::default().write(&mut ack).unwrap();
+        ack[3] = 1;
+        assert_eq!(parse(&ack), Err(MrcError::Reserved));
+    }
+
+    #[test]
+    fn never_panics_on_noise() {
+        // A small deterministic fuzz: xorshift noise with a valid first byte
+        // half of the time.
+        let mut x: u64 = 0x1234_5678;
+        let mut buf = [0u8; 200];
+        for i in 0..20_000 {
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            if i % 2 == 0 {
+                buf[0] = 0x11 + (i as u8 & 1);
+            }
+            let _ = parse(&buf[..(x as usize % 200)]);
+        }
+    }
+}

@@ -1,0 +1,636 @@
+// SPDX-License-Identifier: GPL-2.0
+//! One path of a MetaRoCE connection (`transport.rst`, sections 4–6): the
+//! sender's per-path sequence space with its 256 transmission slots, RTT
+//! estimate, window and loss detection from SACKs, and the receiver's
+//! per-path SACK state.
+
+use super::cc::Aimd;
+use super::mrc_wire::AckPkt;
+use super::sack::{bit_of, highest_bit, seq_diff, SeqWindow};
+
+/// Path sequence numbers a path may have outstanding (the SACK span).
+pub const PATH_WINDOW: u32 = 256;
+/// RTOs in a row after which a path is FAILED.
+pub const FAIL_AFTER_RTO: u8 = 3;
+/// Losses within one epoch that make a path repath.
+pub const REPATH_LOSS: u16 = 16;
+/// Packets per loss-counting epoch.
+pub const REPATH_EPOCH: u16 = 64;
+/// Largest RTO backoff shift.
+const MAX_BACKOFF: u8 = 10;
+
+/// RTT estimate in nanoseconds (RFC 6298 arithmetic in integers).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Rtt {
+    srtt: u64,
+    rttvar: u64,
+    min: u64,
+    samples: u64,
+    sum: u64,
+}
+
+impl Rtt {
+    /// Adds a sample.
+    pub fn sample(&mut self, rtt: u64) {
+        let rtt = rtt.max(1);
+        if self.samples == 0 || self.srtt == 0 {
+            self.srtt = rtt;
+            self.rttvar = rtt / 2;
+        } else {
+            let err = self.srtt.abs_diff(rtt);
+            // rttvar = 3/4 rttvar + 1/4 |err|; srtt = 7/8 srtt + 1/8 rtt.
+            self.rttvar = (self.rttvar - self.rttvar / 4).saturating_add(err / 4);
+            self.srtt = (self.srtt - self.srtt / 8).saturating_add(rtt / 8);
+        }
+        self.min = if self.min == 0 {
+            rtt
+        } else {
+            self.min.min(rtt)
+        };
+        self.samples = self.samples.saturating_add(1);
+        self.sum = self.sum.saturating_add(rtt);
+    }
+
+    /// Smoothed RTT (0 before the first sample).
+    pub const fn srtt(&self) -> u64 {
+        self.srtt
+    }
+
+    /// Smallest sample (0 before the first).
+    pub const fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// Mean of all samples (0 before the first).
+    pub fn avg(&self) -> u64 {
+        self.sum.checked_div(self.samples).unwrap_or(0)
+    }
+
+    /// `srtt + max(4 rttvar, 1 us)` clamped to `[min, max]`; `init` before
+    /// the first sample.
+    pub fn rto(&self, init: u64, min: u64, max: u64) -> u64 {
+        if self.srtt == 0 {
+            return init.clamp(min, max.max(min));
+        }
+        let var = self.rttvar.saturating_mul(4).max(1000);
+        self.srtt.saturating_add(var).clamp(min, max.max(min))
+    }
+}
+
+/// Path states (`transport.rst`, section 6.1).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PathState {
+    /// Carries data within its window.
+    Active,
+    /// After an RTO, until an acknowledgment.
+    Recovering,
+    /// Several RTOs in a row: one packet at a time.
+    Failed,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SlotState {
+    InFlight,
+    Acked,
+    Lost,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    dsn: u32,
+    len: u32,
+    sent_at: u64,
+    state: SlotState,
+}
+
+const EMPTY: Slot = Slot {
+    dsn: 0,
+    len: 0,
+    sent_at: 0,
+    state: SlotState::Acked,
+};
+
+/// What happened to a transmission, reported by [`TxPath::on_ack`] and
+/// [`TxPath::on_timeout`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PathEvent {
+    /// The transmission of `dsn` at this `seq` was received.
+    Acked {
+        /// Data sequence number.
+        dsn: u32,
+        /// Path sequence number of the transmission.
+        seq: u32,
+        /// Payload bytes.
+        len: u32,
+    },
+    /// The transmission of `dsn` at this `seq` is lost.
+    Lost {
+        /// Data sequence number.
+        dsn: u32,
+        /// Path sequence number of the transmission.
+        seq: u32,
+    },
+}
+
+/// Tail-loss probe state of a path.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Probe {
+    /// Armed while packets are in flight.
+    Armed,
+    /// The probe timeout fired: one packet may be sent beyond the windows.
+    Due,
+    /// A probe was sent; re-armed by the next acknowledgment.
+    Sent,
+}
+
+/// Per-path counters.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct PathStats {
+    /// Transmissions.
+    pub sent: u64,
+    /// Payload bytes transmitted.
+    pub bytes: u64,
+    /// Retransmissions carried.
+    pub retransmits: u64,
+    /// Transmissions found lost by a SACK gap.
+    pub sack_losses: u64,
+    /// Transmissions found lost by an RTO.
+    pub rto_losses: u64,
+    /// RTOs.
+    pub timeouts: u64,
+    /// ECN echo increases seen.
+    pub ecn_echoes: u64,
+    /// Source port changes.
+    pub repaths: u64,
+    /// ACKs processed / dropped as inconsistent.
+    pub acks: u64,
+    /// ACKs whose CumSeq was beyond what the path sent.
+    pub bad_acks: u64,
+}
+
+/// The sender's side of one path.
+#[derive(Clone, Debug)]
+pub struct TxPath {
+    /// State.
+    pub state: PathState,
+    /// Current UDP source port.
+    pub port: u16,
+    /// Congestion window.
+    pub cc: Aimd,
+    /// RTT estimate.
+    pub rtt: Rtt,
+    /// Counters.
+    pub stats: PathStats,
+    base: u32,
+    next: u32,
+    slots: [Slot; PATH_WINDOW as usize],
+    inflight_bytes: u32,
+    inflight_pkts: u32,
+    backoff: u8,
+    rto_in_row: u8,
+    last_ce: u32,
+    last_send: u64,
+    probe: Probe,
+    epoch_sent: u16,
+    epoch_lost: u16,
+}
+
+fn slot_index(seq: u32) -> usize {
+    (seq % PATH_WINDOW) as usize
+}
+
+impl TxPath {
+    /// A path on UDP source `port` with window `cc`.
+    pub fn new(port: u16, cc: Aimd) -> Self {
+        TxPath {
+            state: PathState::Active,
+            port,
+            cc,
+            rtt: Rtt::default(),
+            stats: PathStats::default(),
+            base: 0,
+            next: 0,
+            slots: [EMPTY; PATH_WINDOW as usize],
+            inflight_bytes: 0,
+            inflight_pkts: 0,
+            backoff: 0,
+            rto_in_row: 0,
+            last_ce: 0,
+            last_send: 0,
+            probe: Probe::Armed,
+            epoch_sent: 0,
+            epoch_lost: 0,
+        }
+    }
+
+    /// Oldest unresolved sequence number (sent as PathFloor).
+    pub const fn floor(&self) -> u32 {
+        self.base
+    }
+
+    /// Next sequence number.
+    pub const fn next_seq(&self) -> u32 {
+        self.next
+    }
+
+    /// Payload bytes in flight.
+    pub const fn inflight_bytes(&self) -> u32 {
+        self.inflight_bytes
+    }
+
+    /// Packets in flight.
+    pub const fn inflight_pkts(&self) -> u32 {
+        self.inflight_pkts
+    }
+
+    /// True if the probe timeout fired and no probe was sent yet.
+    pub fn probe_due(&self) -> bool {
+        self.probe == Probe::Due && self.next.wrapping_sub(self.base) < PATH_WINDOW
+    }
+
+    /// When the probe timeout fires: `max(2 srtt, pto_min)` after the
+    /// newest transmission, while packets are in flight and an RTT sample
+    /// exists.
+    pub fn probe_deadline(&self, pto_min: u64) -> Option<u64> {
+        if self.inflight_pkts == 0 || self.probe == Probe::Due || self.rtt.srtt() == 0 {
+            return None;
+        }
+        let pto = self.rtt.srtt().saturating_mul(2).max(pto_min);
+        Some(self.last_send.saturating_add(pto))
+    }
+
+    /// The probe timeout fired at `now` (if it is due).
+    pub fn on_probe_timer(&mut self, now: u64, pto_min: u64) {
+        if self.probe_deadline(pto_min).is_some_and(|t| t <= now) {
+            self.probe = Probe::Due;
+        }
+    }
+
+    /// Bytes the window still allows (0 if none; a FAILED path allows one
+    /// packet when empty).
+    pub fn room(&self) -> u32 {
+        if self.next.wrapping_sub(self.base) >= PATH_WINDOW {
+            return 0;
+        }
+        match self.state {
+            PathState::Failed if self.inflight_pkts > 0 => 0,
+            PathState::Failed => u32::MAX,
+            _ if self.inflight_pkts == 0 => self.cc.cwnd().max(1),
+            _ => self.cc.cwnd().saturating_sub(self.inflight_bytes),
+        }
+    }
+
+    /// True if a packet of `len` bytes may be sent now.
+    pub fn can_send(&self, len: u32) -> bool {
+        let room = self.room();
+        room > 0 && (self.inflight_pkts == 0 || room >= len)
+    }
+
+    /// Records a transmission of `dsn` and returns its sequence number.
+    pub fn on_send(&mut self, dsn: u32, len: u32, now: u64, retx: bool) -> u32 {
+        let seq = self.next;
+        if let Some(s) = self.slots.get_mut(slot_index(seq)) {
+            *s = Slot {
+                dsn,
+                len,
+                sent_at: now,
+                state: SlotState::InFlight,
+            };
+        }
+        self.next = seq.wrapping_add(1);
+        self.inflight_bytes = self.inflight_bytes.saturating_add(len);
+        self.inflight_pkts = self.inflight_pkts.saturating_add(1);
+        self.stats.sent = self.stats.sent.saturating_add(1);
+        self.stats.bytes = self.stats.bytes.saturating_add(u64::from(len));
+        if retx {
+            self.stats.retransmits = self.stats.retransmits.saturating_add(1);
+        }
+        self.epoch_sent = self.epoch_sent.saturating_add(1);
+        self.last_send = now;
+        if self.probe == Probe::Due {
+            self.probe = Probe::Sent;
+        }
+        seq
+    }
+
+    fn in_window(&self, seq: u32) -> bool {
+        seq.wrapping_sub(self.base) < self.next.wrapping_sub(self.base)
+    }
+
+    fn resolve(&mut self, seq: u32, state: SlotState) -> Option<Slot> {
+        if !self.in_window(seq) {
+            return None;
+        }
+        let slot = self.slots.get_mut(slot_index(seq))?;
+        if slot.state != SlotState::InFlight {
+            return None;
+        }
+        slot.state = state;
+        let s = *slot;
+        self.inflight_bytes = self.inflight_bytes.saturating_sub(s.len);
+        self.inflight_pkts = self.inflight_pkts.saturating_sub(1);
+        Some(s)
+    }
+
+    fn advance_base(&mut self) {
+        while self.base != self.next {
+            match self.slots.get(slot_index(self.base)) {
+                Some(s) if s.state == SlotState::InFlight => break,
+                _ => self.base = self.base.wrapping_add(1),
+            }
+        }
+    }
+
+    /// Processes an ACK for this path at `now`; reports every transmission
+    /// acknowledged or found lost through `ev`. Returns `Some(true)` if the
+    /// ACK echoed new ECN marks, `None` if it was inconsistent (counted).
+    pub fn on_ack(
+        &mut self,
+        ack: &AckPkt,
+        now: u64,
+        mut ev: impl FnMut(PathEvent),
+    ) -> Option<bool> {
+        // CumSeq may not be beyond what was sent.
+        if seq_diff(ack.cum, self.next) > 0 {
+            self.stats.bad_acks = self.stats.bad_acks.saturating_add(1);
+            return None;
+        }
+        self.stats.acks = self.stats.acks.saturating_add(1);
+        // RTT from the triggering transmission (never reused: no Karn rule).
+        if self.in_window(ack.ack_seq) {
+            if let Some(s) = self.slots.get(slot_index(ack.ack_seq)) {
+                if s.state == SlotState::InFlight {
+                    self.rtt.sample(now.saturating_sub(s.sent_at));
+                }
+            }
+        }
+        let mut any = false;
+        // Cumulative part: base .. cum.
+        let mut seq = self.base;
+        while seq_diff(seq, ack.cum) < 0 && self.in_window(seq) {
+            if let Some(s) = self.resolve(seq, SlotState::Acked) {
+                any = true;
+                ev(PathEvent::Acked {
+                    dsn: s.dsn,
+                    seq,
+                    len: s.len,
+                });
+            }
+            seq = seq.wrapping_add(1);
+        }
+        // Selective part.
+        let cum1 = ack.cum.wrapping_add(1);
+        for i in 0..PATH_WINDOW {
+            if bit_of(&ack.sack, i) {
+                let seq = cum1.wrapping_add(i);
+                if let Some(s) = self.resolve(seq, SlotState::Acked) {
+                    any = true;
+                    ev(PathEvent::Acked {
+                        dsn: s.dsn,
+                        seq,
+                        len: s.len,
+                    });
+                }
+            }
+        }
+        // Newest sequence number the receiver has seen on this path.
+        let mut newest = ack.cum.wrapping_sub(1);
+        if let Some(h) = highest_bit(&ack.sack) {
+            newest = cum1.wrapping_add(h);
+        }
+        if self.in_window(ack.ack_seq) && seq_diff(ack.ack_seq, newest) > 0 {
+            newest = ack.ack_seq;
+        }
+        // A gap before it is loss (duplicate threshold 1).
+        let mut seq = self.base;
+        while seq_diff(seq, newest) < 0 && self.in_window(seq) {
+            if let Some(s) = self.resolve(seq, SlotState::Lost) {
+                self.count_loss(false);
+                ev(PathEvent::Lost { dsn: s.dsn, seq });
+            }
+            seq = seq.wrapping_add(1);
+        }
+        self.advance_base();
+        if any {
+            self.probe = Probe::Armed;
+            self.backoff = 0;
+            self.rto_in_row = 0;
+            self.state = PathState::Active;
+        }
+        let ce = seq_diff(ack.ce_count, self.last_ce) > 0;
+        if ce {
+            self.last_ce = ack.ce_count;
+            self.stats.ecn_echoes = self.stats.ecn_echoes.saturating_add(1);
+        }
+        Some(ce)
+    }
+
+    fn count_loss(&mut self, rto: bool) {
+        if rto {
+            self.stats.rto_losses = self.stats.rto_losses.saturating_add(1);
+        } else {
+            self.stats.sack_losses = self.stats.sack_losses.saturating_add(1);
+        }
+        self.epoch_lost = self.epoch_lost.saturating_add(1);
+    }
+
+    /// True once per epoch of [`REPATH_EPOCH`] packets if at least
+    /// [`REPATH_LOSS`] of them were lost; starts the next epoch when the
+    /// current one is full.
+    pub fn loss_epoch_says_repath(&mut self) -> bool {
+        if self.epoch_sent < REPATH_EPOCH {
+            return false;
+        }
+        let bad = self.epoch_lost >= REPATH_LOSS;
+        self.epoch_sent = 0;
+        self.epoch_lost = 0;
+        bad
+    }
+
+    /// When the oldest transmission times out, if any is in flight.
+    pub fn deadline(&self, init: u64, min: u64, max: u64) -> Option<u64> {
+        if self.inflight_pkts == 0 {
+            return None;
+        }
+        let s = self.slots.get(slot_index(self.base))?;
+        let rto = self.rtt.rto(init, min, max) << self.backoff.min(MAX_BACKOFF);
+        Some(s.sent_at.saturating_add(rto.min(max.max(min))))
+    }
+
+    /// The retransmission timer fired: every transmission in flight is
+    /// lost, the window restarts and the path's state steps towards
+    /// FAILED. The caller repaths.
+    pub fn on_timeout(&mut self, mut ev: impl FnMut(PathEvent)) {
+        let mut seq = self.base;
+        while self.in_window(seq) {
+            if let Some(s) = self.resolve(seq, SlotState::Lost) {
+                self.count_loss(true);
+                ev(PathEvent::Lost { dsn: s.dsn, seq });
+            }
+            seq = seq.wrapping_add(1);
+        }
+        self.advance_base();
+        self.stats.timeouts = self.stats.timeouts.saturating_add(1);
+        self.probe = Probe::Armed;
+        self.cc.on_timeout();
+        self.backoff = self.backoff.saturating_add(1).min(MAX_BACKOFF);
+        self.rto_in_row = self.rto_in_row.saturating_add(1);
+        self.state = if self.rto_in_row >= FAIL_AFTER_RTO {
+            PathState::Failed
+        } else {
+            PathState::Recovering
+        };
+    }
+
+    /// Moves the path to a new UDP source port (a new route). The RTT
+    /// estimate is kept as the best guess for the new route.
+    pub fn repath(&mut self, port: u16) {
+        self.port = port;
+        self.stats.repaths = self.stats.repaths.saturating_add(1);
+        self.epoch_sent = 0;
+        self.epoch_lost = 0;
+    }
+}
+
+/// The receiver's side of one path.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RxPath {
+    /// Received path sequence numbers.
+    pub win: SeqWindow<4>,
+    /// CE-marked DATA packets received, wrapping.
+    pub ce_count: u32,
+    /// An ACK is owed.
+    pub ack_pending: bool,
+    /// Newest sequence number to acknowledge.
+    pub ack_seq: u32,
+    /// UDP source port of the newest DATA packet (the ACK's source port).
+    pub port: u16,
+}
+
+impl RxPath {
+    /// Builds the ACK owed on `path` for connection `conn`.
+    pub fn ack(&self, path: u8, conn: u32, rate_hint_kbps: u32) -> AckPkt {
+        AckPkt {
+            path,
+            conn,
+            cum: self.win.cum(),
+            ack_seq: self.ack_seq,
+            rate_hint_kbps,
+            ce_count: self.ce_count,
+            sack: *self.win.bits(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cc::MD_ECN_PATH;
+    use super::*;
+
+    fn path() -> TxPath {
+        TxPath::new(50000, Aimd::new(1000, 4, 256, MD_ECN_PATH))
+    }
+
+    fn collect(p: &mut TxPath, ack: &AckPkt, now: u64) -> [u32; 2] {
+        let mut n = [0u32; 2];
+        p.on_ack(ack, now, |e| match e {
+            PathEvent::Acked { .. } => n[0] += 1,
+            PathEvent::Lost { .. } => n[1] += 1,
+        });
+        n
+    }
+
+    #[test]
+    fn sack_gap_is_loss_and_rtt() {
+        let mut p = path();
+        for d in 0..8 {
+            assert_eq!(p.on_send(100 + d, 1000, 1000, false), d);
+        }
+        assert_eq!(p.inflight_bytes(), 8000);
+        // Receiver got 0, 1, then 3 and 5 (2 and 4 missing): cum 2.
+        let mut rx = RxPath::default();
+        for s in [0, 1, 3, 5] {
+            rx.win.mark(s);
+        }
+        rx.ack_seq = 5;
+        let ack = rx.ack(0, 1, 0);
+        assert_eq!(ack.cum, 2);
+        assert_eq!(collect(&mut p, &ack, 11_000), [4, 2]);
+        assert_eq!(p.rtt.srtt(), 10_000);
+        assert_eq!(p.floor(), 6);
+        assert_eq!(p.inflight_pkts(), 2);
+        assert_eq!(p.stats.sack_losses, 2);
+        // The same ACK again changes nothing.
+        assert_eq!(collect(&mut p, &ack, 12_000), [0, 0]);
+        // An ACK claiming more than was sent is refused.
+        let bogus = AckPkt { cum: 9, ..ack };
+        assert_eq!(p.on_ack(&bogus, 0, |_| {}), None);
+    }
+
+    #[test]
+    fn window_and_timeout() {
+        let mut p = path();
+        let mut n = 0;
+        while p.can_send(1000) {
+            p.on_send(n, 1000, 0, false);
+            n += 1;
+        }
+        assert_eq!(n, 4);
+        let d = p.deadline(1_000_000, 50_000, 100_000_000).unwrap();
+        assert_eq!(d, 1_000_000);
+        let mut lost = 0;
+        p.on_timeout(|_| lost += 1);
+        assert_eq!(
+            (lost, p.state, p.cc.cwnd()),
+            (4, PathState::Recovering, 1000)
+        );
+        assert_eq!(p.deadline(1_000_000, 50_000, 100_000_000), None);
+        p.on_send(9, 1000, 0, true);
+        assert_eq!(p.deadline(1_000_000, 50_000, 100_000_000), Some(2_000_000));
+        p.on_timeout(|_| {});
+        p.on_timeout(|_| {});
+        assert_eq!(p.state, PathState::Failed);
+        // FAILED: one packet at a time.
+        assert!(p.can_send(1000));
+        p.on_send(10, 1000, 0, true);
+        assert!(!p.can_send(1000));
+    }
+
+    #[test]
+    fn loss_epoch_triggers_repath() {
+        // 64 packets with 16 of them lost (every fourth): repath once.
+        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        for round in 0..2u32 {
+            for d in 0..64 {
+                p.on_send(d, 1, 0, false);
+            }
+            let base = round * 64;
+            let mut rx = RxPath {
+                win: SeqWindow::new(base),
+                ..RxPath::default()
+            };
+            let lose_every = if round == 0 { 4 } else { 5 };
+            for s in 0..64 {
+                if s % lose_every != 0 {
+                    rx.win.mark(base + s);
+                }
+            }
+            rx.ack_seq = base + 63;
+            p.on_ack(&rx.ack(0, 1, 0), 10, |_| {});
+            // Round 0 loses 16 of 64, round 1 only 13.
+            assert_eq!(p.loss_epoch_says_repath(), round == 0, "round {round}");
+        }
+        p.repath(2);
+        assert_eq!((p.port, p.stats.repaths), (2, 1));
+    }
+
+    #[test]
+    fn seq_window_limit() {
+        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        for d in 0..PATH_WINDOW {
+            assert!(p.can_send(1));
+            p.on_send(d, 1, 0, false);
+        }
+        assert!(!p.can_send(1));
+    }
+}

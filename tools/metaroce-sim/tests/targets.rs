@@ -1,0 +1,281 @@
+//! The targets of issue 8, asserted in the simulator (ratios within one
+//! run of the same scenario and seed), plus invariants under impairments.
+
+use metaroce_proto::cc::{HINT_HEADROOM, PACE_OVERHEAD};
+use metaroce_proto::conn::ConnConfig;
+use metaroce_sim::net::GilbertElliott;
+use metaroce_sim::sim::{jain, run, Ecmp, Mode, Report, Scenario};
+
+const SEEDS: [u64; 3] = [1, 2, 3];
+
+fn lossless(sc: &Scenario) -> Scenario {
+    let mut b = sc.clone();
+    for l in b.planes.iter_mut().chain(b.bottleneck.iter_mut()) {
+        l.loss = 0.0;
+        l.ge = None;
+        l.fail_at_ns = None;
+    }
+    b.ack_loss = 0.0;
+    b
+}
+
+fn ok(r: &Report, what: &str) {
+    assert!(r.completed, "{what}: did not complete: {:?}", r.errors);
+    assert!(r.errors.is_empty(), "{what}: {:?}", r.errors);
+}
+
+/// Goodput of `sc` relative to the same scenario without loss.
+fn ratio(sc: &Scenario) -> (f64, Report, Report) {
+    let r = run(sc);
+    let b = run(&lossless(sc));
+    ok(&r, "lossy run");
+    ok(&b, "lossless run");
+    (r.goodput_mbps / b.goodput_mbps, r, b)
+}
+
+#[test]
+fn one_percent_loss_keeps_ninety_percent() {
+    for seed in SEEDS {
+        let (q, r, _) = ratio(&Scenario::multipath(seed).with_loss(0.01));
+        assert!(q >= 0.90, "seed {seed}: {:.3} of lossless goodput", q);
+        assert!(r.retransmits > 0, "seed {seed}: no loss happened");
+    }
+}
+
+#[test]
+fn ten_percent_loss_keeps_half() {
+    for seed in SEEDS {
+        let sc = Scenario::multipath(seed).with_loss(0.10);
+        let (q, r, _) = ratio(&sc);
+        assert!(q >= 0.50, "seed {seed}: {:.3} of lossless goodput", q);
+        // Selective repeat: about one retransmission per lost packet.
+        let lost: u64 = r.planes.iter().map(|p| p.lost).sum();
+        assert!(
+            r.retransmits <= lost + lost / 4 + 8,
+            "seed {seed}: {} retransmissions for {lost} losses",
+            r.retransmits
+        );
+        // The RoCEv2 go-back-N model over the same network does worse.
+        let mut g = sc.clone();
+        g.mode = Mode::Gbn;
+        let (gq, _, _) = ratio(&g);
+        assert!(q > gq, "seed {seed}: MetaRoCE {q:.3} vs go-back-N {gq:.3}");
+    }
+}
+
+#[test]
+fn bursty_loss_and_reordering_complete_intact() {
+    for seed in SEEDS {
+        let mut sc = Scenario::multipath(seed);
+        for l in &mut sc.planes {
+            l.ge = Some(GilbertElliott::with_mean(0.03, 6.0));
+            l.reorder = 0.02;
+        }
+        sc.ack_loss = 0.05;
+        sc.wl.msg = 3000; // messages not a multiple of the MTU
+        let (q, r, _) = ratio(&sc);
+        // No target in the issue for bursts; seeds 1-5 measured 47-96% of
+        // lossless (RTOs when a burst takes a path's tail and its probe).
+        // This catches a collapse.
+        assert!(q >= 0.35, "seed {seed}: {q:.3}");
+        assert!(r.retransmits > 0);
+    }
+}
+
+#[test]
+fn plane_failure_completes_and_recovers_within_ten_rtts() {
+    for seed in SEEDS {
+        let mut sc = Scenario::multipath(seed);
+        let fail_at = 300_000;
+        sc.planes[2].fail_at_ns = Some(fail_at);
+        sc.bucket_ns = 5_000;
+        let r = run(&sc);
+        let b = run(&lossless(&sc));
+        ok(&r, "failure run");
+        assert!(
+            r.planes[2].failed > 0,
+            "seed {seed}: the plane carried nothing at failure"
+        );
+        assert!(r.repaths > 0, "seed {seed}: no repath");
+        // Lossless goodput in bytes per bucket.
+        let base = b.goodput_mbps * r.bucket_ns as f64 / 8.0 / 1000.0;
+        let tl = r.timeline();
+        let rtt = r.base_rtt_ns;
+        let from = ((fail_at + 10 * rtt) / r.bucket_ns) as usize;
+        let to = ((r.elapsed_ns - 10 * rtt) / r.bucket_ns) as usize;
+        assert!(
+            to > from + 10,
+            "seed {seed}: run too short after the failure"
+        );
+        // Every window of ten buckets (50 us, about 3.5 RTTs) from 10 RTTs
+        // after the failure on.
+        for w in tl[from..to].windows(10) {
+            let got = w.iter().sum::<u64>() as f64 / 10.0;
+            assert!(
+                got >= 0.7 * base,
+                "seed {seed}: {got:.0} bytes/bucket after the failure, lossless {base:.0}: {tl:?}"
+            );
+        }
+    }
+}
+
+fn fair_share_check(m: usize, jain_min: f64) {
+    for seed in SEEDS {
+        let sc = Scenario::incast(seed, m);
+        let r = run(&sc);
+        ok(&r, "incast");
+        let bn = r.bottleneck.expect("bottleneck");
+        assert_eq!(bn.overflow, 0, "seed {seed}: the bottleneck overflowed");
+        // The receiver's allocation: the bottleneck's payload capacity less
+        // the hint headroom, split evenly.
+        let link = sc.bottleneck.unwrap().mbps as f64;
+        let payload = link * f64::from(sc.mss) / (f64::from(sc.mss) + f64::from(PACE_OVERHEAD));
+        let share = payload * (1.0 - 1.0 / f64::from(HINT_HEADROOM)) / m as f64;
+        let rtt = r.base_rtt_ns;
+        let rates = r.rates_while_all_active(2 * rtt);
+        for (i, x) in rates.iter().enumerate() {
+            assert!(
+                (x / share - 1.0).abs() <= 0.10,
+                "seed {seed}: sender {i} at {x:.0} Mbit/s, fair share {share:.0}: {rates:?}"
+            );
+        }
+        let j = jain(&rates);
+        assert!(j >= jain_min, "seed {seed}: Jain {j:.4} {rates:?}");
+        // Queue bounded by the senders' initial windows (doubled once by
+        // slow start before the first ACK returns), and settled (at
+        // most the ECN threshold) within 50 base RTTs (the initial burst
+        // makes the RTT about 12 base RTTs, so this is ~4 RTTs at the peak).
+        let init = ConnConfig::new(1).init_cwnd_conn as usize;
+        assert!(
+            r.max_queue() <= 2 * m * init + 8,
+            "seed {seed}: queue {}",
+            r.max_queue()
+        );
+        let settle = ((50 * rtt) / r.bucket_ns) as usize;
+        let ecn = sc.bottleneck.unwrap().ecn_pkts;
+        let busy_end =
+            (r.senders.iter().filter_map(|s| s.done_at).min().unwrap() / r.bucket_ns) as usize;
+        let late = r.queue_timeline[settle.min(busy_end)..busy_end]
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or(0);
+        assert!(
+            late <= ecn,
+            "seed {seed}: queue {late} after 50 base RTTs: {:?}",
+            r.queue_timeline
+        );
+    }
+}
+
+#[test]
+fn incast_8_to_1_is_fair() {
+    fair_share_check(8, 0.95);
+}
+
+#[test]
+fn incast_4_to_1_is_fair() {
+    fair_share_check(4, 0.95);
+}
+
+#[test]
+fn incast_without_rate_hints_is_slower_to_settle() {
+    // The hint is what makes the senders converge: without it the same
+    // incast ends with a larger queue or less fairness.
+    let mut sc = Scenario::incast(1, 8);
+    let with = run(&sc);
+    sc.rate_hint = false;
+    let without = run(&sc);
+    ok(&with, "with hints");
+    ok(&without, "without hints");
+    let jw = jain(&with.rates_while_all_active(2 * with.base_rtt_ns));
+    let jo = jain(&without.rates_while_all_active(2 * without.base_rtt_ns));
+    assert!(
+        without.avg_queue() > with.avg_queue() || jo < jw,
+        "hints changed nothing: queue {} vs {}, jain {jo} vs {jw}",
+        without.avg_queue(),
+        with.avg_queue()
+    );
+}
+
+#[test]
+fn spraying_shares_are_exact() {
+    // Consecutive ports onto 4 equal planes: within 10% of 1/4 each.
+    for seed in SEEDS {
+        let r = run(&Scenario::multipath(seed));
+        ok(&r, "spray");
+        for (j, s) in r.plane_shares().iter().enumerate() {
+            assert!(
+                (s * 4.0 - 1.0).abs() <= 0.10,
+                "seed {seed}: plane {j} share {s:.3}"
+            );
+        }
+    }
+    // Hashed ECMP collides: with 32 ports per connection every plane still
+    // carries within 20% of its share (a handful of ports would leave
+    // planes empty).
+    for seed in SEEDS {
+        let mut sc = Scenario::multipath(seed);
+        sc.ecmp = Ecmp::Hash;
+        sc.paths = 32;
+        let r = run(&sc);
+        ok(&r, "hashed spray");
+        for (j, s) in r.plane_shares().iter().enumerate() {
+            assert!(
+                (s * 4.0 - 1.0).abs() <= 0.20,
+                "seed {seed}: plane {j} share {s:.3}"
+            );
+        }
+    }
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let sc = Scenario::multipath(7).with_loss(0.05);
+    let a = run(&sc);
+    let b = run(&sc);
+    assert_eq!(
+        (a.elapsed_ns, a.packets, a.retransmits, a.timeouts),
+        (b.elapsed_ns, b.packets, b.retransmits, b.timeouts)
+    );
+    assert_eq!(a.timeline(), b.timeline());
+}
+
+#[test]
+fn gbn_model_suffers_from_loss() {
+    // The comparison baseline behaves like go-back-N: at 1% loss it resends
+    // more than one packet per loss.
+    let mut sc = Scenario::multipath(1).with_loss(0.01);
+    sc.mode = Mode::Gbn;
+    let r = run(&sc);
+    let lost: u64 = r.planes.iter().map(|p| p.lost).sum();
+    assert!(r.completed);
+    assert!(
+        r.retransmits > 2 * lost,
+        "{} retransmissions for {lost} losses",
+        r.retransmits
+    );
+}
+
+#[test]
+fn lossy_plane_is_left_by_repathing() {
+    // Plane 0 loses 40% of its packets, the others nothing: the paths on
+    // it time out (tail losses) or lose >= 16 of 64 packets, change their
+    // source port and land on other planes.
+    for seed in SEEDS {
+        let mut sc = Scenario::multipath(seed);
+        sc.planes[0].loss = 0.4;
+        sc.wl.bytes = 8 << 20;
+        let (q, r, _) = ratio(&sc);
+        assert!(r.repaths > 0, "seed {seed}: no repath");
+        let shares = r.plane_shares();
+        // Measured: at most 2.5% with repathing; 8% if the port never
+        // changes (RTO backoff and the FAILED state alone starve the paths
+        // but leave them on the plane).
+        assert!(
+            shares[0] < 0.05,
+            "seed {seed}: the lossy plane kept {shares:?}"
+        );
+        assert!(q >= 0.7, "seed {seed}: {q:.3} of lossless");
+    }
+}
