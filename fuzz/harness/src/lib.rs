@@ -32,3 +32,26 @@ pub fn trace() -> bool {
     static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *T.get_or_init(|| std::env::var_os("METAROCE_FUZZ_TRACE").is_some())
 }
+
+/// True when `METAROCE_FUZZ_STATS` is set: the harnesses count what the
+/// inputs reached (drop reasons, completion statuses, retries...), to judge
+/// a corpus's coverage on stable (see the `corpus_stats` test).
+pub fn stats_on() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| std::env::var_os("METAROCE_FUZZ_STATS").is_some())
+}
+
+static COUNTS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Adds `n` to counter `key` (only with [`stats_on`]).
+pub fn count(key: impl FnOnce() -> String, n: u64) {
+    if stats_on() && n > 0 {
+        *COUNTS.lock().unwrap().entry(key()).or_default() += n;
+    }
+}
+
+/// The counters so far.
+pub fn counts() -> std::collections::BTreeMap<String, u64> {
+    COUNTS.lock().unwrap().clone()
+}

@@ -111,8 +111,9 @@ pub struct Resp {
     /// READ response payload selector: 0 the right length, 1 one MTU, 2
     /// empty, 3 up to 5000 bytes (the rest of the bits).
     pub plen: u16,
-    /// Credits, NAK code, RNR timer, READ response position (bits 0-1)
-    /// and whether its AETH is a NAK (bit 4).
+    /// Credits, NAK code, RNR timer; for READ responses: bits 0-1 the
+    /// position if bit 2 is set (else the one that fits the PSN), bit 4 a
+    /// NAK in the AETH.
     pub aux: u8,
     /// Atomic value, raw PSN.
     pub value: u64,
@@ -489,6 +490,13 @@ pub fn run_input(input: &Input) {
     }
     // No stall: outstanding work can make progress.
     while poll_comp(&mut qp, &mut m, &sq) {}
+    let st = qp.stats();
+    super::count(|| "stat retransmits".into(), st.req.retransmits);
+    super::count(|| "stat timeouts".into(), st.comp.timeouts);
+    super::count(|| "stat retries".into(), st.comp.retries);
+    super::count(|| "stat seq_naks".into(), st.comp.seq_naks);
+    super::count(|| "stat rnr_naks".into(), st.comp.rnr_naks);
+    super::count(|| format!("input ended: error {} used {}", qp.is_error(), qp.sq_used().min(2)), 1);
     if cfg.transport == Transport::Rc && cfg.timeout != 0 && cfg.max_rd_atomic > 0 && !qp.is_error() && qp.sq_used() > 0 {
         let mut probe = qp.clone();
         let mut psq = sq.clone();
@@ -526,15 +534,23 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
 fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
     let mtu = m.mtu();
     let live = &m.wrs[m.next_report.min(m.wrs.len())..];
-    let (psn, want_len) = match (r.psn_sel % 3, live.is_empty()) {
+    // The READ response position that fits the PSN: index 0 First, 1
+    // Middle, 2 Last, 3 Only.
+    let (psn, want_len, fit) = match (r.psn_sel % 3, live.is_empty()) {
         (0, false) => {
             let w = &live[usize::from(r.k) % live.len()];
             let j = if r.j & 0x8000 != 0 { w.npsn - 1 } else { u32::from(r.j) % w.npsn };
             let left = w.wr.len.saturating_sub(j.saturating_mul(mtu));
-            (m.psn(w.first + j), left.min(mtu))
+            let fit = match (j == 0, j + 1 == w.npsn) {
+                (true, true) => 3,
+                (true, false) => 0,
+                (false, false) => 1,
+                (false, true) => 2,
+            };
+            (m.psn(w.first + j), left.min(mtu), fit)
         }
-        (2, _) => (Psn::new(r.value as u32), mtu),
-        _ => (m.psn(m.hi).add(r.d as i32 as u32), mtu),
+        (2, _) => (Psn::new(r.value as u32), mtu, 3),
+        _ => (m.psn(m.hi).add(r.d as i32 as u32), mtu, 3),
     };
     let aux = r.aux;
     let ack = Syndrome::Ack { credits: aux & 0x1F };
@@ -555,7 +571,7 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
                 Opcode::RcReadRespMiddle,
                 Opcode::RcReadRespLast,
                 Opcode::RcReadRespOnly,
-            ][usize::from(aux & 3)];
+            ][if aux & 4 != 0 { usize::from(aux & 3) } else { fit }];
             let syn = if aux & 0x10 != 0 { Syndrome::Nak(codes[usize::from(aux >> 5) % 5]) } else { ack };
             let v = u32::from(r.plen >> 2);
             let plen = match r.plen & 3 {
@@ -719,6 +735,7 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
 fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) {
     let was_error = qp.is_error();
     let out = qp.receive(m.now, pkt, sq, &mut NoMem, &mut NoRq);
+    super::count(|| format!("rx {:?} -> {:?} {}", pkt.hdr.bth.opcode, out.drop, if out.place.is_some() { "placed" } else { "" }), 1);
     if super::trace() {
         eprintln!("rx {:?} psn {:?} len {} {:?}\n   -> {out:?}", pkt.hdr.bth.opcode, pkt.hdr.bth.psn, pkt.payload.len(), pkt.hdr.aeth);
     }
@@ -778,6 +795,7 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &[SendWqe]) -> bool {
         eprintln!("completion {c:?}");
     }
     let k = c.wr_id as usize;
+    super::count(|| format!("completion {:?} {:?}", c.status, m.wrs.get(k).map(|w| core::mem::discriminant(&w.wr.op))), 1);
     assert!(k < m.wrs.len() && k >= m.next_report, "completion {k} out of order (next {})", m.next_report);
     for s in m.next_report..k {
         assert!(!m.error_reported, "WR {s} skipped after an error");

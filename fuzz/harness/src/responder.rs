@@ -423,6 +423,12 @@ fn run_with<const R: usize>(input: &Input) {
         }
     }
     while poll(&mut qp, &m, now, &mut sq, &mem) {}
+    let st = qp.stats().resp;
+    super::count(|| "stat duplicates".into(), st.duplicates);
+    super::count(|| "stat seq_naks".into(), st.seq_naks);
+    super::count(|| "stat rnr_naks".into(), st.rnr_naks);
+    super::count(|| "stat atomics executed".into(), mem.atomics.len() as u64);
+    super::count(|| "input ended in error state".into(), u64::from(qp.is_error()));
     qp.set_error();
     assert!(qp.poll_tx(now, &mut sq).is_none(), "sent after the error transition");
     flush(&mut qp, &mut rq);
@@ -447,6 +453,7 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
         eprintln!("tx {:?} psn {:?} {:?} {:?}", d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.aeth, d.payload);
     }
     assert_eq!(m.cfg.transport, Transport::Rc, "UC/UD responder sent {d:?}");
+    super::count(|| format!("tx {:?} {:?}", d.hdr.bth.opcode, d.hdr.aeth.map(|a| a.syndrome)), 1);
     check_encodes(&d, m.cfg.pmtu.bytes());
     let b = d.hdr.bth;
     assert_eq!((b.dest_qp, b.pkey), (DEST_QPN, m.cfg.pkey));
@@ -512,6 +519,10 @@ fn receive<const R: usize>(
     let info = pkt.hdr.bth.opcode.info();
     let p = pkt.hdr.bth.psn;
     let out: RxOutcome = qp.receive(now, pkt, sq, mem, rq);
+    super::count(|| format!("rx {:?} -> {:?}", info.kind, out.drop), 1);
+    if let Some(c) = out.completion {
+        super::count(|| format!("recv completion {:?} {:?}", c.status, c.kind), 1);
+    }
     if super::trace() {
         eprintln!("rx {:?} psn {:?} len {} {:?}\n   -> {out:?}", pkt.hdr.bth.opcode, p, pkt.payload.len(), pkt.hdr.reth);
     }

@@ -338,7 +338,14 @@ pub fn requester() -> Seeds {
         req_seed(
             "rc-seq-nak",
             rc_cfg,
-            vec![post(0, 1000, 1), PollTx(8), ack(1, 0, 2), PollTx(8), ack(5, 0, 0), PollComp(2)],
+            vec![
+                post(0, 1000, 1),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 1, k: 0, j: 2, aux: 0, ..Default::default() }),
+                PollTx(8),
+                ack(5, 0, 0),
+                PollComp(2),
+            ],
         ),
         req_seed(
             "rc-rnr",

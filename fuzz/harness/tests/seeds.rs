@@ -58,6 +58,9 @@ fn seeds_are_current() {
 
 #[test]
 fn seeds_and_regressions_replay() {
+    if std::env::var_os("METAROCE_FUZZ_WRITE_SEEDS").is_some() {
+        return; // seeds_are_current is rewriting the files
+    }
     let mut n = 0;
     for sub in ["seeds", "regressions"] {
         for (target, _) in h::seeds::all_targets() {
@@ -99,4 +102,22 @@ fn repro() {
     let Ok(spec) = std::env::var("METAROCE_FUZZ_REPRO") else { return };
     let (target, path) = spec.split_once(':').expect("target:path");
     runner(target)(&std::fs::read(path).unwrap());
+}
+
+/// `METAROCE_FUZZ_STATS=1 METAROCE_FUZZ_CORPUS=target:dir cargo test ...
+/// corpus_stats -- --nocapture` replays a corpus and prints what it reached.
+#[test]
+fn corpus_stats() {
+    let Ok(spec) = std::env::var("METAROCE_FUZZ_CORPUS") else { return };
+    let (target, dir) = spec.split_once(':').expect("target:dir");
+    let run = runner(target);
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        run(&std::fs::read(e.unwrap().path()).unwrap());
+        n += 1;
+    }
+    println!("{n} inputs");
+    for (k, v) in h::counts() {
+        println!("{v:>10} {k}");
+    }
 }
