@@ -82,10 +82,12 @@ pub struct Post {
     /// 0 SEND, 1 SEND imm, 2 SEND inv, 3 WRITE, 4 WRITE imm, 5 READ, 6
     /// CmpSwap, 7 FetchAdd (modulo 8).
     pub op: u8,
-    /// Length (atomics: 8 unless bit 5 of `flags`).
+    /// Length (modulo 1100 unless bit 7 of `flags`; atomics: 8 unless bit
+    /// 5).
     pub len: u16,
     /// Bit 0 signaled, 1 fence, 2 solicited, 3 UD: use the QP's Q_Key, 4
-    /// a length above 2^31, 5 atomics keep `len`, 6 UD: no destination.
+    /// a length above 2^31, 5 atomics keep `len`, 6 UD: no destination, 7
+    /// `len` as is (else modulo 1100).
     pub flags: u8,
     /// Remote address (atomics: aligned down unless odd).
     pub va: u64,
@@ -308,7 +310,8 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
         },
         _ => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
     };
-    let mut len = u32::from(p.len);
+    // Mostly messages of up to four 256-byte packets (bit 7: up to 64 KiB).
+    let mut len = if p.flags & 0x80 != 0 { u32::from(p.len) } else { u32::from(p.len) % 1100 };
     if matches!(op, SendOp::Atomic { .. }) && p.flags & 0x20 == 0 {
         len = 8;
     }
