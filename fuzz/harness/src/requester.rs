@@ -99,7 +99,8 @@ pub struct Post {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Resp {
     /// 0 ACK, 1 NAK, 2 RNR NAK, 3 READ response, 4 atomic ACK, 5 ACK of
-    /// the last PSN sent (modulo 6).
+    /// the last PSN sent, 6 what a correct responder sends next for WR `k`
+    /// (modulo 7).
     pub kind: u8,
     /// PSN mode (modulo 3): 0 a posted WR's PSN, 1 relative to the next new
     /// PSN, 2 raw (`value`).
@@ -539,7 +540,7 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
     let live = &m.wrs[m.next_report.min(m.wrs.len())..];
     // The READ response position that fits the PSN: index 0 First, 1
     // Middle, 2 Last, 3 Only.
-    let (psn, want_len, fit) = match (r.psn_sel % 3, live.is_empty()) {
+    let (mut psn, want_len, fit) = match (r.psn_sel % 3, live.is_empty()) {
         (0, false) => {
             let w = &live[usize::from(r.k) % live.len()];
             let j = if r.j & 0x8000 != 0 { w.npsn - 1 } else { u32::from(r.j) % w.npsn };
@@ -564,7 +565,7 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
         NakCode::RemoteOperational,
         NakCode::InvalidRdRequest,
     ];
-    let (op, syndrome, plen) = match r.kind % 6 {
+    let (op, syndrome, plen) = match r.kind % 7 {
         0 => (Opcode::RcAck, ack, 0),
         1 => (Opcode::RcAck, Syndrome::Nak(codes[usize::from(aux) % 5]), 0),
         2 => (Opcode::RcAck, Syndrome::Rnr { timer: aux & 0x1F }, 0),
@@ -586,9 +587,16 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
             (op, syn, plen)
         }
         4 => (Opcode::RcAtomicAck, ack, 0),
+        6 => match honest(m, r) {
+            Some((op, p, plen)) => {
+                psn = p;
+                (op, ack, plen)
+            }
+            None => (Opcode::RcAck, ack, 0),
+        },
         _ => (Opcode::RcAck, ack, 0),
     };
-    let psn = if r.kind % 6 == 5 { m.psn(m.hi).sub(1) } else { psn };
+    let psn = if r.kind % 7 == 5 { m.psn(m.hi).sub(1) } else { psn };
     let plen = plen as usize;
     let mut h = Headers::new(Bth {
         opcode: op,
@@ -612,6 +620,28 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
     let n = build(&h, &payload, &mut buf).expect("consistent response refused");
     buf.truncate(n);
     buf
+}
+
+/// What a correct responder sends next for live WR `r.k`: the next READ
+/// response, the atomic ACK, or the ACK of the WR's last PSN.
+fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
+    let live = &m.wrs[m.next_report.min(m.wrs.len())..];
+    let w = live.get(usize::from(r.k) % live.len().max(1))?;
+    let mtu = m.mtu();
+    Some(match w.wr.op {
+        SendOp::Read { .. } => {
+            let j = (w.covered / mtu).min(w.npsn - 1);
+            let op = match (j == 0, j + 1 == w.npsn) {
+                (true, true) => Opcode::RcReadRespOnly,
+                (true, false) => Opcode::RcReadRespFirst,
+                (false, false) => Opcode::RcReadRespMiddle,
+                (false, true) => Opcode::RcReadRespLast,
+            };
+            (op, m.psn(w.first + j), w.wr.len.saturating_sub(j * mtu).min(mtu))
+        }
+        SendOp::Atomic { .. } => (Opcode::RcAtomicAck, m.psn(w.first), 0),
+        _ => (Opcode::RcAck, m.psn(w.end() - 1), 0),
+    })
 }
 
 fn poll_tx(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {

@@ -397,6 +397,19 @@ pub fn requester() -> Seeds {
             ],
         ),
         req_seed(
+            "rc-honest-peer",
+            rc_cfg,
+            {
+                let honest = |k| ReqStep::Resp(Resp { kind: 6, k, aux: 0x1F, ..Default::default() });
+                let mut v = vec![post(5, 700, 1), post(6, 8, 0), post(0, 300, 1), post(5, 100, 1), post(7, 8, 1)];
+                for _ in 0..4 {
+                    v.extend([PollTx(8), honest(0), honest(0), honest(1), PollComp(1)]);
+                }
+                v.push(PollComp(8));
+                v
+            },
+        ),
+        req_seed(
             "uc-sends",
             ReqCfg { transport: 3, ..rc_cfg },
             vec![post(0, 700, 1), post(4, 20, 0), post(5, 8, 1), PollTx(8), PollComp(4), SetError, PollComp(4)],
