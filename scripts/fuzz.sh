@@ -28,14 +28,14 @@ if [ "$have" != "$want" ]; then
   [ -n "${FUZZ_ANY_NIGHTLY:-}" ] || die "toolchain '$tc' is '$have', pinned '$want' (scripts/versions.env); FUZZ_ANY_NIGHTLY=1 to use it anyway"
   log "warning: using '$have' instead of the pinned '$want'"
 fi
+mkdir -p "$OUT/logs" || die "cannot create $OUT/logs"
 if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
   log "cargo install cargo-fuzz $CARGO_FUZZ_VERSION --locked (first use, about 40 s)"
-  nice -n "$nice_lvl" cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION" >"$OUT.install.log" 2>&1 \
-    || { tail -20 "$OUT.install.log" >&2; die "cargo install cargo-fuzz $CARGO_FUZZ_VERSION failed"; }
+  nice -n "$nice_lvl" cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION" >"$OUT/logs/install.log" 2>&1 \
+    || { tail -20 "$OUT/logs/install.log" >&2; die "cargo install cargo-fuzz $CARGO_FUZZ_VERSION failed"; }
 fi
 
 cd "$repo" || exit 2
-mkdir -p "$OUT/logs"
 # Overflow checks and debug assertions: fuzz/Cargo.toml's profile, and the targets refuse to build
 # without them. No sanitizer: the protocol core has no unsafe code (forbid(unsafe_code)).
 flags=(--fuzz-dir fuzz -s none --debug-assertions)
