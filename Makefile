@@ -4,10 +4,11 @@
 #   make check-full  check plus the longer matrices (simulator sweep, release-kernel shapes)
 #   make kernel      build the test kernel (FLAVOUR=release for the other); make -s kernel-paths
 #   make deps        install pinned dependencies (run by the others)
+#   make fuzz        libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each (nightly)
 FLAVOUR ?= test
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps kernel kernel-release kernel-paths host-test check check-full demo sim clean-cache
+.PHONY: all deps kernel kernel-release kernel-paths host-test check check-full demo sim fuzz clean-cache
 
 all: demo
 
@@ -37,3 +38,6 @@ check-full:
 
 demo:
 	@scripts/demo.sh
+
+fuzz:
+	@scripts/fuzz.sh

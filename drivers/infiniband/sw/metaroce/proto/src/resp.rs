@@ -505,7 +505,11 @@ impl<const R: usize> Responder<R> {
         };
         if pos.is_start() && total > 0 {
             if let Err(e) = mem.check(rkey, va, total, Access::WRITE) {
-                self.held = wqe;
+                // Give back the WQE taken above; without one, keep the WQE
+                // a UC responder may still hold from an abandoned message.
+                if wqe.is_some() {
+                    self.held = wqe;
+                }
                 return Err(e.into());
             }
         }

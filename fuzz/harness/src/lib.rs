@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Fuzz harnesses for the MetaRoCE protocol core (`metaroce-proto`).
+//!
+//! Each module is one fuzz target: `run(data)` decodes the fuzzer's bytes
+//! (through [`arbitrary`] for the structured targets), drives the protocol
+//! core and panics on any broken invariant. The targets in `fuzz/` are
+//! one-line wrappers, so the same code runs on stable in this crate's tests
+//! (which replay the checked-in seeds) and under libFuzzer on nightly.
+//!
+//! Every structured input has a byte encoding that the decoder reads field
+//! by field (little-endian integers, one byte per tag, missing bytes read as
+//! zero, the way [`arbitrary::Unstructured`] does), and an encoder, so that
+//! hand-made seeds are written as Rust values (`seeds.rs`).
+
+#[cfg(not(debug_assertions))]
+compile_error!("the fuzz harness needs debug assertions and overflow checks");
+
+pub mod enc;
+pub mod fixtures;
+pub mod headers;
+pub mod icrc_mutate;
+pub mod mem;
+pub mod packet;
+pub mod psn;
+pub mod requester;
+pub mod responder;
+pub mod seeds;
+
+/// True when `METAROCE_FUZZ_TRACE` is set: the harnesses print every step
+/// (for reproducing a crash with `cargo test`, not under libFuzzer).
+pub fn trace() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| std::env::var_os("METAROCE_FUZZ_TRACE").is_some())
+}
+
+/// True when `METAROCE_FUZZ_STATS` is set: the harnesses count what the
+/// inputs reached (drop reasons, completion statuses, retries...), to judge
+/// a corpus's coverage on stable (see the `corpus_stats` test).
+pub fn stats_on() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| std::env::var_os("METAROCE_FUZZ_STATS").is_some())
+}
+
+static COUNTS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Adds `n` to counter `key` (only with [`stats_on`]).
+pub fn count(key: impl FnOnce() -> String, n: u64) {
+    if stats_on() && n > 0 {
+        *COUNTS.lock().unwrap().entry(key()).or_default() += n;
+    }
+}
+
+/// The counters so far.
+pub fn counts() -> std::collections::BTreeMap<String, u64> {
+    COUNTS.lock().unwrap().clone()
+}

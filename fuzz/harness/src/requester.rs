@@ -1,0 +1,897 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Target `requester`: a queue pair's requester and completer fed an
+//! arbitrary sequence of posted work requests, transmit polls, ACK / NAK /
+//! RNR NAK / READ response / atomic ACK packets (aimed at the PSNs of the
+//! posted requests or anywhere), timer events, completion polls and error
+//! transitions, for RC, UC and UD.
+//!
+//! The harness keeps a model of the send queue: PSNs are assigned in
+//! posting order (a message of `n` packets takes `n` PSNs), so every
+//! transmitted packet can be traced to its work request. Besides "no
+//! panic", it checks:
+//! * `post_send` accepts or refuses exactly as the rules say;
+//! * every transmitted request belongs to a posted, unreported work request
+//!   and matches it: opcode and position, payload offset and length (never
+//!   past the WR's data), RETH / AtomicETH / immediate / IETH / DETH, AckReq
+//!   on a message's last packet, solicited bit; new PSNs are contiguous (no
+//!   gap) and, on RC, within `max_inflight` of the oldest PSN that could
+//!   still be unacknowledged; nothing is sent in the error state;
+//! * READ response data is placed only into a READ's buffer, in order,
+//!   never past its length, and an atomic result only into its atomic WR,
+//!   once;
+//! * send completions come in posting order, each WR at most once, with its
+//!   length; a success needs an acknowledgement covering the WR (RC), its
+//!   complete READ data or atomic result, or its full transmission (UC/UD);
+//!   signaled successes and every error are reported, unsignaled successes
+//!   retired silently; after the first error only flushes follow;
+//! * RC with a timeout: while work is outstanding and the QP is not in
+//!   error, either a packet can be sent or a timer is pending (no stall);
+//! * at the error transition every posted WR is retired and every signaled
+//!   one reported.
+
+use super::enc::{bytes, steps, Enc, Wire};
+use super::packet::check_parsed;
+use super::responder::{check_encodes, pmtu_of};
+use arbitrary::{Result, Unstructured};
+use metaroce_proto::bth::Bth;
+use metaroce_proto::ext::{Aeth, AtomicAckEth, NakCode, Syndrome};
+use metaroce_proto::opcode::{OpKind, Opcode, Position, Transport};
+use metaroce_proto::packet::{build, pad_for, parse, Headers, Packet, PayloadRef, TxDesc};
+use metaroce_proto::psn::Psn;
+use metaroce_proto::qp::{DropReason, Qp, QpConfig};
+use metaroce_proto::req::{PostError, MAX_MSG_LEN};
+use metaroce_proto::wr::{AtomicOp, Place, SendOp, SendWqe, SendWr, UdDest, WcStatus};
+
+/// Local QP number.
+pub const QPN: u32 = 0x31;
+/// Remote QP number.
+pub const DEST_QPN: u32 = 0x42;
+/// The QP's own Q_Key.
+pub const QKEY: u32 = 0x0BAD_CAFE;
+/// Most steps run per input.
+pub const MAX_STEPS: usize = 600;
+
+/// QP attributes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cfg {
+    /// 0-2: RC, 3: UC, 4: UD (modulo 5).
+    pub transport: u8,
+    /// Path MTU index.
+    pub pmtu: u8,
+    /// First PSN.
+    pub sq_psn: u32,
+    /// log2 of the send queue depth (modulo 5).
+    pub sq_depth_log: u8,
+    /// `max_rd_atomic` (modulo 5).
+    pub max_rd_atomic: u8,
+    /// ACK timeout exponent (modulo 32; 0 disables the timer).
+    pub timeout: u8,
+    /// Transport retries (modulo 8).
+    pub retry_cnt: u8,
+    /// RNR retries (modulo 8; 7 is unlimited).
+    pub rnr_retry: u8,
+    /// `max_inflight` selector: 1, 2, 3, 8, 128 or 2^22.
+    pub max_inflight: u8,
+    /// AckReq interval - 1 (modulo 8).
+    pub ack_req_every: u8,
+}
+
+/// A work request to post.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Post {
+    /// 0 SEND, 1 SEND imm, 2 SEND inv, 3 WRITE, 4 WRITE imm, 5 READ, 6
+    /// CmpSwap, 7 FetchAdd (modulo 8).
+    pub op: u8,
+    /// Length (modulo 1100 unless bit 7 of `flags`; atomics: 8 unless bit
+    /// 5).
+    pub len: u16,
+    /// Bit 0 signaled, 1 fence, 2 solicited, 3 UD: use the QP's Q_Key, 4
+    /// a length above 2^31, 5 atomics keep `len`, 6 UD: no destination, 7
+    /// `len` as is (else modulo 1100).
+    pub flags: u8,
+    /// Remote address (atomics: aligned down unless odd).
+    pub va: u64,
+    /// Remote key, immediate data, invalidate key.
+    pub key: u32,
+}
+
+/// A response packet to receive.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resp {
+    /// 0 ACK, 1 NAK, 2 RNR NAK, 3 READ response, 4 atomic ACK, 5 ACK of
+    /// the last PSN sent, 6 what a correct responder sends next for WR `k`
+    /// (modulo 7).
+    pub kind: u8,
+    /// PSN mode (modulo 3): 0 a posted WR's PSN, 1 relative to the next new
+    /// PSN, 2 raw (`value`).
+    pub psn_sel: u8,
+    /// WR index (from the oldest unreported one).
+    pub k: u16,
+    /// Packet index inside the WR (bit 15: the last one).
+    pub j: u16,
+    /// Offset from the next new PSN (mode 1).
+    pub d: i8,
+    /// READ response payload selector: 0 the right length, 1 one MTU, 2
+    /// empty, 3 up to 5000 bytes (the rest of the bits).
+    pub plen: u16,
+    /// Credits, NAK code, RNR timer; for READ responses: bits 0-1 the
+    /// position if bit 2 is set (else the one that fits the PSN), bit 4 a
+    /// NAK in the AETH.
+    pub aux: u8,
+    /// Atomic value, raw PSN.
+    pub value: u64,
+    /// MSN.
+    pub msn: u32,
+}
+
+/// One step.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Post a work request.
+    Post(Post),
+    /// Poll up to this many packets (modulo 16, plus one).
+    PollTx(u8),
+    /// Receive a response.
+    Resp(Resp),
+    /// Timers: mode 0 to the next deadline, 1 advance by `ns`, 2 now.
+    Timer(u8, u32),
+    /// Poll up to this many completions (modulo 16, plus one).
+    PollComp(u8),
+    /// Receive raw bytes if they parse as a response.
+    Raw(Vec<u8>),
+    /// `modify_qp(ERR)`.
+    SetError,
+}
+
+impl Wire for Cfg {
+    fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
+        Ok(Cfg {
+            transport: u.arbitrary()?,
+            pmtu: u.arbitrary()?,
+            sq_psn: u.arbitrary()?,
+            sq_depth_log: u.arbitrary()?,
+            max_rd_atomic: u.arbitrary()?,
+            timeout: u.arbitrary()?,
+            retry_cnt: u.arbitrary()?,
+            rnr_retry: u.arbitrary()?,
+            max_inflight: u.arbitrary()?,
+            ack_req_every: u.arbitrary()?,
+        })
+    }
+    fn encode(&self, e: &mut Enc) {
+        e.u8(self.transport).u8(self.pmtu).u32(self.sq_psn).u8(self.sq_depth_log);
+        e.u8(self.max_rd_atomic).u8(self.timeout).u8(self.retry_cnt).u8(self.rnr_retry);
+        e.u8(self.max_inflight).u8(self.ack_req_every);
+    }
+}
+
+impl Wire for Post {
+    fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
+        Ok(Post {
+            op: u.arbitrary()?,
+            len: u.arbitrary()?,
+            flags: u.arbitrary()?,
+            va: u.arbitrary()?,
+            key: u.arbitrary()?,
+        })
+    }
+    fn encode(&self, e: &mut Enc) {
+        e.u8(self.op).u16(self.len).u8(self.flags).u64(self.va).u32(self.key);
+    }
+}
+
+impl Wire for Resp {
+    fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
+        Ok(Resp {
+            kind: u.arbitrary()?,
+            psn_sel: u.arbitrary()?,
+            k: u.arbitrary()?,
+            j: u.arbitrary()?,
+            d: u.arbitrary()?,
+            plen: u.arbitrary()?,
+            aux: u.arbitrary()?,
+            value: u.arbitrary()?,
+            msn: u.arbitrary()?,
+        })
+    }
+    fn encode(&self, e: &mut Enc) {
+        e.u8(self.kind).u8(self.psn_sel).u16(self.k).u16(self.j).u8(self.d as u8);
+        e.u16(self.plen).u8(self.aux).u64(self.value).u32(self.msn);
+    }
+}
+
+impl Wire for Step {
+    fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
+        let tag: u8 = u.arbitrary()?;
+        Ok(match tag % 24 {
+            0..=4 => Step::Post(Post::decode(u)?),
+            5..=9 => Step::PollTx(u.arbitrary()?),
+            10..=17 => Step::Resp(Resp::decode(u)?),
+            18 | 19 => Step::Timer(u.arbitrary()?, u.arbitrary()?),
+            20 | 21 => Step::PollComp(u.arbitrary()?),
+            22 => Step::Raw(bytes(u)?.to_vec()),
+            _ => Step::SetError,
+        })
+    }
+    fn encode(&self, e: &mut Enc) {
+        match self {
+            Step::Post(p) => {
+                e.u8(0);
+                p.encode(e);
+            }
+            Step::PollTx(n) => {
+                e.u8(5).u8(*n);
+            }
+            Step::Resp(r) => {
+                e.u8(10);
+                r.encode(e);
+            }
+            Step::Timer(m, ns) => {
+                e.u8(18).u8(*m).u32(*ns);
+            }
+            Step::PollComp(n) => {
+                e.u8(20).u8(*n);
+            }
+            Step::Raw(b) => {
+                e.u8(22).bytes(b);
+            }
+            Step::SetError => {
+                e.u8(23);
+            }
+        }
+    }
+}
+
+/// A whole input.
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    /// QP attributes.
+    pub cfg: Cfg,
+    /// Steps.
+    pub steps: Vec<Step>,
+}
+
+impl Input {
+    /// Encodes the input.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        self.cfg.encode(&mut e);
+        for s in &self.steps {
+            s.encode(&mut e);
+        }
+        e.0
+    }
+}
+
+impl<'a> arbitrary::Arbitrary<'a> for Input {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
+    }
+    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
+        Self::arbitrary(&mut u)
+    }
+}
+
+/// The QP configuration of `c`.
+pub fn qp_config(c: &Cfg) -> QpConfig {
+    let t = match c.transport % 5 {
+        0..=2 => Transport::Rc,
+        3 => Transport::Uc,
+        _ => Transport::Ud,
+    };
+    let mut q = QpConfig::new(t, QPN, DEST_QPN);
+    q.pmtu = pmtu_of(c.pmtu);
+    q.sq_psn = Psn::new(c.sq_psn);
+    q.rq_psn = Psn::new(c.sq_psn ^ 0x80_0000);
+    q.qkey = QKEY;
+    q.sq_depth = 1 << (c.sq_depth_log % 5);
+    q.max_rd_atomic = c.max_rd_atomic % 5;
+    q.timeout = c.timeout % 32;
+    q.retry_cnt = c.retry_cnt % 8;
+    q.rnr_retry = c.rnr_retry % 8;
+    q.max_inflight = [1, 2, 3, 8, 128, 1 << 22][usize::from(c.max_inflight % 6)];
+    q.ack_req_every = u32::from(c.ack_req_every % 8) + 1;
+    q
+}
+
+/// The work request a `Post` stands for.
+pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
+    let atomic_va = if p.va & 1 != 0 { p.va } else { p.va & !7 };
+    let op = match p.op % 8 {
+        0 => SendOp::Send,
+        1 => SendOp::SendImm { imm: p.key },
+        2 => SendOp::SendInv { rkey: p.key },
+        3 => SendOp::Write { va: p.va, rkey: p.key },
+        4 => SendOp::WriteImm { va: p.va, rkey: p.key, imm: !p.key },
+        5 => SendOp::Read { va: p.va, rkey: p.key },
+        6 => SendOp::Atomic {
+            va: atomic_va,
+            rkey: p.key,
+            op: AtomicOp::CmpSwap { compare: p.va, swap: !p.va },
+        },
+        _ => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
+    };
+    // Mostly messages of up to four 256-byte packets (bit 7: up to 64 KiB).
+    let mut len = if p.flags & 0x80 != 0 { u32::from(p.len) } else { u32::from(p.len) % 1100 };
+    if matches!(op, SendOp::Atomic { .. }) && p.flags & 0x20 == 0 {
+        len = 8;
+    }
+    if p.flags & 0x10 != 0 {
+        len = MAX_MSG_LEN + 1 + len;
+    }
+    let ud = (t == Transport::Ud && p.flags & 0x40 == 0).then_some(UdDest {
+        qpn: p.key & 0xFF_FFFF,
+        qkey: if p.flags & 8 != 0 { 0x8000_0000 } else { p.key & 0x7FFF_FFFF },
+    });
+    SendWr {
+        wr_id: id,
+        op,
+        len,
+        signaled: p.flags & 1 != 0,
+        fence: p.flags & 2 != 0,
+        solicited: p.flags & 4 != 0,
+        ud,
+    }
+}
+
+/// What `post_send` must answer, given the send queue use.
+pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Result<(), PostError> {
+    if used >= cfg.sq_depth {
+        return Err(PostError::QueueFull);
+    }
+    let ok = match cfg.transport {
+        Transport::Rc => true,
+        Transport::Uc => matches!(
+            wr.op,
+            SendOp::Send | SendOp::SendImm { .. } | SendOp::Write { .. } | SendOp::WriteImm { .. }
+        ),
+        _ => matches!(wr.op, SendOp::Send | SendOp::SendImm { .. }),
+    };
+    if !ok {
+        return Err(PostError::InvalidOp);
+    }
+    if wr.len > MAX_MSG_LEN || u64::from(wr.len).div_ceil(u64::from(cfg.pmtu.bytes())) > 1 << 22 {
+        return Err(PostError::InvalidLength);
+    }
+    if matches!(wr.op, SendOp::Atomic { .. }) && wr.len != 8 {
+        return Err(PostError::InvalidLength);
+    }
+    if cfg.transport == Transport::Ud {
+        if wr.ud.is_none() {
+            return Err(PostError::MissingDest);
+        }
+        if wr.len > cfg.pmtu.bytes() {
+            return Err(PostError::InvalidLength);
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Wr {
+    wr: SendWr,
+    /// Linear first PSN (distance from `sq_psn`).
+    first: u32,
+    /// PSNs used.
+    npsn: u32,
+    reported: bool,
+    /// READ: bytes placed, contiguously from 0.
+    covered: u32,
+    atomic_placed: bool,
+    /// Every packet went out at least once.
+    tx_done: bool,
+}
+
+impl Wr {
+    fn end(&self) -> u32 {
+        self.first + self.npsn
+    }
+}
+
+struct Model {
+    cfg: QpConfig,
+    wrs: Vec<Wr>,
+    /// Linear PSN of the next new packet.
+    hi: u32,
+    /// Upper bound of the (linear) oldest unacknowledged PSN.
+    una_ub: u32,
+    /// Index of the next WR a completion may report.
+    next_report: usize,
+    /// An error completion was reported.
+    error_reported: bool,
+    now: u64,
+}
+
+impl Model {
+    fn lin(&self, p: Psn) -> u32 {
+        p.since(self.cfg.sq_psn)
+    }
+    fn psn(&self, l: u32) -> Psn {
+        self.cfg.sq_psn.add(l)
+    }
+    /// The WR whose PSN range holds linear PSN `l`, and the packet index.
+    fn find(&self, l: u32) -> Option<(usize, u32)> {
+        let k = self.wrs.partition_point(|w| w.first <= l).checked_sub(1)?;
+        let w = &self.wrs[k];
+        (l < w.end()).then_some((k, l - w.first))
+    }
+    fn mtu(&self) -> u32 {
+        self.cfg.pmtu.bytes()
+    }
+}
+
+/// Runs one input.
+pub fn run(data: &[u8]) {
+    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data)) else {
+        return;
+    };
+    run_input(&input);
+}
+
+/// Runs a decoded input.
+pub fn run_input(input: &Input) {
+    let cfg = qp_config(&input.cfg);
+    let mut qp = Qp::<4>::new(cfg).expect("valid configuration refused");
+    let mut sq = vec![SendWqe::default(); cfg.sq_depth as usize];
+    let mut m = Model {
+        cfg,
+        wrs: Vec::new(),
+        hi: 0,
+        una_ub: 0,
+        next_report: 0,
+        error_reported: false,
+        now: 0,
+    };
+    for step in &input.steps {
+        m.now += 1;
+        if super::trace() {
+            eprintln!("step {step:?} (hi {}, una_ub {}, now {})", m.hi, m.una_ub, m.now);
+        }
+        match step {
+            Step::Post(p) => post(&mut qp, &mut m, &mut sq, p),
+            Step::PollTx(n) => {
+                for _ in 0..=(n % 16) {
+                    if !poll_tx(&mut qp, &mut m, &mut sq) {
+                        break;
+                    }
+                }
+            }
+            Step::Resp(r) => {
+                let buf = build_resp(&m, r);
+                let pkt = parse(&buf).expect("built response does not parse");
+                receive(&mut qp, &mut m, &pkt, &mut sq);
+            }
+            Step::Timer(mode, ns) => {
+                match mode % 3 {
+                    0 => {
+                        if let Some(t) = qp.next_deadline() {
+                            m.now = m.now.max(t);
+                        }
+                    }
+                    1 => m.now += u64::from(*ns),
+                    _ => {}
+                }
+                qp.on_timer(m.now, &mut sq);
+            }
+            Step::PollComp(n) => {
+                for _ in 0..=(n % 16) {
+                    if !poll_comp(&mut qp, &mut m, &sq) {
+                        break;
+                    }
+                }
+            }
+            Step::Raw(b) => {
+                if let Ok(pkt) = parse(b) {
+                    check_parsed(b, &pkt);
+                    let kind = pkt.hdr.bth.opcode.info().kind;
+                    if !kind.is_request() {
+                        receive(&mut qp, &mut m, &pkt, &mut sq);
+                    }
+                }
+            }
+            Step::SetError => qp.set_error(),
+        }
+    }
+    // No stall: outstanding work can make progress.
+    while poll_comp(&mut qp, &mut m, &sq) {}
+    let st = qp.stats();
+    super::count(|| "stat retransmits".into(), st.req.retransmits);
+    super::count(|| "stat timeouts".into(), st.comp.timeouts);
+    super::count(|| "stat retries".into(), st.comp.retries);
+    super::count(|| "stat seq_naks".into(), st.comp.seq_naks);
+    super::count(|| "stat rnr_naks".into(), st.comp.rnr_naks);
+    super::count(|| format!("input ended: error {} used {}", qp.is_error(), qp.sq_used().min(2)), 1);
+    if cfg.transport == Transport::Rc && cfg.timeout != 0 && cfg.max_rd_atomic > 0 && !qp.is_error() && qp.sq_used() > 0 {
+        let mut probe = qp.clone();
+        let mut psq = sq.clone();
+        assert!(
+            probe.poll_tx(m.now, &mut psq).is_some() || qp.next_deadline().is_some(),
+            "stall: {} WRs outstanding, nothing to send and no timer",
+            qp.sq_used()
+        );
+    }
+    qp.set_error();
+    assert!(qp.poll_tx(m.now, &mut sq).is_none(), "sent after the error transition");
+    while poll_comp(&mut qp, &mut m, &sq) {}
+    assert_eq!(qp.sq_used(), 0, "WRs not retired after the error transition");
+    for (k, w) in m.wrs.iter().enumerate() {
+        assert!(w.reported || !w.wr.signaled, "signaled WR {k} never reported");
+    }
+}
+
+fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
+    let id = m.wrs.len() as u64;
+    let wr = send_wr(p, id, m.cfg.transport);
+    let want = expected_post(&m.cfg, qp.sq_used(), &wr);
+    let got = qp.post_send(sq, wr);
+    assert_eq!(got, want, "post_send of {wr:?}");
+    if got.is_ok() {
+        let npsn = match wr.op {
+            SendOp::Atomic { .. } => 1,
+            _ => m.cfg.pmtu.packets(wr.len),
+        };
+        let first = m.wrs.last().map_or(0, |w| w.end());
+        m.wrs.push(Wr { wr, first, npsn, reported: false, covered: 0, atomic_placed: false, tx_done: false });
+    }
+}
+
+fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
+    let mtu = m.mtu();
+    let live = &m.wrs[m.next_report.min(m.wrs.len())..];
+    // The READ response position that fits the PSN: index 0 First, 1
+    // Middle, 2 Last, 3 Only.
+    let (mut psn, want_len, fit) = match (r.psn_sel % 3, live.is_empty()) {
+        (0, false) => {
+            let w = &live[usize::from(r.k) % live.len()];
+            let j = if r.j & 0x8000 != 0 { w.npsn - 1 } else { u32::from(r.j) % w.npsn };
+            let left = w.wr.len.saturating_sub(j.saturating_mul(mtu));
+            let fit = match (j == 0, j + 1 == w.npsn) {
+                (true, true) => 3,
+                (true, false) => 0,
+                (false, false) => 1,
+                (false, true) => 2,
+            };
+            (m.psn(w.first + j), left.min(mtu), fit)
+        }
+        (2, _) => (Psn::new(r.value as u32), mtu, 3),
+        _ => (m.psn(m.hi).add(r.d as i32 as u32), mtu, 3),
+    };
+    let aux = r.aux;
+    let ack = Syndrome::Ack { credits: aux & 0x1F };
+    let codes = [
+        NakCode::PsnSeqErr,
+        NakCode::InvalidRequest,
+        NakCode::RemoteAccess,
+        NakCode::RemoteOperational,
+        NakCode::InvalidRdRequest,
+    ];
+    let (op, syndrome, plen) = match r.kind % 7 {
+        0 => (Opcode::RcAck, ack, 0),
+        1 => (Opcode::RcAck, Syndrome::Nak(codes[usize::from(aux) % 5]), 0),
+        2 => (Opcode::RcAck, Syndrome::Rnr { timer: aux & 0x1F }, 0),
+        3 => {
+            let op = [
+                Opcode::RcReadRespFirst,
+                Opcode::RcReadRespMiddle,
+                Opcode::RcReadRespLast,
+                Opcode::RcReadRespOnly,
+            ][if aux & 4 != 0 { usize::from(aux & 3) } else { fit }];
+            let syn = if aux & 0x10 != 0 { Syndrome::Nak(codes[usize::from(aux >> 5) % 5]) } else { ack };
+            let v = u32::from(r.plen >> 2);
+            let plen = match r.plen & 3 {
+                0 => want_len,
+                1 => mtu,
+                2 => 0,
+                _ => v % 5000,
+            };
+            (op, syn, plen)
+        }
+        4 => (Opcode::RcAtomicAck, ack, 0),
+        6 => match honest(m, r) {
+            Some((op, p, plen)) => {
+                psn = p;
+                (op, ack, plen)
+            }
+            None => (Opcode::RcAck, ack, 0),
+        },
+        _ => (Opcode::RcAck, ack, 0),
+    };
+    let psn = if r.kind % 7 == 5 { m.psn(m.hi).sub(1) } else { psn };
+    let plen = plen as usize;
+    let mut h = Headers::new(Bth {
+        opcode: op,
+        solicited: false,
+        mig_req: false,
+        pad: pad_for(plen),
+        pkey: m.cfg.pkey,
+        resv8: 0,
+        dest_qp: QPN,
+        ack_req: false,
+        psn,
+    });
+    if op != Opcode::RcReadRespMiddle {
+        h.aeth = Some(Aeth { syndrome, msn: r.msn & 0xFF_FFFF });
+    }
+    if op == Opcode::RcAtomicAck {
+        h.atomic_ack_eth = Some(AtomicAckEth { orig: r.value });
+    }
+    let payload: Vec<u8> = (0..plen).map(|i| i as u8).collect();
+    let mut buf = vec![0u8; plen + 64];
+    let n = build(&h, &payload, &mut buf).expect("consistent response refused");
+    buf.truncate(n);
+    buf
+}
+
+/// What a correct responder sends next for live WR `r.k`: the next READ
+/// response, the atomic ACK, or the ACK of the WR's last PSN.
+fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
+    let live = &m.wrs[m.next_report.min(m.wrs.len())..];
+    let w = live.get(usize::from(r.k) % live.len().max(1))?;
+    let mtu = m.mtu();
+    Some(match w.wr.op {
+        SendOp::Read { .. } => {
+            let j = (w.covered / mtu).min(w.npsn - 1);
+            let op = match (j == 0, j + 1 == w.npsn) {
+                (true, true) => Opcode::RcReadRespOnly,
+                (true, false) => Opcode::RcReadRespFirst,
+                (false, false) => Opcode::RcReadRespMiddle,
+                (false, true) => Opcode::RcReadRespLast,
+            };
+            (op, m.psn(w.first + j), w.wr.len.saturating_sub(j * mtu).min(mtu))
+        }
+        SendOp::Atomic { .. } => (Opcode::RcAtomicAck, m.psn(w.first), 0),
+        _ => (Opcode::RcAck, m.psn(w.end() - 1), 0),
+    })
+}
+
+fn poll_tx(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
+    let error = qp.is_error();
+    let Some(d) = qp.poll_tx(m.now, sq) else {
+        return false;
+    };
+    if super::trace() {
+        eprintln!("tx {:?} psn {:?} {:?} {:?}", d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.reth, d.payload);
+    }
+    assert!(!error, "sent {d:?} in the error state");
+    check_request(m, &d, sq.len() as u32);
+    true
+}
+
+fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
+    let mtu = m.mtu();
+    check_encodes(d, mtu);
+    let b = d.hdr.bth;
+    let info = b.opcode.info();
+    assert!(info.kind.is_request(), "requester sent {:?}", b.opcode);
+    assert_eq!(info.transport, m.cfg.transport, "wrong transport");
+    assert_eq!(b.pkey, m.cfg.pkey);
+    let l = m.lin(b.psn);
+    assert!(l <= m.hi, "PSN gap: sent linear PSN {l}, next new is {}", m.hi);
+    let (k, j) = m.find(l).expect("packet for no posted WR");
+    let w = m.wrs[k];
+    assert!(!w.reported, "packet for WR {k} after its completion was reported");
+    let wr = w.wr;
+    let off = j * mtu;
+    let rc = m.cfg.transport == Transport::Rc;
+    // Packets this descriptor covers (a READ request covers the rest).
+    let covers = match wr.op {
+        SendOp::Read { .. } => w.npsn - j,
+        _ => 1,
+    };
+    let last = j + covers == w.npsn;
+    match wr.op {
+        SendOp::Read { va, rkey } => {
+            assert_eq!(b.opcode, Opcode::RcReadRequest);
+            let reth = d.hdr.reth.expect("READ without RETH");
+            assert_eq!(reth.va, va.wrapping_add(u64::from(off)));
+            assert_eq!((reth.rkey, reth.len), (rkey, wr.len - off.min(wr.len)));
+            assert_eq!(d.payload, PayloadRef::None);
+        }
+        SendOp::Atomic { va, rkey, op } => {
+            assert_eq!(j, 0);
+            let a = d.hdr.atomic_eth.expect("atomic without AtomicETH");
+            assert_eq!((a.va, a.rkey), (va, rkey));
+            match op {
+                AtomicOp::CmpSwap { compare, swap } => {
+                    assert_eq!(b.opcode, Opcode::RcCmpSwap);
+                    assert_eq!((a.compare, a.swap_add), (compare, swap));
+                }
+                AtomicOp::FetchAdd { add } => {
+                    assert_eq!(b.opcode, Opcode::RcFetchAdd);
+                    assert_eq!(a.swap_add, add);
+                }
+            }
+        }
+        op => {
+            let len = wr.len.saturating_sub(off).min(mtu);
+            assert!(off < wr.len || (off == 0 && wr.len == 0), "packet past the message");
+            let pos = match (j == 0, last) {
+                (true, true) => Position::Only,
+                (true, false) => Position::First,
+                (false, false) => Position::Middle,
+                (false, true) => Position::Last,
+            };
+            assert_eq!(info.pos, pos, "position of packet {j} of WR {k}");
+            let write = matches!(op, SendOp::Write { .. } | SendOp::WriteImm { .. });
+            assert_eq!(info.kind, if write { OpKind::Write } else { OpKind::Send });
+            let want_payload = if len > 0 {
+                PayloadRef::Sq { slot: k as u32 % depth, offset: off, len }
+            } else {
+                PayloadRef::None
+            };
+            assert_eq!(d.payload, want_payload, "payload of packet {j} of WR {k}");
+            assert_eq!(b.pad, pad_for(len as usize));
+            let (imm, inv, reth) = match op {
+                SendOp::SendImm { imm } => (Some(imm), None, None),
+                SendOp::SendInv { rkey } => (None, Some(rkey), None),
+                SendOp::Write { va, rkey } => (None, None, Some((va, rkey))),
+                SendOp::WriteImm { va, rkey, imm } => (Some(imm), None, Some((va, rkey))),
+                _ => (None, None, None),
+            };
+            assert_eq!(d.hdr.imm, imm.filter(|_| last));
+            assert_eq!(d.hdr.ieth, inv.filter(|_| last));
+            let want_reth = reth.filter(|_| j == 0).map(|(va, rkey)| (va, rkey, wr.len));
+            assert_eq!(d.hdr.reth.map(|r| (r.va, r.rkey, r.len)), want_reth);
+            let se = wr.solicited && last && (!write || imm.is_some());
+            assert_eq!(b.solicited, se, "solicited bit");
+            match wr.ud {
+                Some(ud) => {
+                    let deth = d.hdr.deth.expect("UD without DETH");
+                    let qkey = if ud.qkey & 0x8000_0000 != 0 { QKEY } else { ud.qkey };
+                    assert_eq!((b.dest_qp, deth.qkey, deth.src_qp), (ud.qpn, qkey, QPN));
+                }
+                None => assert_eq!(b.dest_qp, DEST_QPN),
+            }
+        }
+    }
+    if rc && last {
+        assert!(b.ack_req, "last packet of a message without AckReq");
+    }
+    if l == m.hi {
+        // A new PSN: within the window of the oldest PSN that may be
+        // unacknowledged.
+        if rc {
+            let lb = l.saturating_sub(m.una_ub);
+            assert!(
+                lb == 0 || lb + covers <= m.cfg.max_inflight,
+                "window: {lb} PSNs unacknowledged + {covers} > max_inflight {}",
+                m.cfg.max_inflight
+            );
+        }
+        m.hi = l + covers;
+    }
+    if last {
+        m.wrs[k].tx_done = true;
+    }
+}
+
+fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) {
+    let was_error = qp.is_error();
+    let out = qp.receive(m.now, pkt, sq, &mut NoMem, &mut NoRq);
+    super::count(|| format!("rx {:?} -> {:?} {}", pkt.hdr.bth.opcode, out.drop, if out.place.is_some() { "placed" } else { "" }), 1);
+    if super::trace() {
+        eprintln!("rx {:?} psn {:?} len {} {:?}\n   -> {out:?}", pkt.hdr.bth.opcode, pkt.hdr.bth.psn, pkt.payload.len(), pkt.hdr.aeth);
+    }
+    let p = pkt.hdr.bth.psn;
+    let l = m.lin(p);
+    if was_error {
+        assert!(out.drop.is_some() && out.place.is_none() && out.completion.is_none());
+        return;
+    }
+    assert!(out.completion.is_none(), "receive completion on the requester side");
+    if out.drop.is_some() {
+        assert!(out.place.is_none(), "dropped response placed data: {out:?}");
+    }
+    if l >= m.hi {
+        assert!(
+            matches!(out.drop, Some(DropReason::Ghost | DropReason::Stale | DropReason::WrongTransport)),
+            "response for a PSN never sent accepted: {out:?}"
+        );
+        return;
+    }
+    match out.place {
+        None => {}
+        Some(Place::ReadResp { slot, offset, len }) => {
+            let (k, j) = m.find(l).expect("READ data for no WR");
+            let w = &mut m.wrs[k];
+            assert!(matches!(w.wr.op, SendOp::Read { .. }), "READ data placed into a non-READ WR");
+            assert!(!w.reported);
+            assert_eq!(slot, k as u32 % sq.len() as u32, "READ data into the wrong slot");
+            assert_eq!(len as usize, pkt.payload.len());
+            assert_eq!(offset, j * m.cfg.pmtu.bytes());
+            assert_eq!(offset, w.covered, "READ data not contiguous");
+            let end = offset.checked_add(len).expect("READ placement overflows");
+            assert!(end <= w.wr.len, "READ data past the buffer: {end} > {}", w.wr.len);
+            w.covered = end;
+        }
+        Some(Place::AtomicResult { slot, value }) => {
+            let (k, j) = m.find(l).expect("atomic result for no WR");
+            let w = &mut m.wrs[k];
+            assert!(matches!(w.wr.op, SendOp::Atomic { .. }), "atomic result into a non-atomic WR");
+            assert_eq!((j, slot), (0, k as u32 % sq.len() as u32));
+            assert_eq!(Some(value), pkt.hdr.atomic_ack_eth.map(|a| a.orig));
+            assert!(!w.atomic_placed, "atomic result placed twice");
+            w.atomic_placed = true;
+        }
+        Some(pl) => panic!("requester returned a responder placement {pl:?}"),
+    }
+    if !matches!(out.drop, Some(DropReason::Stale | DropReason::WrongTransport)) {
+        m.una_ub = m.una_ub.max(l + 1);
+    }
+}
+
+fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &[SendWqe]) -> bool {
+    let Some(c) = qp.poll_send_completion(sq) else {
+        return false;
+    };
+    if super::trace() {
+        eprintln!("completion {c:?}");
+    }
+    let k = c.wr_id as usize;
+    super::count(|| format!("completion {:?} {:?}", c.status, m.wrs.get(k).map(|w| core::mem::discriminant(&w.wr.op))), 1);
+    assert!(k < m.wrs.len() && k >= m.next_report, "completion {k} out of order (next {})", m.next_report);
+    for s in m.next_report..k {
+        assert!(!m.error_reported, "WR {s} skipped after an error");
+        check_success(m, s);
+        assert!(!m.wrs[s].wr.signaled, "signaled WR {s} skipped");
+    }
+    let w = m.wrs[k];
+    assert_eq!(c.byte_len, w.wr.len);
+    if m.error_reported {
+        assert_eq!((k, c.status), (m.next_report, WcStatus::WrFlushErr), "after an error only flushes");
+    }
+    match c.status {
+        WcStatus::Success => {
+            assert!(w.wr.signaled, "unsignaled success reported");
+            check_success(m, k);
+        }
+        s => {
+            assert!(qp.is_error(), "error completion {s:?} outside the error state");
+            m.error_reported = true;
+        }
+    }
+    m.wrs[k].reported = true;
+    m.next_report = k + 1;
+    true
+}
+
+/// A WR retired successfully (reported or silently).
+fn check_success(m: &Model, k: usize) {
+    let w = &m.wrs[k];
+    match m.cfg.transport {
+        Transport::Rc => {
+            assert!(w.end() <= m.una_ub, "WR {k} completed without an acknowledgement");
+            match w.wr.op {
+                SendOp::Read { .. } => assert_eq!(w.covered, w.wr.len, "READ {k} completed without its data"),
+                SendOp::Atomic { .. } => assert!(w.atomic_placed, "atomic {k} completed without its result"),
+                _ => {}
+            }
+        }
+        _ => assert!(w.tx_done, "UC/UD WR {k} completed before it was sent"),
+    }
+}
+
+struct NoMem;
+
+impl metaroce_proto::resp::MemAccess for NoMem {
+    fn check(
+        &mut self,
+        _: u32,
+        _: u64,
+        _: u32,
+        _: metaroce_proto::wr::Access,
+    ) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
+        panic!("requester target touched responder memory")
+    }
+    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> core::result::Result<u64, metaroce_proto::resp::AccessError> {
+        panic!("requester target ran an atomic")
+    }
+}
+
+struct NoRq;
+
+impl metaroce_proto::resp::RecvQueue for NoRq {
+    fn take(&mut self) -> Option<metaroce_proto::wr::RecvWqe> {
+        panic!("requester target took a receive WQE")
+    }
+}

@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The checked-in seed corpus (`fuzz/seeds/<target>/`), generated from the
+//! fixtures and from hand-made sequences written as Rust values. The
+//! harness test `seeds_are_current` compares the files with this module's
+//! output (and rewrites them with `METAROCE_FUZZ_WRITE_SEEDS=1`).
+
+use super::enc::{Enc, Wire};
+use super::fixtures::all;
+use super::headers::{all_opcodes, Input as HdrInput};
+use super::requester::{Cfg as ReqCfg, Input as ReqInput, Post, Resp, Step as ReqStep};
+use super::responder::{Cfg as RespCfg, Input as RespInput, Pkt, Step as RespStep};
+use metaroce_proto::opcode::{Opcode, Transport};
+
+/// Seeds of one target: (file name, bytes).
+pub type Seeds = Vec<(String, Vec<u8>)>;
+
+/// Every target's seeds.
+pub fn all_targets() -> Vec<(&'static str, Seeds)> {
+    vec![
+        ("packet", packet()),
+        ("headers", headers()),
+        ("psn", psn()),
+        ("responder", responder()),
+        ("requester", requester()),
+        ("icrc_mutate", icrc_mutate()),
+    ]
+}
+
+fn stem(name: &str) -> &str {
+    name.trim_end_matches(".hex")
+}
+
+/// `packet`: each fixture's UDP payload and one built packet per opcode.
+pub fn packet() -> Seeds {
+    let mut v: Seeds = all().iter().map(|f| (format!("fixture-{}", stem(f.name)), f.ib().to_vec())).collect();
+    for (i, op) in all_opcodes().into_iter().enumerate() {
+        let input = HdrInput { op: i as u8, plen: 5, fill: 0xA5, psn: 0xFF_FFFF, dest_qp: 0x11, ..Default::default() };
+        let (h, plen) = super::headers::headers_of(&input);
+        let mut buf = vec![0u8; 128];
+        let n = metaroce_proto::packet::build(&h, &vec![0xA5; plen], &mut buf).unwrap();
+        buf.truncate(n);
+        v.push((format!("op{:02x}", op as u8), buf));
+    }
+    v
+}
+
+/// `headers`: one consistent input per opcode and one per inconsistency.
+pub fn headers() -> Seeds {
+    let mut v = Seeds::new();
+    for (i, op) in all_opcodes().into_iter().enumerate() {
+        let input = HdrInput {
+            op: i as u8,
+            flags: 4,
+            pkey: 0xFFFF,
+            dest_qp: 0x12,
+            psn: 0xFF_FFFE,
+            va: 0x1000,
+            rkey: 7,
+            len: 300,
+            syndrome: 0x1F,
+            plen: 300,
+            fill: 0x7B,
+            tweak: 0,
+            ..Default::default()
+        };
+        let mut e = Enc::default();
+        input.encode(&mut e);
+        v.push((format!("op{:02x}", op as u8), e.0));
+    }
+    for tweak in 1..=4u8 {
+        let input = HdrInput { op: 10, plen: 7, tweak, ..Default::default() };
+        let mut e = Enc::default();
+        input.encode(&mut e);
+        v.push((format!("tweak{tweak}"), e.0));
+    }
+    v
+}
+
+/// `psn`: the wrap and window edges.
+pub fn psn() -> Seeds {
+    let cases: [(&str, u32, u32, u32, u32, u8); 5] = [
+        ("wrap", 0xFF_FFFE, 3, 5, 0, 0),
+        ("antipode", 0, 0x80_0000, 0x7F_FFFF, 256, 1),
+        ("high-bits", 0xFFFF_FFFF, 0x0100_0000, u32::MAX, u32::MAX, 31),
+        ("window", 0x7F_FFFF, 0, 1 << 24, 1 << 31, 4),
+        ("equal", 12345, 12345, 0, 4097, 0x20),
+    ];
+    cases
+        .iter()
+        .map(|&(n, a, b, s, len, code)| {
+            let mut e = Enc::default();
+            e.u32(a).u32(b).u32(s).u32(len).u8(code);
+            (n.to_string(), e.0)
+        })
+        .collect()
+}
+
+/// `icrc_mutate`: every fixture with each kind of mutation.
+pub fn icrc_mutate() -> Seeds {
+    let mut v = Seeds::new();
+    for (i, f) in all().iter().enumerate() {
+        let i = i as u8;
+        let s = stem(f.name);
+        v.push((format!("{s}-flip"), vec![i, 0, 1, 40, 0, 3, 8, 0, 5]));
+        v.push((format!("{s}-burst"), vec![i, 1, 30, 0, 0xEF, 0xBE, 0xAD, 0xDE]));
+        v.push((format!("{s}-masked"), vec![i, 0, 0, 8, 0, 2, 0, 0, 0]));
+        v.push((format!("{s}-truncate"), vec![i, 2, 4, 0]));
+        v.push((format!("{s}-extend"), vec![i, 3, 4, 1, 2, 3, 4]));
+    }
+    v
+}
+
+fn op_index(t: Transport, op: Opcode) -> u8 {
+    let ours: Vec<Opcode> = all_opcodes()
+        .into_iter()
+        .filter(|o| o.info().transport == t && o.info().kind.is_request())
+        .collect();
+    ours.iter().position(|&o| o == op).unwrap() as u8
+}
+
+fn rc(op: Opcode) -> Pkt {
+    Pkt { op: op_index(Transport::Rc, op), flags: 4, ..Default::default() }
+}
+
+fn with_len(mut p: Pkt, len: u16) -> Pkt {
+    p.plen = (len << 2) | 2;
+    p
+}
+
+fn resp_seed(name: &str, cfg: RespCfg, steps: Vec<RespStep>) -> (String, Vec<u8>) {
+    (name.to_string(), RespInput { cfg, steps }.encode())
+}
+
+/// `responder`: hand-made request sequences.
+pub fn responder() -> Seeds {
+    use Opcode::*;
+    use RespStep::{PollTx, PostRecv, SetError};
+    let p = RespStep::Pkt;
+    // RC, 256-byte MTU, PSNs about to wrap.
+    let rc_cfg = RespCfg { transport: 0, pmtu: 0, rq_psn: 0xFF_FFFE, ..Default::default() };
+    let mut v = vec![
+        resp_seed(
+            "rc-send-in-order",
+            rc_cfg,
+            vec![
+                PostRecv(1000),
+                PostRecv(64),
+                p(rc(RcSendFirst)),
+                p(rc(RcSendMiddle)),
+                p(with_len(rc(RcSendLastImm), 100)),
+                PollTx(4),
+                p(with_len(rc(RcSendOnly), 64)),
+                PollTx(4),
+            ],
+        ),
+        resp_seed(
+            "rc-gap-nak-duplicate",
+            rc_cfg,
+            vec![
+                PostRecv(512),
+                PostRecv(512),
+                p(Pkt { dpsn: 2, ..with_len(rc(RcSendOnly), 8) }),
+                p(Pkt { dpsn: 1, ..with_len(rc(RcSendOnly), 8) }),
+                PollTx(2),
+                p(with_len(rc(RcSendOnly), 8)),
+                p(Pkt { dpsn: -1, ..with_len(rc(RcSendOnly), 8) }),
+                PollTx(2),
+            ],
+        ),
+        resp_seed(
+            "rc-read-and-replay",
+            rc_cfg,
+            vec![
+                p(Pkt { key: 0x10, off: 16, rlen: 2, ..rc(RcReadRequest) }),
+                PollTx(1),
+                p(Pkt { dpsn: -3, key: 0x10, off: 16, rlen: 2, ..rc(RcReadRequest) }),
+                PollTx(8),
+            ],
+        ),
+        resp_seed(
+            "rc-atomics-and-replay",
+            rc_cfg,
+            vec![
+                p(Pkt { off: 8, swap: 5, ..rc(RcFetchAdd) }),
+                p(Pkt { off: 8, swap: 7, compare: 5, ..rc(RcCmpSwap) }),
+                PollTx(4),
+                p(Pkt { dpsn: -2, off: 8, swap: 5, ..rc(RcFetchAdd) }),
+                PollTx(4),
+                p(Pkt { off: 9, ..rc(RcFetchAdd) }),
+                PollTx(4),
+            ],
+        ),
+        resp_seed(
+            "rc-write-then-imm",
+            rc_cfg,
+            vec![
+                PostRecv(0),
+                p(Pkt { key: 0x10, rlen: 1, ..rc(RcWriteFirst) }),
+                p(rc(RcWriteMiddle)),
+                p(with_len(rc(RcWriteLast), 0)),
+                p(Pkt { key: 0x00, off: 0x100, ..with_len(rc(RcWriteOnlyImm), 40) }),
+                PollTx(4),
+            ],
+        ),
+        resp_seed(
+            "rc-rnr-then-retry",
+            rc_cfg,
+            vec![p(with_len(rc(RcSendOnly), 4)), PollTx(1), PostRecv(4), p(with_len(rc(RcSendOnly), 4)), PollTx(1)],
+        ),
+        resp_seed(
+            "rc-access-error-flush",
+            rc_cfg,
+            vec![
+                PostRecv(300),
+                p(rc(RcSendFirst)),
+                p(Pkt { key: 0x12, ..with_len(rc(RcWriteOnly), 16) }),
+                PollTx(2),
+                p(with_len(rc(RcSendLast), 4)),
+                SetError,
+            ],
+        ),
+        resp_seed(
+            "rc-too-long-send",
+            rc_cfg,
+            vec![PostRecv(10), p(with_len(rc(RcSendOnly), 11)), PollTx(2)],
+        ),
+        resp_seed(
+            "rc-readonly-region-write",
+            RespCfg { res: 1, ..rc_cfg },
+            vec![p(Pkt { key: 0x01, ..with_len(rc(RcWriteOnly), 32) }), PollTx(2)],
+        ),
+    ];
+    let uc = |op| Pkt { op: op_index(Transport::Uc, op), ..Default::default() };
+    let uc_cfg = RespCfg { transport: 2, pmtu: 0, rq_psn: 100, ..Default::default() };
+    v.push(resp_seed(
+        "uc-gap-resync",
+        uc_cfg,
+        vec![
+            PostRecv(2000),
+            PostRecv(2000),
+            p(uc(UcSendFirst)),
+            p(Pkt { dpsn: 1, ..uc(UcSendMiddle) }),
+            p(with_len(uc(UcSendLast), 3)),
+            p(uc(UcSendFirst)),
+            p(with_len(uc(UcSendLastImm), 3)),
+            p(Pkt { key: 0x10, rlen: 2, ..uc(UcWriteFirst) }),
+            p(uc(UcWriteMiddle)),
+        ],
+    ));
+    let ud = |op, flags| Pkt { op: op_index(Transport::Ud, op), flags, ..Default::default() };
+    let ud_cfg = RespCfg { transport: 3, pmtu: 2, ..Default::default() };
+    v.push(resp_seed(
+        "ud-qkey-and-length",
+        ud_cfg,
+        vec![
+            PostRecv(1100),
+            PostRecv(50),
+            p(with_len(ud(UdSendOnly, 0), 100)),
+            p(with_len(ud(UdSendOnlyImm, 8), 4)),
+            p(with_len(ud(UdSendOnlyImm, 0), 20)),
+            PollTx(1),
+        ],
+    ));
+    // The captured packets, raw, at an RC responder.
+    let fx: Vec<RespStep> = all().iter().map(|f| RespStep::Raw(f.ib().iter().copied().take(255).collect())).collect();
+    v.push(resp_seed("rc-raw-fixtures", RespCfg { pmtu: 2, ..rc_cfg }, fx));
+    v
+}
+
+fn post(op: u8, len: u16, flags: u8) -> ReqStep {
+    ReqStep::Post(Post { op, len, flags, va: 0x1000, key: 0x100 })
+}
+
+fn ack(kind: u8, k: u16, j: u16) -> ReqStep {
+    ReqStep::Resp(Resp { kind, k, j, aux: 0x1F, ..Default::default() })
+}
+
+fn req_seed(name: &str, cfg: ReqCfg, steps: Vec<ReqStep>) -> (String, Vec<u8>) {
+    (name.to_string(), ReqInput { cfg, steps }.encode())
+}
+
+/// `requester`: hand-made WR and response sequences.
+pub fn requester() -> Seeds {
+    use ReqStep::{PollComp, PollTx, SetError, Timer};
+    const LAST: u16 = 0x8000;
+    // RC, 256-byte MTU, 16-entry send queue, timeout on, 3 retries.
+    let rc_cfg = ReqCfg {
+        transport: 0,
+        pmtu: 0,
+        sq_psn: 0xFF_FFFD,
+        sq_depth_log: 4,
+        max_rd_atomic: 2,
+        timeout: 10,
+        retry_cnt: 3,
+        rnr_retry: 2,
+        max_inflight: 4,
+        ack_req_every: 3,
+    };
+    let read_resp = |k, j, pos| ReqStep::Resp(Resp { kind: 3, k, j, aux: pos, ..Default::default() });
+    vec![
+        req_seed(
+            "rc-send-ack",
+            rc_cfg,
+            vec![post(0, 600, 1), post(1, 0, 1), PollTx(8), ack(0, 0, LAST), ack(0, 0, LAST), PollComp(4)],
+        ),
+        req_seed(
+            "rc-read-responses",
+            rc_cfg,
+            vec![
+                post(5, 600, 1),
+                post(0, 10, 0),
+                PollTx(4),
+                read_resp(0, 0, 0),
+                read_resp(0, 1, 1),
+                read_resp(0, 2, 2),
+                PollComp(2),
+                ack(5, 0, 0),
+                PollComp(2),
+            ],
+        ),
+        req_seed(
+            "rc-atomic-ack",
+            rc_cfg,
+            vec![
+                post(6, 8, 1),
+                post(7, 8, 1),
+                PollTx(4),
+                ReqStep::Resp(Resp { kind: 4, k: 0, value: 41, aux: 0x1F, ..Default::default() }),
+                ReqStep::Resp(Resp { kind: 4, k: 0, value: 42, aux: 0x1F, ..Default::default() }),
+                PollComp(4),
+            ],
+        ),
+        req_seed(
+            "rc-timeout-retransmit",
+            rc_cfg,
+            vec![post(3, 1000, 1), PollTx(8), Timer(0, 0), PollTx(8), ack(5, 0, 0), PollComp(2)],
+        ),
+        req_seed(
+            "rc-seq-nak",
+            rc_cfg,
+            vec![
+                post(0, 1000, 1),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 1, k: 0, j: 2, aux: 0, ..Default::default() }),
+                PollTx(8),
+                ack(5, 0, 0),
+                PollComp(2),
+            ],
+        ),
+        req_seed(
+            "rc-rnr",
+            rc_cfg,
+            vec![
+                post(0, 10, 1),
+                PollTx(2),
+                ReqStep::Resp(Resp { kind: 2, k: 0, j: 0, aux: 1, ..Default::default() }),
+                PollTx(2),
+                Timer(0, 0),
+                PollTx(2),
+                ack(5, 0, 0),
+                PollComp(2),
+            ],
+        ),
+        req_seed(
+            "rc-remote-access-error",
+            rc_cfg,
+            vec![
+                post(3, 10, 0),
+                post(0, 10, 1),
+                post(0, 10, 0),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 1, k: 1, aux: 2, ..Default::default() }),
+                PollComp(8),
+            ],
+        ),
+        req_seed(
+            "rc-retry-exhausted",
+            ReqCfg { retry_cnt: 1, ..rc_cfg },
+            vec![post(0, 10, 1), PollTx(2), Timer(0, 0), PollTx(2), Timer(0, 0), PollComp(2)],
+        ),
+        req_seed(
+            "rc-window-and-fence",
+            ReqCfg { max_inflight: 1, ..rc_cfg },
+            vec![
+                post(5, 300, 1),
+                post(0, 10, 3),
+                post(0, 10, 1),
+                PollTx(8),
+                read_resp(0, 0, 0),
+                read_resp(0, 1, 2),
+                PollTx(8),
+                ack(5, 0, 0),
+                PollTx(8),
+                ack(5, 0, 0),
+                PollComp(8),
+                SetError,
+            ],
+        ),
+        req_seed(
+            "rc-honest-peer",
+            rc_cfg,
+            {
+                let honest = |k| ReqStep::Resp(Resp { kind: 6, k, aux: 0x1F, ..Default::default() });
+                let mut v = vec![post(5, 700, 1), post(6, 8, 0), post(0, 300, 1), post(5, 100, 1), post(7, 8, 1)];
+                for _ in 0..4 {
+                    v.extend([PollTx(8), honest(0), honest(0), honest(1), PollComp(1)]);
+                }
+                v.push(PollComp(8));
+                v
+            },
+        ),
+        req_seed(
+            "uc-sends",
+            ReqCfg { transport: 3, ..rc_cfg },
+            vec![post(0, 700, 1), post(4, 20, 0), post(5, 8, 1), PollTx(8), PollComp(4), SetError, PollComp(4)],
+        ),
+        req_seed(
+            "ud-sends",
+            ReqCfg { transport: 4, ..rc_cfg },
+            vec![post(0, 200, 1), post(1, 20, 9), post(0, 300, 1), post(0, 1, 0x41), PollTx(8), PollComp(4)],
+        ),
+    ]
+}
