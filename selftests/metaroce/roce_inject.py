@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""roce_inject.py SRC DST COUNT KIND: sends COUNT RoCEv2 datagrams of one KIND from SRC to DST:4791.
+"""roce_inject.py SRC DST COUNT KIND [SRC DST COUNT KIND ...]: sends COUNT RoCEv2 datagrams of each
+KIND from SRC to DST:4791 (one process for all groups: Python starts slowly in a debug guest).
 
 KIND is one of
   valid      RC SEND-only packets with a correct ICRC (to QP 0x11, which does not exist)
@@ -74,8 +75,18 @@ def checksum(b: bytes) -> int:
 
 
 def main() -> int:
-    src, dst, count, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    args = sys.argv[1:]
+    if not args or len(args) % 4:
+        sys.exit(__doc__)
     self_check()
+    for g in range(0, len(args), 4):
+        send(args[g], args[g + 1], int(args[g + 2]), args[g + 3])
+    return 0
+
+
+def send(src: str, dst: str, count: int, kind: str) -> None:
+    if kind not in ("valid", "bad-icrc", "short", "bad-opcode"):
+        sys.exit(f"roce_inject: unknown kind {kind}")
     v6 = ":" in dst
     if v6:
         s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
@@ -109,7 +120,7 @@ def main() -> int:
                                        socket.inet_aton(src), socket.inet_aton(dst)))
             ip[10:12] = struct.pack(">H", checksum(bytes(ip)))
             s.sendto(bytes(ip) + udp + body, (dst, 0))
-    return 0
+    s.close()
 
 
 if __name__ == "__main__":

@@ -27,33 +27,32 @@ ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
 ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
 dmesg | grep -q "listening on UDP port 4791" || fail "no socket was opened"
 
-# counter NS DEV NAME: the value `rdma statistic` shows.
-counter() {
-  ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | awk -v n="$3" 'p { print; exit } $0 == n { p = 1 }'
+# stats NS DEV: "name value" lines of the port's counters, from one `rdma statistic` call.
+stats() { ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | awk 'p { print n, $0; p = 0; next } /^[a-z_]+$/ { n = $0; p = 1 }'; }
+# expect NS DEV name=value...: waits up to 10 s for all of them at once.
+expect() {
+  local ns=$1 dev=$2 want got i kv ok; shift 2
+  for ((i = 0; i < 20; i++)); do
+    got=$(stats "$ns" "$dev"); ok=1
+    for kv in "$@"; do grep -qx "${kv%=*} ${kv#*=}" <<<"$got" || ok=; done
+    [ -n "$ok" ] && return 0
+    sleep 0.5
+  done
+  echo "$got" | sed 's/^/  /'; fail "$dev counters: expected $*"
 }
-expect() { # NS DEV NAME VALUE
-  local v; mr_wait 10 sh -c "[ \"\$(ip netns exec $1 rdma statistic show link $2/1 | tr ' ' '\n' | awk -v n=$3 'p { print; exit } \$0 == n { p = 1 }')\" = $4 ]" \
-    || { v=$(counter "$1" "$2" "$3"); fail "$2 $3 is ${v:-missing}, expected $4"; }
-}
-for c in rcvd_pkts rcvd_malformed rcvd_icrc_err rcvd_no_qp; do expect mra mra0 $c 0; done
+zero="rcvd_pkts=0 rcvd_malformed=0 rcvd_icrc_err=0 rcvd_no_qp=0"
+expect mra mra0 $zero
 
-inject() { ip netns exec mrb python3 "$MR_SELFTESTS/roce_inject.py" "$@" || fail "roce_inject.py $*"; }
-inject $MR_ADDR_B $MR_ADDR_A 20 valid
-inject $MR_ADDR6_B $MR_ADDR6_A 10 valid
-inject $MR_ADDR_B $MR_ADDR_A 7 bad-icrc
-inject $MR_ADDR6_B $MR_ADDR6_A 5 bad-icrc
-inject $MR_ADDR_B $MR_ADDR_A 3 short
-inject $MR_ADDR6_B $MR_ADDR6_A 4 bad-opcode
+ip netns exec mrb python3 "$MR_SELFTESTS/roce_inject.py" \
+  $MR_ADDR_B $MR_ADDR_A 20 valid   $MR_ADDR6_B $MR_ADDR6_A 10 valid \
+  $MR_ADDR_B $MR_ADDR_A 7 bad-icrc $MR_ADDR6_B $MR_ADDR6_A 5 bad-icrc \
+  $MR_ADDR_B $MR_ADDR_A 3 short    $MR_ADDR6_B $MR_ADDR6_A 4 bad-opcode || fail "roce_inject.py"
 
 ip netns exec mra rdma statistic show link mra0/1
-expect mra mra0 rcvd_pkts 30
-expect mra mra0 rcvd_no_qp 30
-expect mra mra0 rcvd_icrc_err 12
-expect mra mra0 rcvd_malformed 7
-# 30 packets of 12 + 4 + 4 bytes (BTH, payload, ICRC).
-expect mra mra0 rcvd_bytes 600
+# 30 valid packets of 12 + 4 + 4 bytes (BTH, payload, ICRC); 12 bad ICRCs; 3 short + 4 bad opcodes.
+expect mra mra0 rcvd_pkts=30 rcvd_no_qp=30 rcvd_bytes=600 rcvd_icrc_err=12 rcvd_malformed=7
 # Nothing reached the sender's own device.
-for c in rcvd_pkts rcvd_malformed rcvd_icrc_err rcvd_no_qp; do expect mrb mrb0 $c 0; done
+expect mrb mrb0 $zero
 # The datagrams went to the tunnel socket, not to a socket queue (no UDP receive errors).
 udp4_err=$(ip netns exec mra awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) c[$i] = i; h = 1 } else print $c["InErrors"] }' /proc/net/snmp)
 udp6_err=$(ip netns exec mra awk '$1 == "Udp6InErrors" { print $2 }' /proc/net/snmp6)
