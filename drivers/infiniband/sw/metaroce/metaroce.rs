@@ -12,6 +12,8 @@ mod link;
 mod module;
 mod net;
 pub mod proto;
+mod qp;
+mod verbs;
 
 use module::MetaRoceModule;
 
