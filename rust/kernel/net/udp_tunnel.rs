@@ -482,7 +482,12 @@ mod tests {
         one[15] = 1;
         let v6 = round_trip(Family::Ipv6, IpAddr::V6(one))?;
         match (v4, v6) {
-            (true, true) => Ok(()),
+            (true, true) => {
+                // The selftests look for this line: a suite-level "ok" alone does not tell a
+                // passed round trip from a skipped one.
+                pr_info!("rust_metaroce_udp_tunnel: loopback round trip passed (IPv4, IPv6)\n");
+                Ok(())
+            }
             (false, false) => {
                 skip(c"loopback is down (boot-time run): nothing sent");
                 Ok(())

@@ -41,6 +41,43 @@ use crate::{
     },
     net::netdev::NetDevice,
     prelude::*,
+    rdma::{
+        ah::{
+            Ah,
+            NewAh, //
+        },
+        cq::{
+            Cq,
+            CqNotify,
+            NewCq,
+            WcArray, //
+        },
+        mr::{
+            AccessFlags,
+            Mr,
+            MrKeys,
+            UserMrRequest, //
+        },
+        pd::{
+            Origin,
+            Pd, //
+        },
+        qp::{
+            NewQp,
+            Qp,
+            QpAttr,
+            QpAttrMask,
+            QpAttrOut,
+            QpInitAttrOut, //
+        },
+        wr::{
+            PostError,
+            RecvWr,
+            RecvWrList,
+            SendWr,
+            SendWrList, //
+        },
+    },
     sync::aref::ARef,
     types::Opaque, //
 };
@@ -176,6 +213,9 @@ impl KernelCaps {
     /// `IBK_ALLOW_USER_UNREG`: `rdma link delete` may unregister the device.
     pub const ALLOW_USER_UNREG: Self =
         Self(bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64);
+    /// `IBK_LOCAL_DMA_LKEY`: kernel consumers use the device's `local_dma_lkey` (0 unless set)
+    /// for local access to kernel memory, so a PD needs no DMA MR (`get_dma_mr`).
+    pub const LOCAL_DMA_LKEY: Self = Self(bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY as u64);
 }
 
 impl core::ops::BitOr for KernelCaps {
@@ -511,6 +551,161 @@ pub trait Driver: Sized + 'static {
     /// (`disassociate_ucontext`): release whatever would keep the device from unregistering.
     /// ib_core itself zaps the user mappings made through `rdma_user_mmap_entry`. May sleep.
     fn disassociate_ucontext(_dev: &Device<Self>, _ctx: &Self::UcontextData) {}
+
+    // Verbs objects (`kernel::rdma::{pd, cq, qp, ah, mr, wr}`). Each object is allocated by
+    // ib_core (MRs: by the abstraction) with the driver data after the C struct; the data is
+    // initialised in place by the `create`/`alloc` hook's initialiser and dropped by the
+    // matching destroy, after the optional driver hook of that name ran.
+
+    /// The driver's data in each protection domain ([`Pd`]).
+    type PdData: Send + Sync;
+
+    /// The driver's data in each completion queue ([`Cq`]).
+    type CqData: Send + Sync;
+
+    /// The driver's data in each queue pair ([`Qp`]).
+    type QpData: Send + Sync;
+
+    /// The driver's data in each address handle ([`Ah`]).
+    type AhData: Send + Sync;
+
+    /// The driver's data in each memory region ([`Mr`]).
+    type MrData: Send + Sync;
+
+    /// Creates the data of a new protection domain (`alloc_pd`). Process context, may sleep.
+    ///
+    /// Implementing it installs `dealloc_pd`, which calls [`Driver::dealloc_pd`] and drops the
+    /// data. Kernel PDs need either [`KernelCaps::LOCAL_DMA_LKEY`] or [`Driver::get_dma_mr`]
+    /// (ib_core asks for a DMA MR otherwise); the abstraction refuses the PD with `EOPNOTSUPP`
+    /// when neither is there, and likewise `IB_PD_UNSAFE_GLOBAL_RKEY` without `get_dma_mr`.
+    fn alloc_pd(_dev: &Device<Self>, _origin: Origin) -> Result<impl PinInit<Self::PdData, Error>> {
+        vtable_default::<Result<Self::PdData>>()
+    }
+
+    /// Called before a PD's data is dropped (`dealloc_pd`). Process context, may sleep. ib_core
+    /// only deallocates a PD that no object uses any more.
+    fn dealloc_pd(_pd: &Pd<Self>) {}
+
+    /// Creates the data of a new completion queue (`create_cq`). Process context, may sleep.
+    ///
+    /// The abstraction sets the CQ's size (`ib_cq::cqe`) to the requested one before the call;
+    /// [`NewCq::set_cqe`] reports a larger one. Implementing it installs `destroy_cq`, which
+    /// calls [`Driver::destroy_cq`] and drops the data. User CQs ([`Origin::User`]) have had
+    /// any driver-specific udata rejected.
+    fn create_cq(_cq: &mut NewCq<'_, Self>) -> Result<impl PinInit<Self::CqData, Error>> {
+        vtable_default::<Result<Self::CqData>>()
+    }
+
+    /// Called before a CQ's data is dropped (`destroy_cq`). Process context, may sleep. ib_core
+    /// destroys a CQ only once no QP uses it; for kernel CQs it has stopped polling first.
+    fn destroy_cq(_cq: &Cq<Self>) {}
+
+    /// Moves up to `wc.capacity()` completions into `wc` (`poll_cq`).
+    ///
+    /// **Must not sleep**: consumers poll from softirq (`IB_POLL_SOFTIRQ`), from their
+    /// completion handler, and with spinlocks held and IRQs disabled.
+    fn poll_cq(_cq: &Cq<Self>, _wc: &mut WcArray<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Arms the CQ's completion notification (`req_notify_cq`).
+    ///
+    /// Returns whether completions may have been missed: `true` only when
+    /// `notify.report_missed` is set and the CQ is not empty (then ib_core's consumer polls
+    /// again instead of waiting for the handler). **Must not sleep** (same contexts as
+    /// [`Driver::poll_cq`]).
+    fn req_notify_cq(_cq: &Cq<Self>, _notify: CqNotify) -> Result<bool> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the data of a new queue pair (`create_qp`). Process context, may sleep.
+    ///
+    /// The driver assigns the QP number ([`NewQp::set_qp_num`]; 1 for GSI, 0 for SMI) and
+    /// reports the capabilities it granted ([`NewQp::set_cap`]). Implementing it installs
+    /// `destroy_qp`, which calls [`Driver::destroy_qp`] and drops the data.
+    fn create_qp(_qp: &mut NewQp<'_, Self>) -> Result<impl PinInit<Self::QpData, Error>> {
+        vtable_default::<Result<Self::QpData>>()
+    }
+
+    /// Called before a QP's data is dropped (`destroy_qp`). Process context, may sleep.
+    /// Completions naming the QP that are still in CQs should be removed here: consumers must
+    /// not see a destroyed QP.
+    fn destroy_qp(_qp: &Qp<Self>) {}
+
+    /// Modifies a QP (`modify_qp`): only the attributes in `mask` are meaningful. Process
+    /// context, may sleep. [`modify_is_ok`](crate::rdma::qp::modify_is_ok) checks a transition against the IB spec's table.
+    fn modify_qp(_qp: &Qp<Self>, _attr: &QpAttr, _mask: QpAttrMask) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reports a QP's attributes (`query_qp`); both outputs are zeroed before the call.
+    /// Process context, may sleep (`rdma res show qp`, uverbs, ib_cm).
+    fn query_qp(_qp: &Qp<Self>, _attr: &mut QpAttrOut, _init: &mut QpInitAttrOut) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of send work requests (`post_send`).
+    ///
+    /// **Must not sleep or allocate with `GFP_KERNEL`**: kernel consumers post with spinlocks
+    /// held and IRQs disabled (ib_mad posts under a spinlock taken with `spin_lock_irqsave`).
+    /// On error, report the first request not posted; the ones before it stay posted.
+    fn post_send<'a>(
+        _qp: &Qp<Self>,
+        _wrs: SendWrList<'a, Self>,
+    ) -> Result<(), PostError<SendWr<'a, Self>>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of receive work requests (`post_recv`). **Must not sleep** (same contexts
+    /// as [`Driver::post_send`]).
+    fn post_recv<'a>(_qp: &Qp<Self>, _wrs: RecvWrList<'a>) -> Result<(), PostError<RecvWr<'a>>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the data of a new kernel address handle (`create_ah`).
+    ///
+    /// **May be called in atomic context** (ib_cm, ib_sa and ib_mad create AHs under spinlocks):
+    /// [`NewAh::may_sleep`] tells (`RDMA_CREATE_AH_SLEEPABLE`), and any allocation must use
+    /// [`NewAh::gfp`]. ib_core allocated the object itself accordingly. Implementing it
+    /// installs `destroy_ah`, which calls [`Driver::destroy_ah`] and drops the data. User AHs
+    /// (`create_user_ah`) are not installed, so uverbs does not offer the command.
+    fn create_ah(_ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<Self::AhData, Error>> {
+        vtable_default::<Result<Self::AhData>>()
+    }
+
+    /// Called before an AH's data is dropped (`destroy_ah`). May be in atomic context unless
+    /// `may_sleep` (`RDMA_DESTROY_AH_SLEEPABLE`).
+    fn destroy_ah(_ah: &Ah<Self>, _may_sleep: bool) {}
+
+    /// Creates a DMA memory region of `pd` covering all of kernel memory (`get_dma_mr`), for
+    /// `IB_PD_UNSAFE_GLOBAL_RKEY` PDs (and kernel PDs of a device without
+    /// [`KernelCaps::LOCAL_DMA_LKEY`]). Process context, may sleep. Returns the region's keys
+    /// and the initialiser of its data; the abstraction allocates the object.
+    fn get_dma_mr(
+        _pd: &Pd<Self>,
+        _access: AccessFlags,
+    ) -> Result<(MrKeys, impl PinInit<Self::MrData, Error>)> {
+        vtable_default::<(MrKeys, Result<Self::MrData>)>()
+    }
+
+    /// Registers user memory as a memory region (`reg_user_mr`). Process context, may sleep.
+    fn reg_user_mr(
+        _pd: &Pd<Self>,
+        _req: &UserMrRequest,
+    ) -> Result<(MrKeys, impl PinInit<Self::MrData, Error>)> {
+        vtable_default::<(MrKeys, Result<Self::MrData>)>()
+    }
+
+    /// Called before an MR's data is dropped and its object freed (`dereg_mr`). Process
+    /// context, may sleep.
+    fn dereg_mr(_mr: &Mr<Self>) {}
+}
+
+/// The body of a default `#[vtable]` method returning `Result<impl ...>`: it names a concrete
+/// type for the opaque return type and fails the build if it is ever called (the hook is not
+/// installed unless the driver implements it).
+fn vtable_default<R>() -> Result<R> {
+    build_error!(VTABLE_DEFAULT_ERROR)
 }
 
 /// A typed RDMA device: the C `struct ib_device` followed by the driver's data.
@@ -606,7 +801,7 @@ impl<T: Driver> Device<T> {
     ///
     /// `ptr` must point to the `ib_device` of a `Device<T>` whose data is initialised and stays
     /// so for `'a` (e.g. a driver callback's argument).
-    unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ibdev` is the first field of the `repr(C)` `Self`, so the container is at the
         // same address; validity is guaranteed by the caller.
         unsafe { &*crate::container_of!(Opaque::cast_from(ptr), Self, ibdev) }
@@ -877,7 +1072,7 @@ struct Ucontext<T: Driver> {
 }
 
 /// The `ib_device_ops` adapters of driver `T`.
-struct Adapter<T: Driver>(PhantomData<T>);
+pub(super) struct Adapter<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> Adapter<T> {
     const OPS: bindings::ib_device_ops = {
@@ -913,6 +1108,7 @@ impl<T: Driver> Adapter<T> {
             ops.disassociate_ucontext = Some(Self::disassociate_ucontext_callback);
             ops.size_ib_ucontext = size_of::<Ucontext<T>>();
         }
+        Self::fill_verbs_ops(&mut ops);
         ops
     };
 
@@ -1105,6 +1301,65 @@ impl<T: Driver> Adapter<T> {
             let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc);
             let dev = Device::<T>::from_raw((*ibuc).device);
             T::disassociate_ucontext(dev, &(*uc).data);
+        }
+    }
+}
+
+impl<T: Driver> Adapter<T> {
+    /// Installs the verbs-object hooks the driver implements, with the object sizes ib_core
+    /// allocates for them.
+    const fn fill_verbs_ops(ops: &mut bindings::ib_device_ops) {
+        // ib_core allocates the objects with `kzalloc`, which guarantees the alignment of `u64`.
+        assert!(align_of::<Pd<T>>() <= align_of::<u64>());
+        assert!(align_of::<Cq<T>>() <= align_of::<u64>());
+        assert!(align_of::<Qp<T>>() <= align_of::<u64>());
+        assert!(align_of::<Ah<T>>() <= align_of::<u64>());
+        if T::HAS_ALLOC_PD {
+            ops.alloc_pd = Some(Self::alloc_pd_callback);
+            ops.dealloc_pd = Some(Self::dealloc_pd_callback);
+            ops.size_ib_pd = size_of::<Pd<T>>();
+        }
+        if T::HAS_CREATE_CQ {
+            ops.create_cq = Some(Self::create_cq_callback);
+            ops.destroy_cq = Some(Self::destroy_cq_callback);
+            ops.size_ib_cq = size_of::<Cq<T>>();
+        }
+        if T::HAS_POLL_CQ {
+            ops.poll_cq = Some(Self::poll_cq_callback);
+        }
+        if T::HAS_REQ_NOTIFY_CQ {
+            ops.req_notify_cq = Some(Self::req_notify_cq_callback);
+        }
+        if T::HAS_CREATE_QP {
+            ops.create_qp = Some(Self::create_qp_callback);
+            ops.destroy_qp = Some(Self::destroy_qp_callback);
+            ops.size_ib_qp = size_of::<Qp<T>>();
+        }
+        if T::HAS_MODIFY_QP {
+            ops.modify_qp = Some(Self::modify_qp_callback);
+        }
+        if T::HAS_QUERY_QP {
+            ops.query_qp = Some(Self::query_qp_callback);
+        }
+        if T::HAS_POST_SEND {
+            ops.post_send = Some(Self::post_send_callback);
+        }
+        if T::HAS_POST_RECV {
+            ops.post_recv = Some(Self::post_recv_callback);
+        }
+        if T::HAS_CREATE_AH {
+            ops.create_ah = Some(Self::create_ah_callback);
+            ops.destroy_ah = Some(Self::destroy_ah_callback);
+            ops.size_ib_ah = size_of::<Ah<T>>();
+        }
+        if T::HAS_GET_DMA_MR {
+            ops.get_dma_mr = Some(Self::get_dma_mr_callback);
+        }
+        if T::HAS_REG_USER_MR {
+            ops.reg_user_mr = Some(Self::reg_user_mr_callback);
+        }
+        if T::HAS_GET_DMA_MR || T::HAS_REG_USER_MR {
+            ops.dereg_mr = Some(Self::dereg_mr_callback);
         }
     }
 }

@@ -2,18 +2,31 @@
 
 //! The MetaRoCE RDMA device: its data and its ib_core hooks (queries and user contexts).
 
+use crate::qp::{MetaRoceQp, MAX_QP, MAX_QP_WR, MAX_SGE, MIN_QPN};
+use crate::verbs::{
+    MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRocePd, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_PD,
+};
 use core::sync::atomic::{
     AtomicBool,
     AtomicU32,
     AtomicU64,
     Ordering, //
 };
+use kernel::id_pool::IdPool;
 use kernel::net::netdev::NetDevice;
+use kernel::new_mutex;
 use kernel::prelude::*;
+use kernel::rdma::ah::{Ah, NewAh};
+use kernel::rdma::cq::{Cq, CqNotify, NewCq, WcArray};
 use kernel::rdma::device::{
     CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
     PortAttr, PortImmutable, PortState, StatDesc, DEFAULT_PKEY_FULL,
 };
+use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
+use kernel::rdma::pd::{Origin, Pd};
+use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
+use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
+use kernel::sync::Mutex;
 
 /// The only port of a MetaRoCE device (IB ports are numbered from 1).
 pub(crate) const PORT: u32 = 1;
@@ -97,7 +110,15 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
 /// The MetaRoCE driver's ib_core operations.
 pub(crate) struct MetaRoceDriver;
 
+/// Verbs objects of a device, counted against the limits `query_device` reports.
+pub(crate) struct ObjectCounts {
+    pub(crate) pds: AtomicU32,
+    pub(crate) cqs: AtomicU32,
+    pub(crate) ahs: AtomicU32,
+}
+
 /// The driver data of one MetaRoCE device.
+#[pin_data]
 pub(crate) struct MetaRoceDev {
     /// EUI-64 derived from the netdev's MAC address, network byte order (node and system image
     /// GUID, as rdma_rxe derives them).
@@ -108,17 +129,83 @@ pub(crate) struct MetaRoceDev {
     port_active: AtomicBool,
     /// Port counters, indexed by [`Counter`].
     counters: [AtomicU64; NUM_COUNTERS],
+    /// Verbs objects in use.
+    pub(crate) objects: ObjectCounts,
+    /// Whether the GSI QP (QP1) exists.
+    gsi: AtomicBool,
+    /// QP numbers in use (below [`MAX_QP`]; 0 and 1 are never taken from it).
+    #[pin]
+    qpns: Mutex<IdPool>,
+    /// Memory region indices in use (below [`MAX_MR`]; index 0 is never taken).
+    #[pin]
+    mr_indices: Mutex<IdPool>,
 }
 
 impl MetaRoceDev {
     /// Data for a device on a netdev with MAC address `mac`.
-    pub(crate) fn new(mac: &[u8; 6], netdev: &NetDevice) -> Self {
-        Self {
-            guid_be: eui64_from_mac(mac),
+    pub(crate) fn new(mac: &[u8; 6], netdev: &NetDevice) -> impl PinInit<Self, Error> {
+        let guid_be = eui64_from_mac(mac);
+        let active = PortState::of_netdev(netdev) == PortState::Active;
+        try_pin_init!(Self {
+            guid_be,
             ucontexts: AtomicU32::new(0),
-            port_active: AtomicBool::new(PortState::of_netdev(netdev) == PortState::Active),
+            port_active: AtomicBool::new(active),
             counters: [const { AtomicU64::new(0) }; NUM_COUNTERS],
+            objects: ObjectCounts {
+                pds: AtomicU32::new(0),
+                cqs: AtomicU32::new(0),
+                ahs: AtomicU32::new(0),
+            },
+            gsi: AtomicBool::new(false),
+            qpns <- new_mutex!(IdPool::with_capacity(MAX_QP as usize, GFP_KERNEL)?, "metaroce_qpns"),
+            mr_indices <- new_mutex!(
+                IdPool::with_capacity(MAX_MR as usize, GFP_KERNEL)?,
+                "metaroce_mr_indices"
+            ),
+        })
+    }
+
+    /// Allocates a QP number: 1 for the GSI QP (one per device, `EBUSY` for a second),
+    /// otherwise the lowest free number from [`MIN_QPN`] (`ENOMEM` when all are taken).
+    /// Process context (takes a mutex).
+    pub(crate) fn alloc_qpn(&self, gsi: bool) -> Result<u32> {
+        if gsi {
+            return if self.gsi.swap(true, Ordering::AcqRel) {
+                Err(EBUSY)
+            } else {
+                Ok(1)
+            };
         }
+        let mut pool = self.qpns.lock();
+        let id = pool.find_unused_id(MIN_QPN as usize).ok_or(ENOMEM)?;
+        if id.as_u32() >= MAX_QP {
+            return Err(ENOMEM);
+        }
+        Ok(id.acquire() as u32)
+    }
+
+    /// Gives back a QP number from [`MetaRoceDev::alloc_qpn`]. Process context.
+    pub(crate) fn free_qpn(&self, qpn: u32) {
+        if qpn == 1 {
+            self.gsi.store(false, Ordering::Release);
+        } else {
+            self.qpns.lock().release_id(qpn as usize);
+        }
+    }
+
+    /// Allocates a memory region index (never 0). Process context.
+    pub(crate) fn alloc_mr_index(&self) -> Result<usize> {
+        let mut pool = self.mr_indices.lock();
+        let id = pool.find_unused_id(1).ok_or(ENOMEM)?;
+        if id.as_u32() >= MAX_MR {
+            return Err(ENOMEM);
+        }
+        Ok(id.acquire())
+    }
+
+    /// Gives back an index from [`MetaRoceDev::alloc_mr_index`]. Process context.
+    pub(crate) fn free_mr_index(&self, index: usize) {
+        self.mr_indices.lock().release_id(index);
     }
 
     /// Adds `n` to counter `c`.
@@ -177,6 +264,11 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     type OwnerModule = crate::module::MetaRoceModule;
     type Data = MetaRoceDev;
     type UcontextData = UserContext;
+    type PdData = MetaRocePd;
+    type CqData = MetaRoceCq;
+    type QpData = MetaRoceQp;
+    type AhData = MetaRoceAh;
+    type MrData = MetaRoceMr;
 
     // MetaRoCE implements rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so that the
     // stock librxe provider drives it; Kconfig keeps RDMA_RXE out of the same kernel.
@@ -190,8 +282,20 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_pkeys(PKEY_TBL_LEN)
             .local_ca_ack_delay(LOCAL_CA_ACK_DELAY)
             .device_caps(DeviceCaps::PORT_ACTIVE_EVENT | DeviceCaps::SYS_IMAGE_GUID)
-            // `rdma link delete` may remove the device.
-            .kernel_caps(KernelCaps::ALLOW_USER_UNREG);
+            .max_qp(MAX_QP - MIN_QPN)
+            .max_qp_wr(MAX_QP_WR)
+            .max_send_sge(MAX_SGE)
+            .max_recv_sge(MAX_SGE)
+            .max_sge_rd(MAX_SGE)
+            .max_cq(MAX_CQ)
+            .max_cqe(MAX_CQE)
+            .max_pd(MAX_PD)
+            .max_ah(MAX_AH)
+            .max_mr(MAX_MR - 1)
+            .max_mr_size(u64::MAX)
+            // `rdma link delete` may remove the device; kernel consumers address memory by
+            // kernel virtual address under the device's `local_dma_lkey` (0).
+            .kernel_caps(KernelCaps::ALLOW_USER_UNREG | KernelCaps::LOCAL_DMA_LKEY);
         Ok(())
     }
 
@@ -251,6 +355,87 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn dealloc_ucontext(dev: &Device<Self>, _ctx: &UserContext) {
         dev.ucontexts.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn alloc_pd(dev: &Device<Self>, origin: Origin) -> Result<impl PinInit<MetaRocePd, Error>> {
+        // Plain data initialises in place through `Result<T, Error>: PinInit<T, Error>`.
+        crate::verbs::alloc_pd(dev, origin).map(Ok::<_, Error>)
+    }
+
+    fn dealloc_pd(pd: &Pd<Self>) {
+        crate::verbs::dealloc_pd(pd)
+    }
+
+    fn create_cq(cq: &mut NewCq<'_, Self>) -> Result<impl PinInit<MetaRoceCq, Error>> {
+        crate::verbs::create_cq(cq)
+    }
+
+    fn destroy_cq(cq: &Cq<Self>) {
+        crate::verbs::destroy_cq(cq)
+    }
+
+    fn poll_cq(cq: &Cq<Self>, wc: &mut WcArray<'_>) -> Result {
+        crate::verbs::poll_cq(cq, wc)
+    }
+
+    fn req_notify_cq(cq: &Cq<Self>, notify: CqNotify) -> Result<bool> {
+        crate::verbs::req_notify_cq(cq, notify)
+    }
+
+    fn create_qp(qp: &mut NewQp<'_, Self>) -> Result<impl PinInit<MetaRoceQp, Error>> {
+        crate::qp::create_qp(qp)
+    }
+
+    fn destroy_qp(qp: &Qp<Self>) {
+        crate::qp::destroy_qp(qp)
+    }
+
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: QpAttrMask) -> Result {
+        crate::qp::modify_qp(qp, attr, mask)
+    }
+
+    fn query_qp(qp: &Qp<Self>, attr: &mut QpAttrOut, init: &mut QpInitAttrOut) -> Result {
+        crate::qp::query_qp(qp, attr, init)
+    }
+
+    fn post_send<'a>(
+        qp: &Qp<Self>,
+        wrs: SendWrList<'a, Self>,
+    ) -> Result<(), PostError<SendWr<'a, Self>>> {
+        crate::qp::post_send(qp, wrs)
+    }
+
+    fn post_recv<'a>(qp: &Qp<Self>, wrs: RecvWrList<'a>) -> Result<(), PostError<RecvWr<'a>>> {
+        crate::qp::post_recv(qp, wrs)
+    }
+
+    fn create_ah(ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<MetaRoceAh, Error>> {
+        crate::verbs::create_ah(ah).map(Ok::<_, Error>)
+    }
+
+    fn destroy_ah(ah: &Ah<Self>, _may_sleep: bool) {
+        crate::verbs::give(&ah.device().objects.ahs);
+    }
+
+    fn get_dma_mr(
+        pd: &Pd<Self>,
+        access: AccessFlags,
+    ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
+        crate::verbs::get_dma_mr(pd, access).map(|(keys, mr)| (keys, Ok::<_, Error>(mr)))
+    }
+
+    /// User memory registration needs the pinned-umem abstraction (issue 4, item 2); until
+    /// then the hook exists (ib_core offers kernel verbs only to devices that have it) and
+    /// refuses every request.
+    fn reg_user_mr(
+        _pd: &Pd<Self>,
+        _req: &UserMrRequest,
+    ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
+        Err::<(MrKeys, Result<MetaRoceMr>), _>(EOPNOTSUPP)
+    }
+
+    fn dereg_mr(mr: &Mr<Self>) {
+        crate::verbs::dereg_mr(mr)
     }
 }
 

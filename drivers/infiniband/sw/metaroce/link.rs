@@ -40,7 +40,7 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str) -> Result 
         pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
     })?;
 
-    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, Ok(MetaRoceDev::new(&mac, netdev)))?;
+    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev))?;
     let guid = dev.guid_be();
     dev.set_node_guid(guid);
     dev.set_node_desc("metaroce");

@@ -13,6 +13,8 @@ mod module;
 mod net;
 mod ns;
 pub mod proto;
+mod qp;
+mod verbs;
 
 use module::MetaRoceModule;
 

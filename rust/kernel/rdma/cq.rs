@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues (`struct ib_cq`) and work completions (`struct ib_wc`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! A [`Cq<T>`] is allocated by ib_core (`ops.size_ib_cq`) and holds the C `struct ib_cq`
+//! followed by [`Driver::CqData`], initialised in place from [`Driver::create_cq`] and dropped
+//! in `destroy_cq`. The driver keeps its completions in its data and copies them out in
+//! [`Driver::poll_cq`] through a [`WcArray`]; [`Cq::notify_completion`] calls the consumer's
+//! completion handler.
+
+use super::{
+    device::{
+        Adapter,
+        Device,
+        Driver, //
+    },
+    pd::Origin,
+    qp::QpId,
+};
+use crate::{
+    bindings,
+    error::from_result,
+    prelude::*,
+    types::Opaque, //
+};
+use core::{
+    marker::PhantomData,
+    ops::Deref, //
+};
+
+/// A completion queue: the C `struct ib_cq` followed by the driver's data.
+///
+/// # Invariants
+///
+/// - Allocated by ib_core with `size_ib_cq == size_of::<Self>()`; `ibcq.device` is a
+///   [`Device<T>`] whose data outlives the CQ.
+/// - `data` is initialised for as long as a `&Cq<T>` exists: between a successful
+///   `create_cq` and `destroy_cq`.
+#[repr(C)]
+pub struct Cq<T: Driver> {
+    ibcq: Opaque<bindings::ib_cq>,
+    data: T::CqData,
+}
+
+// SAFETY: `struct ib_cq` may be used from any thread; `T::CqData` is `Send`.
+unsafe impl<T: Driver> Send for Cq<T> {}
+// SAFETY: `&Cq<T>` methods only read fields fixed while the CQ exists or call ib_core functions
+// that may run concurrently; `T::CqData` is `Sync`.
+unsafe impl<T: Driver> Sync for Cq<T> {}
+
+impl<T: Driver> Deref for Cq<T> {
+    type Target = T::CqData;
+
+    fn deref(&self) -> &T::CqData {
+        &self.data
+    }
+}
+
+/// The CQ event a driver may report (`enum ib_event_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqEvent {
+    /// `IB_EVENT_CQ_ERR`: the CQ overflowed or failed; it is unusable.
+    Error,
+}
+
+impl<T: Driver> Cq<T> {
+    /// # Safety
+    ///
+    /// `ptr` points to the `ib_cq` of a `Cq<T>` whose data is initialised and stays so for `'a`.
+    pub(super) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cq) -> &'a Self {
+        // SAFETY: `ibcq` is the first field of the `repr(C)` `Self`; the caller guarantees the
+        // rest.
+        unsafe { &*crate::container_of!(Opaque::cast_from(ptr), Self, ibcq) }
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_cq {
+        self.ibcq.get()
+    }
+
+    /// The device of the CQ.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: `device` is set before `create_cq` and never changes; the device's data
+        // outlives the CQ (type invariant).
+        unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// Whether a kernel consumer or a user process owns the CQ.
+    pub fn origin(&self) -> Origin {
+        // SAFETY: `uobject` is set before `create_cq` and never changes.
+        if unsafe { (*self.as_raw()).uobject }.is_null() {
+            Origin::Kernel
+        } else {
+            Origin::User
+        }
+    }
+
+    /// Calls the consumer's completion handler (`ib_cq::comp_handler`), if it has one.
+    ///
+    /// Call it when a completion arrives on an armed CQ (see [`Driver::req_notify_cq`]), once
+    /// per arming. Any context: the handlers ib_core installs only schedule work or softirq
+    /// polling, but older consumers poll the CQ from the handler, so never call it with a lock
+    /// held that [`Driver::poll_cq`] takes. Do not call it concurrently for one CQ.
+    pub fn notify_completion(&self) {
+        let cq = self.as_raw();
+        // SAFETY: The CQ is valid; ib_core sets `comp_handler` and `cq_context` when creating
+        // the CQ (kernel CQs: right after `create_cq` returns, before the CQ is used) and they
+        // stay valid until `destroy_cq`, which cannot have run while `&self` exists.
+        unsafe {
+            if let Some(handler) = (*cq).comp_handler {
+                handler(cq, (*cq).cq_context);
+            }
+        }
+    }
+
+    /// Reports an asynchronous CQ event to the consumer (`ib_cq::event_handler`).
+    ///
+    /// Process context only (consumers expect their event handlers to run from a workqueue).
+    pub fn dispatch_event(&self, event: CqEvent) {
+        let cq = self.as_raw();
+        let raw = match event {
+            CqEvent::Error => bindings::ib_event_type_IB_EVENT_CQ_ERR,
+        };
+        // SAFETY: The CQ is valid; `event_handler` and `cq_context` are set by ib_core at
+        // creation; the event lives on the stack for the synchronous call.
+        unsafe {
+            if let Some(handler) = (*cq).event_handler {
+                let mut ev: bindings::ib_event = pin_init::zeroed();
+                ev.device = (*cq).device;
+                ev.element.cq = cq;
+                ev.event = raw;
+                handler(&mut ev, (*cq).cq_context);
+            }
+        }
+    }
+}
+
+/// A completion queue being created, handed to [`Driver::create_cq`].
+///
+/// # Invariants
+///
+/// `cq` is the zeroed `Cq<T>` allocation ib_core is creating, with `device` set; its data is
+/// not initialised.
+pub struct NewCq<'a, T: Driver> {
+    cq: *mut bindings::ib_cq,
+    attr: &'a bindings::ib_cq_init_attr,
+    origin: Origin,
+    _p: PhantomData<T>,
+}
+
+impl<T: Driver> NewCq<'_, T> {
+    /// The device of the new CQ.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: `device` is set by ib_core before `create_cq`; the device is live.
+        unsafe { Device::from_raw((*self.cq).device) }
+    }
+
+    /// Who creates the CQ.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// The number of entries asked for (at least 1 for kernel CQs).
+    pub fn requested_cqe(&self) -> u32 {
+        self.attr.cqe
+    }
+
+    /// The completion vector asked for.
+    pub fn comp_vector(&self) -> u32 {
+        self.attr.comp_vector
+    }
+
+    /// The creation flags (`IB_UVERBS_CQ_FLAGS_*`), 0 for the usual CQ.
+    pub fn flags(&self) -> u32 {
+        self.attr.flags
+    }
+
+    /// Reports the actual number of entries (`ib_cq::cqe`), if larger than requested.
+    pub fn set_cqe(&mut self, cqe: u32) -> Result {
+        let cqe = c_int::try_from(cqe).map_err(|_| EINVAL)?;
+        // SAFETY: The allocation is ours until `create_cq` returns (type invariant).
+        unsafe { (*self.cq).cqe = cqe };
+        Ok(())
+    }
+}
+
+/// How a CQ is armed (`enum ib_cq_notify_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqArm {
+    /// `IB_CQ_NEXT_COMP`: notify on the next completion.
+    NextComp,
+    /// `IB_CQ_SOLICITED`: notify on the next solicited completion (or error).
+    Solicited,
+}
+
+/// The arguments of [`Driver::req_notify_cq`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqNotify {
+    /// Which completion triggers the handler.
+    pub arm: CqArm,
+    /// `IB_CQ_REPORT_MISSED_EVENTS`: return `true` if the CQ already holds completions.
+    pub report_missed: bool,
+}
+
+/// Work completion status (`enum ib_wc_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WcStatus {
+    /// Success.
+    Success = bindings::ib_wc_status_IB_WC_SUCCESS,
+    /// Local length error.
+    LocLenErr = bindings::ib_wc_status_IB_WC_LOC_LEN_ERR,
+    /// Local QP operation error.
+    LocQpOpErr = bindings::ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+    /// Local protection error.
+    LocProtErr = bindings::ib_wc_status_IB_WC_LOC_PROT_ERR,
+    /// Flushed: the QP is in the error state.
+    WrFlushErr = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+    /// Memory window bind error.
+    MwBindErr = bindings::ib_wc_status_IB_WC_MW_BIND_ERR,
+    /// Bad response.
+    BadRespErr = bindings::ib_wc_status_IB_WC_BAD_RESP_ERR,
+    /// Local access error.
+    LocAccessErr = bindings::ib_wc_status_IB_WC_LOC_ACCESS_ERR,
+    /// Remote invalid request.
+    RemInvReqErr = bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+    /// Remote access error.
+    RemAccessErr = bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+    /// Remote operational error.
+    RemOpErr = bindings::ib_wc_status_IB_WC_REM_OP_ERR,
+    /// Transport retry counter exceeded.
+    RetryExcErr = bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+    /// RNR retry counter exceeded.
+    RnrRetryExcErr = bindings::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
+    /// Remote invalid RD request.
+    RemInvRdReqErr = bindings::ib_wc_status_IB_WC_REM_INV_RD_REQ_ERR,
+    /// Remote aborted.
+    RemAbortErr = bindings::ib_wc_status_IB_WC_REM_ABORT_ERR,
+    /// Fatal error.
+    FatalErr = bindings::ib_wc_status_IB_WC_FATAL_ERR,
+    /// Response timeout.
+    RespTimeoutErr = bindings::ib_wc_status_IB_WC_RESP_TIMEOUT_ERR,
+    /// General error.
+    GeneralErr = bindings::ib_wc_status_IB_WC_GENERAL_ERR,
+}
+
+/// Work completion opcode (`enum ib_wc_opcode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum WcOpcode {
+    /// A send (SEND, SEND with immediate or invalidate).
+    Send = bindings::ib_wc_opcode_IB_WC_SEND,
+    /// An RDMA WRITE (with or without immediate).
+    RdmaWrite = bindings::ib_wc_opcode_IB_WC_RDMA_WRITE,
+    /// An RDMA READ.
+    RdmaRead = bindings::ib_wc_opcode_IB_WC_RDMA_READ,
+    /// A compare-and-swap.
+    CompSwap = bindings::ib_wc_opcode_IB_WC_COMP_SWAP,
+    /// A fetch-and-add.
+    FetchAdd = bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
+    /// A memory window bind.
+    BindMw = bindings::ib_wc_opcode_IB_WC_BIND_MW,
+    /// A local invalidate.
+    LocalInv = bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
+    /// A fast memory registration.
+    RegMr = bindings::ib_wc_opcode_IB_WC_REG_MR,
+    /// A received SEND.
+    Recv = bindings::ib_wc_opcode_IB_WC_RECV,
+    /// A received RDMA WRITE with immediate data.
+    RecvRdmaWithImm = bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+}
+
+/// Work completion flags (`enum ib_wc_flags`) other than those [`WorkCompletion`] derives
+/// (`IB_WC_WITH_IMM`, `IB_WC_WITH_INVALIDATE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WcFlags(u32);
+
+impl WcFlags {
+    /// None.
+    pub const NONE: Self = Self(0);
+    /// `IB_WC_GRH`: the first 40 bytes of the receive buffer hold a GRH (UD, GSI).
+    pub const GRH: Self = Self(bindings::ib_wc_flags_IB_WC_GRH);
+    /// `IB_WC_WITH_SMAC`: `smac` is valid.
+    pub const WITH_SMAC: Self = Self(bindings::ib_wc_flags_IB_WC_WITH_SMAC);
+    /// `IB_WC_WITH_VLAN`: `vlan_id` is valid.
+    pub const WITH_VLAN: Self = Self(bindings::ib_wc_flags_IB_WC_WITH_VLAN);
+    /// `IB_WC_WITH_NETWORK_HDR_TYPE`: `network_hdr_type` is valid.
+    pub const WITH_NETWORK_HDR_TYPE: Self =
+        Self(bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE);
+}
+
+impl core::ops::BitOr for WcFlags {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// A work completion as the driver keeps it; [`WcArray::push`] writes it into an `ib_wc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The work request's `wr_id` (for kernel consumers often a `struct ib_cqe` pointer,
+    /// returned as is).
+    pub wr_id: u64,
+    /// Status.
+    pub status: WcStatus,
+    /// Opcode.
+    pub opcode: WcOpcode,
+    /// Vendor error syndrome.
+    pub vendor_err: u32,
+    /// Bytes transferred (receives: including the 40-byte GRH area on UD/GSI).
+    pub byte_len: u32,
+    /// The QP the work request belonged to.
+    pub qp: QpId,
+    /// Immediate data in host order (sets `IB_WC_WITH_IMM`).
+    pub imm: Option<u32>,
+    /// R_Key invalidated by a SEND with invalidate (sets `IB_WC_WITH_INVALIDATE`); exclusive
+    /// with `imm`, which wins.
+    pub invalidate_rkey: Option<u32>,
+    /// Source QP (UD, GSI).
+    pub src_qp: u32,
+    /// Source LID (0 on RoCE).
+    pub slid: u32,
+    /// Other flags.
+    pub flags: WcFlags,
+    /// P_Key index (GSI).
+    pub pkey_index: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Source MAC (with [`WcFlags::WITH_SMAC`]).
+    pub smac: [u8; 6],
+    /// VLAN id (with [`WcFlags::WITH_VLAN`]).
+    pub vlan_id: u16,
+    /// `RDMA_NETWORK_*` (with [`WcFlags::WITH_NETWORK_HDR_TYPE`]).
+    pub network_hdr_type: u8,
+    /// Port number (only for directed-route SMPs on switches).
+    pub port_num: u32,
+}
+
+impl WorkCompletion {
+    /// A completion of `wr_id` on `qp` with everything else zero.
+    pub const fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp: QpId) -> Self {
+        Self {
+            wr_id,
+            status,
+            opcode,
+            vendor_err: 0,
+            byte_len: 0,
+            qp,
+            imm: None,
+            invalidate_rkey: None,
+            src_qp: 0,
+            slid: 0,
+            flags: WcFlags::NONE,
+            pkey_index: 0,
+            sl: 0,
+            smac: [0; 6],
+            vlan_id: 0,
+            network_hdr_type: 0,
+            port_num: 0,
+        }
+    }
+}
+
+/// The consumer's array of `struct ib_wc` that [`Driver::poll_cq`] fills.
+///
+/// # Invariants
+///
+/// `wc` is valid for writes of `cap` entries for `'a`; entries below `len` were written.
+pub struct WcArray<'a> {
+    wc: *mut bindings::ib_wc,
+    cap: usize,
+    len: usize,
+    _p: PhantomData<&'a mut [bindings::ib_wc]>,
+}
+
+impl WcArray<'_> {
+    /// Room in the array, in entries.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Entries written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no entry was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the array is full.
+    pub fn is_full(&self) -> bool {
+        self.len == self.cap
+    }
+
+    /// Appends a completion; returns `false` (and writes nothing) if the array is full.
+    pub fn push(&mut self, c: &WorkCompletion) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let mut wc: bindings::ib_wc = pin_init::zeroed();
+        wc.__bindgen_anon_1.wr_id = c.wr_id;
+        wc.status = c.status as u32;
+        wc.opcode = c.opcode as u32;
+        wc.vendor_err = c.vendor_err;
+        wc.byte_len = c.byte_len;
+        wc.qp = c.qp.0;
+        let mut flags = c.flags.0;
+        if let Some(imm) = c.imm {
+            wc.ex.imm_data = imm.to_be();
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+        } else if let Some(rkey) = c.invalidate_rkey {
+            wc.ex.invalidate_rkey = rkey;
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+        }
+        wc.src_qp = c.src_qp;
+        wc.slid = c.slid;
+        wc.wc_flags = flags as c_int;
+        wc.pkey_index = c.pkey_index;
+        wc.sl = c.sl;
+        wc.port_num = c.port_num;
+        wc.smac = c.smac;
+        wc.vlan_id = c.vlan_id;
+        wc.network_hdr_type = c.network_hdr_type;
+        // SAFETY: `len < cap`, so the entry is within the consumer's array (type invariant).
+        unsafe { self.wc.add(self.len).write(wc) };
+        self.len += 1;
+        true
+    }
+}
+
+impl<T: Driver> Adapter<T> {
+    /// # Safety
+    ///
+    /// `ibcq` is a zeroed allocation of `size_ib_cq` bytes whose `device` is a live device of
+    /// this driver; `attr` is valid; `attrs` is null or the system call's attribute bundle.
+    pub(super) unsafe extern "C" fn create_cq_callback(
+        ibcq: *mut bindings::ib_cq,
+        attr: *const bindings::ib_cq_init_attr,
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> c_int {
+        from_result(|| {
+            let udata = if attrs.is_null() {
+                core::ptr::null_mut()
+            } else {
+                // SAFETY: A non-null bundle is the system call's valid one.
+                unsafe { &raw mut (*attrs).__bindgen_anon_1.__bindgen_anon_1.driver_udata }
+            };
+            // SAFETY: `udata` is null or valid, as above.
+            let origin = unsafe { Origin::of_udata(udata)? };
+            // SAFETY: `attr` is valid for the call.
+            let attr = unsafe { &*attr };
+            let cqe = c_int::try_from(attr.cqe).map_err(|_| EINVAL)?;
+            // SAFETY: The allocation is ours until we return.
+            unsafe { (*ibcq).cqe = cqe };
+            // INVARIANT: `ibcq` is the allocation being created; its data is uninitialised.
+            let mut new = NewCq::<T> {
+                cq: ibcq,
+                attr,
+                origin,
+                _p: PhantomData,
+            };
+            let init = T::create_cq(&mut new)?;
+            // SAFETY: The allocation is a `Cq<T>` whose first field is `ibcq`; `data` is
+            // uninitialised until now and stays in place until `destroy_cq`.
+            unsafe {
+                let cq = crate::container_of!(Opaque::cast_from(ibcq), Cq<T>, ibcq).cast_mut();
+                pin_init::raw_try_init(&raw mut (*cq).data, init)?;
+            }
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `ibcq` was set up by a successful `create_cq_callback` and is not used afterwards.
+    pub(super) unsafe extern "C" fn destroy_cq_callback(
+        ibcq: *mut bindings::ib_cq,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: The data is initialised (function requirement); ib_core frees the memory
+        // after this call without touching the driver part again.
+        unsafe {
+            T::destroy_cq(Cq::<T>::from_raw(ibcq));
+            let cq = crate::container_of!(Opaque::cast_from(ibcq), Cq<T>, ibcq).cast_mut();
+            core::ptr::drop_in_place(&raw mut (*cq).data);
+        }
+        0
+    }
+
+    /// # Safety
+    ///
+    /// `ibcq` is a CQ of this driver set up by `create_cq_callback` and not destroyed; `wc`
+    /// is valid for `num_entries` writes.
+    pub(super) unsafe extern "C" fn poll_cq_callback(
+        ibcq: *mut bindings::ib_cq,
+        num_entries: c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> c_int {
+        from_result(|| {
+            let cap = usize::try_from(num_entries).map_err(|_| EINVAL)?;
+            if cap > 0 && wc.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: The CQ is alive for the call (function requirement).
+            let cq = unsafe { Cq::<T>::from_raw(ibcq) };
+            // INVARIANT: `wc` holds `cap` writable entries for the call.
+            let mut array = WcArray {
+                wc,
+                cap,
+                len: 0,
+                _p: PhantomData,
+            };
+            T::poll_cq(cq, &mut array)?;
+            // `len <= cap <= c_int::MAX`.
+            Ok(array.len as c_int)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `ibcq` is a CQ of this driver set up by `create_cq_callback` and not destroyed.
+    pub(super) unsafe extern "C" fn req_notify_cq_callback(
+        ibcq: *mut bindings::ib_cq,
+        flags: bindings::ib_cq_notify_flags,
+    ) -> c_int {
+        from_result(|| {
+            let arm = match flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK {
+                bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP => CqArm::NextComp,
+                bindings::ib_cq_notify_flags_IB_CQ_SOLICITED => CqArm::Solicited,
+                _ => return Err(EINVAL),
+            };
+            let notify = CqNotify {
+                arm,
+                report_missed: flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS
+                    != 0,
+            };
+            // SAFETY: The CQ is alive for the call (function requirement).
+            let cq = unsafe { Cq::<T>::from_raw(ibcq) };
+            Ok(c_int::from(T::req_notify_cq(cq, notify)?))
+        })
+    }
+}

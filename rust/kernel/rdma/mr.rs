@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions (`struct ib_mr`) allocated by the driver side.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! Unlike PDs, CQs, QPs and AHs, ib_core leaves MR allocation to the driver: the abstraction
+//! allocates an [`Mr<T>`] (`KBox`, zeroed C part, [`Driver::MrData`] initialised in place) in
+//! `get_dma_mr`/`reg_user_mr` and frees it in `dereg_mr`, after [`Driver::dereg_mr`].
+
+use super::{
+    device::{
+        Adapter,
+        Device,
+        Driver, //
+    },
+    pd::Pd,
+};
+use crate::{
+    bindings,
+    prelude::*,
+    types::Opaque, //
+};
+use core::{
+    mem::MaybeUninit,
+    ops::Deref, //
+};
+
+/// Access rights of a memory region or QP (`enum ib_access_flags`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AccessFlags(u32);
+
+impl AccessFlags {
+    /// No access beyond local read.
+    pub const NONE: Self = Self(0);
+    /// `IB_ACCESS_LOCAL_WRITE`.
+    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32);
+    /// `IB_ACCESS_REMOTE_WRITE`.
+    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32);
+    /// `IB_ACCESS_REMOTE_READ`.
+    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ as u32);
+    /// `IB_ACCESS_REMOTE_ATOMIC`.
+    pub const REMOTE_ATOMIC: Self =
+        Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32);
+
+    /// The rights of C value `raw` (unknown bits kept).
+    pub const fn from_raw(raw: u32) -> Self {
+        Self(raw)
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every right of `other` is in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl core::ops::BitOr for AccessFlags {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// The keys of a new memory region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrKeys {
+    /// Local key (in SGEs).
+    pub lkey: u32,
+    /// Remote key (in RETHs and atomic headers).
+    pub rkey: u32,
+}
+
+/// A user memory registration request (`reg_user_mr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserMrRequest {
+    /// Start of the user buffer.
+    pub start: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// The I/O virtual address the region is addressed by.
+    pub iova: u64,
+    /// Access rights.
+    pub access: AccessFlags,
+}
+
+/// A memory region: the C `struct ib_mr` followed by the driver's data.
+///
+/// # Invariants
+///
+/// - Allocated by this module in a `KBox` with a zeroed `ibmr` whose `device` and `pd` are a
+///   device and a PD of `T` (ib_core keeps the PD, and so the device, alive while the MR
+///   exists).
+/// - `data` is initialised for as long as a `&Mr<T>` exists: until `dereg_mr`.
+#[repr(C)]
+pub struct Mr<T: Driver> {
+    ibmr: Opaque<bindings::ib_mr>,
+    data: T::MrData,
+}
+
+// SAFETY: `struct ib_mr` may be used from any thread; `T::MrData` is `Send`.
+unsafe impl<T: Driver> Send for Mr<T> {}
+// SAFETY: `&Mr<T>` methods read fields fixed while the MR exists; `T::MrData` is `Sync`.
+unsafe impl<T: Driver> Sync for Mr<T> {}
+
+impl<T: Driver> Deref for Mr<T> {
+    type Target = T::MrData;
+
+    fn deref(&self) -> &T::MrData {
+        &self.data
+    }
+}
+
+impl<T: Driver> Mr<T> {
+    /// The device of the MR.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: Set at allocation, a live device of `T` (type invariant).
+        unsafe { Device::from_raw((*self.ibmr.get()).device) }
+    }
+
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: Set at allocation and never changed by ib_core.
+        unsafe { (*self.ibmr.get()).lkey }
+    }
+
+    /// The remote key.
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: Set at allocation and never changed by ib_core.
+        unsafe { (*self.ibmr.get()).rkey }
+    }
+
+    /// Allocates an MR of `pd` with `keys` and the driver data from `init` and hands it over
+    /// to ib_core (freed by `dereg_mr_callback`).
+    fn alloc(pd: &Pd<T>, keys: MrKeys, init: impl PinInit<T::MrData, Error>) -> Result<*mut bindings::ib_mr> {
+        let b = KBox::<Self>::new_uninit(GFP_KERNEL)?;
+        let mr = KBox::into_raw(b).cast::<Self>();
+        // SAFETY: `mr` is a fresh allocation of `Self`; zero is a valid `ib_mr` (integers and
+        // null pointers); `data` is initialised in place and never moves (the box is only
+        // freed by `dereg_mr_callback` or below).
+        let res = unsafe {
+            let ibmr = Opaque::cast_into(&raw const (*mr).ibmr);
+            ibmr.write(pin_init::zeroed());
+            (*ibmr).device = (*pd.as_raw()).device;
+            (*ibmr).pd = pd.as_raw();
+            (*ibmr).lkey = keys.lkey;
+            (*ibmr).rkey = keys.rkey;
+            pin_init::raw_try_init(&raw mut (*mr).data, init).map(|()| ibmr)
+        };
+        if res.is_err() {
+            // SAFETY: `mr` came from `KBox::into_raw` above; the data was not initialised, so
+            // the box is freed as `MaybeUninit` without dropping it.
+            drop(unsafe { KBox::from_raw(mr.cast::<MaybeUninit<Self>>()) });
+        }
+        res
+    }
+}
+
+impl<T: Driver> Adapter<T> {
+    /// # Safety
+    ///
+    /// `ibpd` is a live PD of this driver.
+    pub(super) unsafe extern "C" fn get_dma_mr_callback(
+        ibpd: *mut bindings::ib_pd,
+        access: c_int,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The PD is alive for the call.
+        let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+        let res = T::get_dma_mr(pd, AccessFlags::from_raw(access as u32))
+            .and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
+        res.unwrap_or_else(|e| e.to_ptr())
+    }
+
+    /// # Safety
+    ///
+    /// `ibpd` is a live PD of this driver; `udata` is the system call's.
+    pub(super) unsafe extern "C" fn reg_user_mr_callback(
+        ibpd: *mut bindings::ib_pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        dmah: *mut bindings::ib_dmah,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        let res = (|| {
+            // DMA handles (TPH steering hints) are not supported.
+            if !dmah.is_null() {
+                return Err(EOPNOTSUPP);
+            }
+            // SAFETY: By the function's requirements.
+            unsafe { super::pd::Origin::of_udata(udata)? };
+            // SAFETY: The PD is alive for the call.
+            let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+            let req = UserMrRequest {
+                start,
+                length,
+                iova,
+                access: AccessFlags::from_raw(access as u32),
+            };
+            let (keys, init) = T::reg_user_mr(pd, &req)?;
+            Mr::<T>::alloc(pd, keys, init)
+        })();
+        res.unwrap_or_else(|e| e.to_ptr())
+    }
+
+    /// # Safety
+    ///
+    /// `ibmr` was returned by `get_dma_mr_callback` or `reg_user_mr_callback` and is not used
+    /// afterwards.
+    pub(super) unsafe extern "C" fn dereg_mr_callback(
+        ibmr: *mut bindings::ib_mr,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        // SAFETY: `ibmr` is the first field of a boxed `Mr<T>` with initialised data (function
+        // requirement); nobody uses it after this call, so the box can be dropped, which drops
+        // the data and frees the memory.
+        unsafe {
+            let mr = crate::container_of!(Opaque::cast_from(ibmr), Mr<T>, ibmr).cast_mut();
+            T::dereg_mr(&*mr);
+            drop(KBox::from_raw(mr));
+        }
+        0
+    }
+}

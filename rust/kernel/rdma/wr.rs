@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests: safe views of the `struct ib_send_wr` and `struct ib_recv_wr` chains handed
+//! to `post_send` and `post_recv`, and their scatter/gather lists (`struct ib_sge`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! The chains belong to the caller and are valid only for the duration of the call: drivers
+//! copy what they need (SGE lists included) before returning. A send work request is embedded
+//! in a larger structure chosen by its opcode and the QP type (`ib_rdma_wr`, `ib_atomic_wr`,
+//! `ib_ud_wr`); [`SendWr::op`] and [`SendWr::ud`] read only the one that applies.
+
+use super::{
+    ah::Ah,
+    device::Driver,
+    qp::QpType, //
+};
+use crate::{
+    bindings,
+    prelude::*, //
+};
+use core::marker::PhantomData;
+
+/// A scatter/gather element (`struct ib_sge`).
+///
+/// For kernel QPs of a device without a DMA device, `addr` is a kernel virtual address and
+/// `lkey` the PD's `local_dma_lkey` (or an MR's lkey); for user QPs, `addr` is a user address
+/// within the MR named by `lkey`.
+#[derive(Clone, Copy, Default)]
+#[repr(transparent)]
+pub struct Sge(bindings::ib_sge);
+
+impl Sge {
+    /// An SGE of `length` bytes at `addr` under `lkey`.
+    pub const fn new(addr: u64, length: u32, lkey: u32) -> Self {
+        Self(bindings::ib_sge { addr, length, lkey })
+    }
+
+    /// The address.
+    pub const fn addr(&self) -> u64 {
+        self.0.addr
+    }
+
+    /// The length in bytes.
+    pub const fn length(&self) -> u32 {
+        self.0.length
+    }
+
+    /// The local key.
+    pub const fn lkey(&self) -> u32 {
+        self.0.lkey
+    }
+}
+
+impl core::fmt::Debug for Sge {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sge")
+            .field("addr", &self.addr())
+            .field("length", &self.length())
+            .field("lkey", &self.lkey())
+            .finish()
+    }
+}
+
+/// # Safety
+///
+/// If `num` is positive, `list` points to `num` valid SGEs that stay valid for `'a`.
+unsafe fn sge_slice<'a>(list: *const bindings::ib_sge, num: c_int) -> Result<&'a [Sge]> {
+    let n = usize::try_from(num).map_err(|_| EINVAL)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if list.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `list` holds `n` SGEs valid for `'a` (function requirement); `Sge` is
+    // `repr(transparent)`.
+    Ok(unsafe { core::slice::from_raw_parts(list.cast::<Sge>(), n) })
+}
+
+/// Send flags (`enum ib_send_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendFlags(u32);
+
+impl SendFlags {
+    /// `IB_SEND_FENCE`: wait for earlier READs and atomics.
+    pub fn fence(self) -> bool {
+        self.0 & bindings::ib_send_flags_IB_SEND_FENCE as u32 != 0
+    }
+
+    /// `IB_SEND_SIGNALED`: generate a completion on success.
+    pub fn signaled(self) -> bool {
+        self.0 & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0
+    }
+
+    /// `IB_SEND_SOLICITED`: set the solicited event bit.
+    pub fn solicited(self) -> bool {
+        self.0 & bindings::ib_send_flags_IB_SEND_SOLICITED as u32 != 0
+    }
+
+    /// `IB_SEND_INLINE`: the SGEs' data is copied at post time.
+    pub fn inline(self) -> bool {
+        self.0 & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0
+    }
+
+    /// The raw bits.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+/// The operation of a send work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// `IB_WR_SEND`.
+    Send,
+    /// `IB_WR_SEND_WITH_IMM`, immediate data in host order.
+    SendWithImm {
+        /// Immediate data.
+        imm: u32,
+    },
+    /// `IB_WR_SEND_WITH_INV`.
+    SendWithInv {
+        /// R_Key the responder invalidates.
+        rkey: u32,
+    },
+    /// `IB_WR_RDMA_WRITE`.
+    RdmaWrite {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// `IB_WR_RDMA_WRITE_WITH_IMM`.
+    RdmaWriteWithImm {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data in host order.
+        imm: u32,
+    },
+    /// `IB_WR_RDMA_READ`.
+    RdmaRead {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// `IB_WR_ATOMIC_CMP_AND_SWP`.
+    CmpSwap {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Compare operand.
+        compare: u64,
+        /// Swap operand.
+        swap: u64,
+    },
+    /// `IB_WR_ATOMIC_FETCH_AND_ADD`.
+    FetchAdd {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+    /// Any other opcode (memory registration, local invalidate, masked atomics, ...), by its
+    /// C value; its structure is not read.
+    Other(u32),
+}
+
+/// The destination of a send on a datagram QP (`struct ib_ud_wr`).
+pub struct UdDest<'a, T: Driver> {
+    /// The address handle (valid for the call; copy what is needed from it).
+    pub ah: &'a Ah<T>,
+    /// Destination QP number.
+    pub remote_qpn: u32,
+    /// Q_Key; if its top bit is set the QP's own Q_Key is used instead.
+    pub remote_qkey: u32,
+    /// P_Key index (GSI only).
+    pub pkey_index: u16,
+}
+
+/// One send work request of a chain.
+///
+/// # Invariants
+///
+/// `wr` is valid for `'a` and embedded in the structure its opcode and `qp_type` call for;
+/// on a datagram QP its `ah` is an AH of driver `T`.
+pub struct SendWr<'a, T: Driver> {
+    wr: &'a bindings::ib_send_wr,
+    qp_type: QpType,
+    _p: PhantomData<T>,
+}
+
+impl<'a, T: Driver> SendWr<'a, T> {
+    pub(super) fn as_raw(&self) -> *const bindings::ib_send_wr {
+        self.wr
+    }
+
+    /// The consumer's identifier, returned in the completion.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: Both union members are 64-bit values; reading the bits as `u64` is valid.
+        unsafe { self.wr.__bindgen_anon_1.wr_id }
+    }
+
+    /// The scatter/gather list (`EINVAL` for a negative count or a missing list).
+    pub fn sges(&self) -> Result<&'a [Sge]> {
+        // SAFETY: The chain's SGE lists are valid for the call (type invariant).
+        unsafe { sge_slice(self.wr.sg_list, self.wr.num_sge) }
+    }
+
+    /// The flags.
+    pub fn flags(&self) -> SendFlags {
+        SendFlags(self.wr.send_flags as u32)
+    }
+
+    /// The C opcode.
+    pub fn opcode(&self) -> u32 {
+        self.wr.opcode
+    }
+
+    /// The operation and its arguments.
+    pub fn op(&self) -> SendOp {
+        let wr: *const bindings::ib_send_wr = self.wr;
+        let imm = || {
+            // SAFETY: Both union members are 32-bit integers.
+            u32::from_be(unsafe { self.wr.ex.imm_data })
+        };
+        // SAFETY (RDMA and atomic arms): ib_core's contract: a work request with an RDMA
+        // opcode is the `wr` field (offset 0) of a `struct ib_rdma_wr`, one with an atomic
+        // opcode that of a `struct ib_atomic_wr` (type invariant).
+        match self.wr.opcode {
+            bindings::ib_wr_opcode_IB_WR_SEND => SendOp::Send,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM => SendOp::SendWithImm { imm: imm() },
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV => SendOp::SendWithInv {
+                // SAFETY: Both union members are 32-bit integers.
+                rkey: unsafe { self.wr.ex.invalidate_rkey },
+            },
+            op @ (bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+            | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+            | bindings::ib_wr_opcode_IB_WR_RDMA_READ) => {
+                // SAFETY: See above.
+                let r = unsafe { &*wr.cast::<bindings::ib_rdma_wr>() };
+                let (remote_addr, rkey) = (r.remote_addr, r.rkey);
+                match op {
+                    bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => SendOp::RdmaWrite { remote_addr, rkey },
+                    bindings::ib_wr_opcode_IB_WR_RDMA_READ => SendOp::RdmaRead { remote_addr, rkey },
+                    _ => SendOp::RdmaWriteWithImm {
+                        remote_addr,
+                        rkey,
+                        imm: imm(),
+                    },
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => {
+                // SAFETY: See above.
+                let a = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
+                SendOp::CmpSwap {
+                    remote_addr: a.remote_addr,
+                    rkey: a.rkey,
+                    compare: a.compare_add,
+                    swap: a.swap,
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                // SAFETY: See above.
+                let a = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
+                SendOp::FetchAdd {
+                    remote_addr: a.remote_addr,
+                    rkey: a.rkey,
+                    add: a.compare_add,
+                }
+            }
+            other => SendOp::Other(other),
+        }
+    }
+
+    /// The destination, on a datagram QP (UD, GSI, SMI); `None` on connected QPs. `EINVAL`
+    /// if the work request names no AH.
+    pub fn ud(&self) -> Result<Option<UdDest<'a, T>>> {
+        if !self.qp_type.is_datagram() {
+            return Ok(None);
+        }
+        let wr: *const bindings::ib_send_wr = self.wr;
+        // SAFETY: On a datagram QP every send work request is the `wr` field (offset 0) of a
+        // `struct ib_ud_wr` valid for `'a` (type invariant).
+        let ud = unsafe { &*wr.cast::<bindings::ib_ud_wr>() };
+        if ud.ah.is_null() {
+            return Err(EINVAL);
+        }
+        Ok(Some(UdDest {
+            // SAFETY: A non-null `ah` is a live AH of driver `T` that the consumer keeps for
+            // the call (type invariant).
+            ah: unsafe { Ah::from_raw(ud.ah) },
+            remote_qpn: ud.remote_qpn & 0xff_ffff,
+            remote_qkey: ud.remote_qkey,
+            pkey_index: ud.pkey_index,
+        }))
+    }
+}
+
+/// A chain of send work requests, iterated in posting order.
+///
+/// # Invariants
+///
+/// `next` is null or the next request of a chain valid for `'a`, every request embedded as
+/// its opcode and `qp_type` call for.
+pub struct SendWrList<'a, T: Driver> {
+    next: *const bindings::ib_send_wr,
+    qp_type: QpType,
+    _p: PhantomData<(&'a bindings::ib_send_wr, T)>,
+}
+
+impl<'a, T: Driver> SendWrList<'a, T> {
+    /// # Safety
+    ///
+    /// `first` is null or a chain of send work requests valid for `'a`, posted on a QP of
+    /// `qp_type` of driver `T` (ib_core's `post_send` contract).
+    pub(super) unsafe fn new(first: *const bindings::ib_send_wr, qp_type: QpType) -> Self {
+        Self {
+            next: first,
+            qp_type,
+            _p: PhantomData,
+        }
+    }
+}
+
+impl<'a, T: Driver> Iterator for SendWrList<'a, T> {
+    type Item = SendWr<'a, T>;
+
+    fn next(&mut self) -> Option<SendWr<'a, T>> {
+        // SAFETY: `next` is null or valid for `'a` (type invariant).
+        let wr = unsafe { self.next.as_ref() }?;
+        self.next = wr.next;
+        Some(SendWr {
+            wr,
+            qp_type: self.qp_type,
+            _p: PhantomData,
+        })
+    }
+}
+
+/// One receive work request of a chain.
+///
+/// # Invariants
+///
+/// `wr` and its SGE list are valid for `'a`.
+pub struct RecvWr<'a> {
+    wr: &'a bindings::ib_recv_wr,
+}
+
+impl<'a> RecvWr<'a> {
+    pub(super) fn as_raw(&self) -> *const bindings::ib_recv_wr {
+        self.wr
+    }
+
+    /// The consumer's identifier, returned in the completion.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: Both union members are 64-bit values.
+        unsafe { self.wr.__bindgen_anon_1.wr_id }
+    }
+
+    /// The scatter list (`EINVAL` for a negative count or a missing list).
+    pub fn sges(&self) -> Result<&'a [Sge]> {
+        // SAFETY: The SGE list is valid for `'a` (type invariant).
+        unsafe { sge_slice(self.wr.sg_list, self.wr.num_sge) }
+    }
+}
+
+/// A chain of receive work requests, iterated in posting order.
+///
+/// # Invariants
+///
+/// `next` is null or the next request of a chain valid for `'a`.
+pub struct RecvWrList<'a> {
+    next: *const bindings::ib_recv_wr,
+    _p: PhantomData<&'a bindings::ib_recv_wr>,
+}
+
+impl<'a> RecvWrList<'a> {
+    /// # Safety
+    ///
+    /// `first` is null or a chain of receive work requests valid for `'a`.
+    pub(super) unsafe fn new(first: *const bindings::ib_recv_wr) -> Self {
+        Self {
+            next: first,
+            _p: PhantomData,
+        }
+    }
+}
+
+impl<'a> Iterator for RecvWrList<'a> {
+    type Item = RecvWr<'a>;
+
+    fn next(&mut self) -> Option<RecvWr<'a>> {
+        // SAFETY: `next` is null or valid for `'a` (type invariant).
+        let wr = unsafe { self.next.as_ref() }?;
+        self.next = wr.next;
+        Some(RecvWr { wr })
+    }
+}
+
+/// A failed post: the error and the first work request that was not posted (`bad_wr`).
+pub struct PostError<W> {
+    /// The error returned to the consumer.
+    pub error: Error,
+    /// The first request not posted; those before it were.
+    pub bad_wr: W,
+}
