@@ -3,6 +3,8 @@
 . "$repo/scripts/versions.env"
 MR_CACHE=${METAROCE_CACHE:-$HOME/.cache/metaroce}
 MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-900}
+# The single-guest suite runs every lifecycle test in one boot (about 25 min under KASAN and TCG).
+MR_SINGLE_TIMEOUT=${METAROCE_SINGLE_TIMEOUT:-2400}
 
 # Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | peer.
 guest_kernel() {
@@ -30,7 +32,7 @@ run_single() { # KIND NAME SUITE
   local kind=$1 name=$2 suite=$3 d=$OUT/$2
   guest_kernel "$kind"; mkdir -p "$d"; guest_script "$d/cmd.in" "$suite"
   "$repo/qemu/run-guest.sh" --name "$name" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
-    --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_TIMEOUT" --append "ib_core.netns_mode=0"
+    --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_SINGLE_TIMEOUT" --append "ib_core.netns_mode=0"
 }
 
 # Boots two guests joined by a QEMU socket link on 127.0.0.1, one vCPU each, and waits for both.

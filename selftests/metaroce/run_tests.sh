@@ -18,7 +18,7 @@ for t in "${tests[@]}"; do
     echo "not ok $i $name # the peer guest never reached this test"; failed=$((failed + 1)); continue
   fi
   log=$(mktemp); start=$(date +%s)
-  timeout -k 5 "${MR_TEST_TIMEOUT:-300}" bash "$t" >"$log" 2>&1; rc=$?
+  timeout -k 5 "${MR_TEST_TIMEOUT:-450}" bash "$t" >"$log" 2>&1; rc=$?
   sed 's/^/# /' "$log"; why=$(sed -n 's/^SKIP: //p' "$log" | tail -n 1); rm -f "$log"
   dur="$(( $(date +%s) - start ))s"
   case $rc in
