@@ -47,13 +47,13 @@ impl Net {
     /// # Safety
     ///
     /// `ptr` must point to a live `struct net` that stays alive for `'a`.
-    pub unsafe fn from_raw<'a>(ptr: *mut bindings::net) -> &'a Self {
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::net) -> &'a Self {
         // SAFETY: `Net` is a transparent wrapper; liveness is the caller's promise.
         unsafe { &*ptr.cast() }
     }
 
     /// The raw pointer.
-    pub fn as_raw(&self) -> *mut bindings::net {
+    pub(crate) fn as_raw(&self) -> *mut bindings::net {
         self.0.get()
     }
 

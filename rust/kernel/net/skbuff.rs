@@ -55,13 +55,13 @@ impl SkBuff {
     ///
     /// `ptr` must point to a valid skb, and the caller must transfer one reference on it to the
     /// returned value (it must not use or free `ptr` afterwards).
-    pub unsafe fn from_raw(ptr: NonNull<bindings::sk_buff>) -> Self {
+    pub(crate) unsafe fn from_raw(ptr: NonNull<bindings::sk_buff>) -> Self {
         // INVARIANT: Ownership of one reference is transferred by the caller.
         Self { ptr }
     }
 
     /// Gives the reference back to C (e.g. to a transmit function that consumes skbs).
-    pub fn into_raw(self) -> NonNull<bindings::sk_buff> {
+    pub(crate) fn into_raw(self) -> NonNull<bindings::sk_buff> {
         let ptr = self.ptr;
         core::mem::forget(self);
         ptr

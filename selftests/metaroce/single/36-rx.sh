@@ -5,24 +5,7 @@
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
-restore=
-cleanup() {
-  ip netns del mra 2>/dev/null; ip netns del mrb 2>/dev/null
-  mr_wait 30 mr_no_dev mra0; mr_wait 30 mr_no_dev mrb0
-  [ -n "$restore" ] && mr_wait 30 rdma system set netns shared
-  true
-}
-mode=$(rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p')
-if [ "$mode" != exclusive ]; then
-  mr_wait 30 rdma system set netns exclusive 2>/dev/null || skip "cannot switch ib_core to exclusive netns mode"
-  restore=1
-fi
-trap cleanup EXIT
-ip netns add mra && ip netns add mrb || fail "ip netns add"
-ip link add va netns mra type veth peer name vb netns mrb || fail "veth pair"
-ip -n mra addr add $MR_ADDR_A/24 dev va && ip -n mra -6 addr add $MR_ADDR6_A/64 dev va nodad || fail "addresses a"
-ip -n mrb addr add $MR_ADDR_B/24 dev vb && ip -n mrb -6 addr add $MR_ADDR6_B/64 dev vb nodad || fail "addresses b"
-ip -n mra link set va up && ip -n mrb link set vb up || fail "link up"
+mr_two_namespaces
 ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
 ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
 dmesg | grep -q "listening on UDP port 4791" || fail "no socket was opened"

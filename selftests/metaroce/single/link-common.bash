@@ -50,3 +50,29 @@ mr_dmesg_clean() {
   echo "$bad"
   fail "kernel reported problems (see above)"
 }
+
+# Two namespaces mra and mrb joined by veth va/vb ($MR_ADDR_A / $MR_ADDR_B and their IPv6 twins), in
+# ib_core's exclusive netns mode (switched to if needed, and back at exit). Installs an EXIT trap that
+# deletes both namespaces and waits for their devices mra0/mrb0 to go.
+mr_two_namespaces() {
+  mr_ns_restore=
+  mode=$(rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p')
+  if [ "$mode" != exclusive ]; then
+    # Only possible while no other namespace exists (earlier tests' ones may still be dying).
+    mr_wait 30 rdma system set netns exclusive 2>/dev/null || skip "cannot switch ib_core to exclusive netns mode"
+    mr_ns_restore=1
+  fi
+  trap mr_two_namespaces_cleanup EXIT
+  ip netns add mra && ip netns add mrb || fail "ip netns add"
+  ip link add va netns mra type veth peer name vb netns mrb || fail "veth pair"
+  ip -n mra addr add $MR_ADDR_A/24 dev va && ip -n mra -6 addr add $MR_ADDR6_A/64 dev va nodad || fail "addresses a"
+  ip -n mrb addr add $MR_ADDR_B/24 dev vb && ip -n mrb -6 addr add $MR_ADDR6_B/64 dev vb nodad || fail "addresses b"
+  ip -n mra link set va up && ip -n mrb link set vb up || fail "link up"
+}
+
+mr_two_namespaces_cleanup() {
+  ip netns del mra 2>/dev/null; ip netns del mrb 2>/dev/null
+  mr_wait 30 mr_no_dev mra0; mr_wait 30 mr_no_dev mrb0
+  [ -n "$mr_ns_restore" ] && mr_wait 30 rdma system set netns shared
+  true
+}
