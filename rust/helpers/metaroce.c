@@ -245,3 +245,8 @@ __rust_helper void rust_helper_metaroce_kunit_skip(const char *reason)
 		kunit_mark_skipped(test, "%s", reason);
 }
 #endif
+
+__rust_helper bool rust_helper_metaroce_virt_addr_valid(unsigned long addr)
+{
+	return virt_addr_valid(addr);
+}

@@ -129,6 +129,47 @@ impl AhAttr {
     }
 }
 
+/// The RoCE address vector a driver reports for an address handle (`query_ah`): everything
+/// ib_core and its users (ib_mad's response matching) read back.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoceAhAttr {
+    /// Port number.
+    pub port_num: u32,
+    /// Service level.
+    pub sl: u8,
+    /// Destination GID.
+    pub dgid: [u8; 16],
+    /// Source GID table index.
+    pub sgid_index: u8,
+    /// Flow label (20 bits).
+    pub flow_label: u32,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// Destination MAC.
+    pub dmac: [u8; 6],
+}
+
+impl RoceAhAttr {
+    /// Writes `self` into a zeroed `rdma_ah_attr` (type RoCE, with a GRH).
+    pub(super) fn write(&self, out: &mut bindings::rdma_ah_attr) {
+        // SAFETY: All-zero is a valid `rdma_ah_attr` (no `sgid_attr`, no union member set).
+        *out = unsafe { core::mem::zeroed() };
+        out.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        out.port_num = self.port_num;
+        out.sl = self.sl;
+        out.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
+        out.grh.dgid.raw = self.dgid;
+        out.grh.sgid_index = self.sgid_index;
+        out.grh.flow_label = self.flow_label & 0xf_ffff;
+        out.grh.hop_limit = self.hop_limit;
+        out.grh.traffic_class = self.traffic_class;
+        // SAFETY: Selecting the `roce` member of the union (plain bytes) for a RoCE address.
+        unsafe { out.__bindgen_anon_1.roce.dmac = self.dmac };
+    }
+}
+
 /// An address handle: the C `struct ib_ah` followed by the driver's data.
 ///
 /// # Invariants
@@ -281,5 +322,24 @@ impl<T: Driver> Adapter<T> {
             core::ptr::drop_in_place(&raw mut (*ah).data);
         }
         0
+    }
+}
+
+impl<T: Driver> Ah<T> {
+    /// # Safety
+    ///
+    /// `ibah` is a live AH of this driver; `attr` is valid for writes.
+    pub(super) unsafe extern "C" fn query_ah_callback(
+        ibah: *mut bindings::ib_ah,
+        attr: *mut bindings::rdma_ah_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: By the function's requirements.
+            let ah = unsafe { Ah::<T>::from_raw(ibah) };
+            let roce = T::query_ah(ah)?;
+            // SAFETY: `attr` is valid for writes (function requirement).
+            roce.write(unsafe { &mut *attr });
+            Ok(0)
+        })
     }
 }

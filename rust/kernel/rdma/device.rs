@@ -44,7 +44,8 @@ use crate::{
     rdma::{
         ah::{
             Ah,
-            NewAh, //
+            NewAh,
+            RoceAhAttr, //
         },
         cq::{
             Cq,
@@ -676,6 +677,12 @@ pub trait Driver: Sized + 'static {
     /// Called before an AH's data is dropped (`destroy_ah`). May be in atomic context unless
     /// `may_sleep` (`RDMA_DESTROY_AH_SLEEPABLE`).
     fn destroy_ah(_ah: &Ah<Self>, _may_sleep: bool) {}
+
+    /// Reports the address vector of an AH (`query_ah`). Any context (ib_mad calls it under a
+    /// spinlock to match a response to its request).
+    fn query_ah(_ah: &Ah<Self>) -> Result<RoceAhAttr> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Creates a DMA memory region of `pd` covering all of kernel memory (`get_dma_mr`), for
     /// `IB_PD_UNSAFE_GLOBAL_RKEY` PDs (and kernel PDs of a device without
@@ -1351,6 +1358,9 @@ impl<T: Driver> Adapter<T> {
             ops.create_ah = Some(Self::create_ah_callback);
             ops.destroy_ah = Some(Self::destroy_ah_callback);
             ops.size_ib_ah = size_of::<Ah<T>>();
+        }
+        if T::HAS_QUERY_AH {
+            ops.query_ah = Some(Ah::<T>::query_ah_callback);
         }
         if T::HAS_GET_DMA_MR {
             ops.get_dma_mr = Some(Self::get_dma_mr_callback);

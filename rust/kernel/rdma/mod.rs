@@ -23,3 +23,4 @@ pub mod qp;
 pub mod ah;
 pub mod mr;
 pub mod wr;
+pub mod workqueue;

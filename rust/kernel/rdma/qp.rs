@@ -31,10 +31,16 @@ use crate::{
     bindings,
     error::from_result,
     prelude::*,
+    sync::{
+        aref::AlwaysRefCounted,
+        Completion,
+        Refcount, //
+    },
     types::Opaque, //
 };
 use core::{
     marker::PhantomData,
+    ptr::NonNull,
     ops::Deref, //
 };
 
@@ -293,10 +299,41 @@ pub enum QpEvent {
 ///   that outlive it (ib_core counts their uses).
 /// - `data` is initialised for as long as a `&Qp<T>` exists: between a successful
 ///   `create_qp` and `destroy_qp`.
+/// - `users` counts the [`ARef<Qp<T>>`](crate::sync::aref::ARef)s plus one held by ib_core from creation until
+///   `destroy_qp`, which waits on `idle` (completed when `users` drops to zero) before it drops
+///   `data` and lets ib_core free the memory.
+///
+/// # Counted references
+///
+/// ib_core destroys a QP whenever its owner asks, while the driver's receive path (softirq)
+/// and transmit worker may be in the middle of using it. A driver keeps the QPs its data path
+/// can reach as [`ARef<Qp<T>>`](crate::sync::aref::ARef) (taken with
+/// `ARef::from(&qp)`), gives up its table entries in [`Driver::destroy_qp`], and the abstraction
+/// then waits until every other reference is gone. Taking a reference inside `destroy_qp` and
+/// keeping it deadlocks the destroying task (never a use after free).
 #[repr(C)]
 pub struct Qp<T: Driver> {
     ibqp: Opaque<bindings::ib_qp>,
+    users: Refcount,
+    idle: Completion,
     data: T::QpData,
+}
+
+// SAFETY: `users` counts the references (type invariant): `inc_ref` is called with a live QP (a
+// `&Qp<T>` exists) and `dec_ref` on zero wakes `destroy_qp`, which alone frees the QP after that.
+unsafe impl<T: Driver> AlwaysRefCounted for Qp<T> {
+    fn inc_ref(&self) {
+        self.users.inc();
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference, so the QP is still alive.
+        let qp = unsafe { obj.as_ref() };
+        if qp.users.dec_and_test() {
+            // The last access: `destroy_qp` may free the QP as soon as it is woken.
+            qp.idle.complete_all();
+        }
+    }
 }
 
 // SAFETY: `struct ib_qp` may be used from any thread; `T::QpData` is `Send`.
@@ -723,10 +760,13 @@ impl<T: Driver> Adapter<T> {
                 _p: PhantomData,
             };
             let init = T::create_qp(&mut new)?;
-            // SAFETY: The allocation is a `Qp<T>` whose first field is `ibqp`; `data` is
-            // uninitialised until now and stays in place until `destroy_qp`.
+            // SAFETY: The allocation is a `Qp<T>` whose first field is `ibqp`; `users`, `idle`
+            // and `data` are uninitialised until now and stay in place until `destroy_qp`.
+            // INVARIANT: ib_core's reference is the one count `users` starts with.
             unsafe {
                 let qp = crate::container_of!(Opaque::cast_from(ibqp), Qp<T>, ibqp).cast_mut();
+                (&raw mut (*qp).users).write(Refcount::new(1));
+                pin_init::raw_init(&raw mut (*qp).idle, Completion::new());
                 pin_init::raw_try_init(&raw mut (*qp).data, init)?;
             }
             Ok(0)
@@ -741,9 +781,15 @@ impl<T: Driver> Adapter<T> {
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: The data is initialised (function requirement); ib_core frees the memory
-        // after this call without touching the driver part again.
+        // after this call without touching the driver part again. Once the driver gave up its
+        // references, ib_core's own is dropped and we wait for the data path's last one (type
+        // invariant), so nothing can reach the QP when `data` is dropped.
         unsafe {
-            T::destroy_qp(Qp::<T>::from_raw(ibqp));
+            let q = Qp::<T>::from_raw(ibqp);
+            T::destroy_qp(q);
+            if !q.users.dec_and_test() {
+                q.idle.wait_for_completion();
+            }
             let qp = crate::container_of!(Opaque::cast_from(ibqp), Qp<T>, ibqp).cast_mut();
             core::ptr::drop_in_place(&raw mut (*qp).data);
         }

@@ -52,6 +52,94 @@ impl Sge {
     }
 }
 
+/// A buffer of a kernel consumer named by an SGE: `len` bytes at a kernel virtual address.
+///
+/// On a device without a DMA device (`INFINIBAND_VIRT_DMA`), `ib_dma_map_single`/`_page`/`_sg`
+/// hand kernel consumers the kernel virtual address of their memory as its "DMA address", so
+/// the SGEs of kernel QPs carry direct-mapped addresses that the driver copies to and from,
+/// the way a DMA engine would.
+///
+/// # Invariants
+///
+/// `addr..addr + len` lies in the kernel's direct mapping (both ends checked with
+/// `virt_addr_valid` at creation) unless `len` is zero.
+///
+/// The memory belongs to the consumer. By the verbs contract it stays valid and reserved for the
+/// device from posting the work request until the request's completion is reported (the
+/// promise a DMA engine relies on): a driver must not use a `KernelBuf` outside that window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelBuf {
+    addr: usize,
+    len: u32,
+}
+
+impl KernelBuf {
+    /// The buffer of `sge`, posted to a kernel QP. `EINVAL` if the range is not direct-mapped
+    /// kernel memory (an address from user space, vmalloc space or nowhere).
+    pub fn from_sge<T: Driver>(qp: &super::qp::Qp<T>, sge: &Sge) -> Result<Self> {
+        if qp.origin() != super::pd::Origin::Kernel {
+            return Err(EINVAL);
+        }
+        let len = sge.length();
+        let addr = usize::try_from(sge.addr()).map_err(|_| EINVAL)?;
+        if len != 0 {
+            let last = addr.checked_add(len as usize - 1).ok_or(EINVAL)?;
+            // SAFETY: `virt_addr_valid` only computes on the address values.
+            let ok = unsafe {
+                bindings::metaroce_virt_addr_valid(addr) && bindings::metaroce_virt_addr_valid(last)
+            };
+            if !ok {
+                return Err(EINVAL);
+            }
+        }
+        // INVARIANT: Checked above.
+        Ok(Self { addr, len })
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn range(&self, offset: usize, n: usize) -> Result<usize> {
+        let end = offset.checked_add(n).ok_or(EINVAL)?;
+        if end > self.len as usize {
+            return Err(EINVAL);
+        }
+        Ok(self.addr + offset)
+    }
+
+    /// Copies `out.len()` bytes at byte `offset` of the buffer into `out`; `EINVAL` past its end.
+    /// Any context.
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
+        let src = self.range(offset, out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: The range is inside the buffer, direct-mapped kernel memory reserved for the
+        // device while its work request is outstanding (type invariant); `out` is ours.
+        unsafe { core::ptr::copy_nonoverlapping(src as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copies `data` to byte `offset` of the buffer; `EINVAL` past its end. Any context.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
+        let dst = self.range(offset, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: As in `read_at`; the device may write the buffer while the request is
+        // outstanding.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst as *mut u8, data.len()) };
+        Ok(())
+    }
+}
+
 impl core::fmt::Debug for Sge {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Sge")

@@ -16,7 +16,7 @@ use kernel::id_pool::IdPool;
 use kernel::net::netdev::NetDevice;
 use kernel::new_mutex;
 use kernel::prelude::*;
-use kernel::rdma::ah::{Ah, NewAh};
+use kernel::rdma::ah::{Ah, NewAh, RoceAhAttr};
 use kernel::rdma::cq::{Cq, CqNotify, NewCq, WcArray};
 use kernel::rdma::device::{
     CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
@@ -26,7 +26,13 @@ use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
 use kernel::rdma::pd::{Origin, Pd};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
-use kernel::sync::Mutex;
+use crate::xmit::TxEngine;
+use kernel::new_spinlock_irq;
+use kernel::rdma::workqueue::OwnedQueue;
+use kernel::sync::aref::ARef;
+use kernel::sync::{Arc, Mutex, SpinLockIrq};
+use kernel::time::{Instant, Monotonic};
+use kernel::workqueue::Queue;
 
 /// The only port of a MetaRoCE device (IB ports are numbered from 1).
 pub(crate) const PORT: u32 = 1;
@@ -51,8 +57,8 @@ const MAX_UCONTEXT: u32 = 512;
 /// names. The transport counts traffic; the device counts link transitions.
 #[derive(Clone, Copy)]
 #[repr(usize)]
-// The receive path (ns.rs) counts `Rcvd{Pkts,Bytes,Malformed,IcrcErr,NoQp}` and the device
-// `LinkDowned`; the others belong to the RoCE v2 transport, which is not wired in yet.
+// The receive path counts `Rcvd*`, the transmit worker `Sent*`/`SendErr`, the device
+// `LinkDowned`; the sequence, RNR and retry counters wait for the core's statistics export.
 #[allow(dead_code)]
 pub(crate) enum Counter {
     SentPkts,
@@ -79,9 +85,12 @@ pub(crate) enum Counter {
     RcvdIcrcErr,
     /// Valid packets addressed to a queue pair the device does not have.
     RcvdNoQp,
+    /// Valid packets a queue pair dropped (state, P_Key, Q_Key, sequence, no receive WQE,
+    /// placement error).
+    RcvdDropped,
 }
 
-const NUM_COUNTERS: usize = Counter::RcvdNoQp as usize + 1;
+const NUM_COUNTERS: usize = Counter::RcvdDropped as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -105,6 +114,7 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"rcvd_malformed"),
     StatDesc::new(c"rcvd_icrc_err"),
     StatDesc::new(c"rcvd_no_qp"),
+    StatDesc::new(c"rcvd_dropped"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -139,6 +149,17 @@ pub(crate) struct MetaRoceDev {
     /// Memory region indices in use (below [`MAX_MR`]; index 0 is never taken).
     #[pin]
     mr_indices: Mutex<IdPool>,
+    /// The QPs the receive path can reach, indexed by QP number: published when a QP first
+    /// changes state, removed when it is destroyed.
+    #[pin]
+    qps: SpinLockIrq<KVec<Option<ARef<Qp<MetaRoceDriver>>>>>,
+    /// The device's own work queue (drained when the device is freed, before the module can
+    /// go away).
+    txq: OwnedQueue,
+    /// The transmit worker.
+    tx: Arc<TxEngine>,
+    /// Time zero of the transport's clock.
+    epoch: Instant<Monotonic>,
 }
 
 impl MetaRoceDev {
@@ -162,6 +183,10 @@ impl MetaRoceDev {
                 IdPool::with_capacity(MAX_MR as usize, GFP_KERNEL)?,
                 "metaroce_mr_indices"
             ),
+            qps <- new_spinlock_irq!(qp_table()?, "metaroce_qps"),
+            txq: OwnedQueue::new(c"metaroce_tx")?,
+            tx: TxEngine::new()?,
+            epoch: Instant::now(),
         })
     }
 
@@ -191,6 +216,43 @@ impl MetaRoceDev {
         } else {
             self.qpns.lock().release_id(qpn as usize);
         }
+    }
+
+    /// Makes `qp` reachable by the receive path (idempotent). Any context.
+    pub(crate) fn publish_qp(&self, qp: &Qp<MetaRoceDriver>) {
+        let mut t = self.qps.lock();
+        if let Some(slot) = t.get_mut(qp.qp_num() as usize) {
+            if slot.is_none() {
+                *slot = Some(ARef::from(qp));
+            }
+        }
+    }
+
+    /// Removes QP `qpn` from the receive path's table (its `destroy_qp`).
+    pub(crate) fn unpublish_qp(&self, qpn: u32) {
+        let old = self.qps.lock().get_mut(qpn as usize).and_then(Option::take);
+        // The reference is dropped outside the lock.
+        drop(old);
+    }
+
+    /// A counted reference to QP `qpn`, if it exists and was published. Any context.
+    pub(crate) fn lookup_qp(&self, qpn: u32) -> Option<ARef<Qp<MetaRoceDriver>>> {
+        self.qps.lock().get(qpn as usize).and_then(Clone::clone)
+    }
+
+    /// Nanoseconds since the device was created (the transport's monotonic clock).
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(0)
+    }
+
+    /// The transmit worker.
+    pub(crate) fn tx(&self) -> &Arc<TxEngine> {
+        &self.tx
+    }
+
+    /// The device's work queue.
+    pub(crate) fn tx_queue(&self) -> &Queue {
+        &self.txq
     }
 
     /// Allocates a memory region index (never 0). Process context.
@@ -225,6 +287,15 @@ impl MetaRoceDev {
     pub(crate) fn guid_be(&self) -> u64 {
         self.guid_be
     }
+}
+
+/// An empty QP table with a slot for every QP number.
+fn qp_table() -> Result<KVec<Option<ARef<Qp<MetaRoceDriver>>>>> {
+    let mut t = KVec::with_capacity(MAX_QP as usize, GFP_KERNEL)?;
+    for _ in 0..MAX_QP {
+        t.push(None, GFP_KERNEL)?;
+    }
+    Ok(t)
 }
 
 /// The modified EUI-64 of a MAC address (`addrconf_addr_eui48`), as a network-order `u64`.
@@ -411,6 +482,20 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn create_ah(ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<MetaRoceAh, Error>> {
         crate::verbs::create_ah(ah).map(Ok::<_, Error>)
+    }
+
+    fn query_ah(ah: &Ah<Self>) -> Result<RoceAhAttr> {
+        let av = &ah.av;
+        Ok(RoceAhAttr {
+            port_num: PORT,
+            sl: av.sl,
+            dgid: av.dgid,
+            sgid_index: av.sgid_index,
+            flow_label: av.flow_label,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+            dmac: av.dmac,
+        })
     }
 
     fn destroy_ah(ah: &Ah<Self>, _may_sleep: bool) {

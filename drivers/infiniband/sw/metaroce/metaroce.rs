@@ -15,6 +15,7 @@ mod ns;
 pub mod proto;
 mod qp;
 mod verbs;
+mod xmit;
 
 use module::MetaRoceModule;
 

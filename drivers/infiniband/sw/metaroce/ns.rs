@@ -12,7 +12,10 @@ use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::{icrc, packet};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;
-use kernel::net::udp_tunnel::{Family, RxPacket, UdpTunnelReceiver, UdpTunnelSocket};
+use crate::qp::OutPacket;
+use kernel::net::udp_tunnel::{
+    Family, IpAddr, IpPacket, RxPacket, UdpHeader, UdpTunnelReceiver, UdpTunnelSocket,
+};
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
 use kernel::sync::{new_mutex, Mutex};
@@ -27,8 +30,8 @@ static PERNET: Pernet<MetaRoceNs> = Pernet::new();
 
 /// The sockets of one namespace.
 struct Sockets {
-    _v4: UdpTunnelSocket<RoceRx>,
-    _v6: UdpTunnelSocket<RoceRx>,
+    v4: UdpTunnelSocket<RoceRx>,
+    v6: UdpTunnelSocket<RoceRx>,
 }
 
 /// The state of one namespace.
@@ -94,7 +97,7 @@ pub(crate) fn with_sockets(name: &str, netdev: &NetDevice, f: impl FnOnce() -> R
         };
         let v4 = open(Family::Ipv4, "IPv4")?;
         let v6 = open(Family::Ipv6, "IPv6")?;
-        *sockets = Some(Sockets { _v4: v4, _v6: v6 });
+        *sockets = Some(Sockets { v4, v6 });
         pr_info!(
             "net namespace {}: listening on UDP port {ROCE_V2_PORT}\n",
             net.inum()
@@ -127,8 +130,64 @@ impl UdpTunnelReceiver for RoceRx {
         }
         dev.count(Counter::RcvdPkts, 1);
         dev.count(Counter::RcvdBytes, h.payload.len() as u64);
-        // No queue pairs exist yet (the verbs objects come with the data path): every valid
-        // packet is addressed to a QP this device does not have, and is dropped and counted.
-        dev.count(Counter::RcvdNoQp, 1);
+        let Ok(pkt) = packet::parse(h.payload) else { return };
+        match dev.lookup_qp(pkt.hdr.bth.dest_qp) {
+            Some(qp) => {
+                if !crate::qp::receive(&qp, &pkt, h.ip) {
+                    dev.count(Counter::RcvdDropped, 1);
+                }
+            }
+            None => dev.count(Counter::RcvdNoQp, 1),
+        }
     }
 }
+
+/// The IP address a RoCE v2 GID stands for: IPv4-mapped GIDs (`::ffff:a.b.c.d`) are IPv4.
+fn gid_ip(gid: &[u8; 16]) -> IpAddr {
+    if gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff {
+        IpAddr::V4([gid[12], gid[13], gid[14], gid[15]])
+    } else {
+        IpAddr::V6(*gid)
+    }
+}
+
+/// The UDP source port of a flow between two QPs: RoCE v2 leaves it to the sender as ECMP
+/// entropy in 0xC000..=0xFFFF; one value per QP pair keeps a connection on one path.
+fn udp_sport(src_qpn: u32, dst_qpn: u32) -> u16 {
+    let h = src_qpn.wrapping_mul(0x9E37_79B1) ^ dst_qpn.wrapping_mul(0x85EB_CA77);
+    0xC000 | ((h >> 16) as u16 & 0x3FFF)
+}
+
+/// Puts one packet on the wire from `netdev`'s namespace: route, IP/UDP headers, ICRC, send.
+/// Process context (takes the namespace's socket mutex).
+pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
+    let net = netdev.net().ok_or(ENODEV)?;
+    let state = PERNET.get(&net).ok_or(ENODEV)?;
+    let sockets = state.sockets.lock();
+    let s = sockets.as_ref().ok_or(ENODEV)?;
+    let (src, dst) = (gid_ip(&p.av.sgid), gid_ip(&p.av.dgid));
+    let sock = match dst {
+        IpAddr::V4(_) => &s.v4,
+        IpAddr::V6(_) => &s.v6,
+    };
+    let route = sock.route(Some(netdev), src, dst)?;
+    let hdr = UdpHeader {
+        src_port: udp_sport(p.src_qpn, p.dst_qpn),
+        dst_port: ROCE_V2_PORT,
+        dscp_ecn: p.av.traffic_class,
+        ttl: if p.av.hop_limit == 0 { 64 } else { p.av.hop_limit },
+    };
+    let mut pkt = IpPacket::build(p.skb, &route, &hdr)?;
+    let ip_len = pkt.ip_header_len();
+    let data = pkt.data_mut()?;
+    if data.len() < ip_len + UDP_HLEN {
+        return Err(EINVAL);
+    }
+    let (ip, rest) = data.split_at_mut(ip_len);
+    let (udp, ib) = rest.split_at_mut(UDP_HLEN);
+    icrc::icrc_write(ip, udp, ib).map_err(|_| EINVAL)?;
+    sock.send(pkt)
+}
+
+/// Length of a UDP header.
+const UDP_HLEN: usize = 8;

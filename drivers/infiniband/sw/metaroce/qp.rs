@@ -1,19 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Kernel queue pairs of a MetaRoCE device: the verbs state machine, receive queue and the
-//! send queue the transport will drain.
+//! Kernel queue pairs of a MetaRoCE device: the verbs state machine, the send and receive
+//! queues, and the glue between them and the protocol core's transport state machines.
 //!
-//! Nothing is transmitted yet (the RoCE v2 transport lands in issue 6): `post_send` validates
-//! each work request, copies it with its SGE list and address vector into the QP's
-//! [`QpInner::tx_pending`] queue, which the transmit side will drain in posting order, and
-//! completes it only when the QP is flushed (error state). Receive work requests wait in
-//! [`QpInner::rq`] for incoming messages the same way.
+//! Data flows one way each: `post_send` validates a work request, hands it to the core's
+//! requester ([`Engine`]) and schedules the QP on the device's transmit worker (`xmit.rs`),
+//! which pulls packets from the core, copies their payload out of the consumer's buffers and
+//! sends them. The receive path (`ns.rs`) hands each packet for the QP to [`receive`], which
+//! lets the core decide where its payload goes and which work request completed, copies the
+//! payload and queues the completions. Responses and acknowledgements the core produces on
+//! receive leave through the same transmit worker.
+//!
+//! Kernel consumers address their buffers by kernel virtual address under the device's local
+//! DMA key ([`KernelBuf`]). Memory regions with remote access (RDMA READ/WRITE/atomics
+//! targeting this QP) are not resolvable yet: the responder answers them with a remote access
+//! error NAK. Retransmission timers of RC QPs are not armed yet either (a lost packet stalls
+//! the QP until it is moved to the error state); datagram QPs need none.
 
-use crate::device::{MetaRoceDriver, PORT};
+use crate::device::{Counter, MetaRoceDriver, PORT};
+use crate::proto::opcode::Transport;
+use crate::proto::packet::{PayloadRef, Pmtu, TxDesc};
+use crate::proto::psn::Psn;
+use crate::proto::qp::{self as pqp, QpConfig};
+use crate::proto::resp::{AccessError, MemAccess, RecvQueue, GRH_LEN};
+use crate::proto::wr as pwr;
+use crate::proto::packet::Packet;
 use crate::verbs::{roce_av, CqPush, RoceAv};
+use crate::xmit;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::rdma::cq::{Cq, WcOpcode, WcStatus, WorkCompletion};
+use kernel::rdma::cq::{Cq, WcFlags, WcOpcode, WcStatus, WorkCompletion};
 use kernel::rdma::device::Mtu;
 use kernel::rdma::mr::AccessFlags;
 use kernel::rdma::pd::Origin;
@@ -21,8 +37,11 @@ use kernel::rdma::qp::{
     modify_is_ok, NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpCap, QpInitAttrOut, QpState,
     QpType,
 };
-use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendFlags, SendOp, SendWr, SendWrList, Sge};
+use kernel::rdma::wr::{
+    KernelBuf, PostError, RecvWr, RecvWrList, SendOp, SendWr, SendWrList, Sge,
+};
 use kernel::sync::SpinLockIrq;
+use core::sync::atomic::AtomicBool;
 
 /// Most work requests per queue.
 pub(crate) const MAX_QP_WR: u32 = 0x4000;
@@ -37,108 +56,248 @@ pub(crate) const MAX_MSG_SZ: u64 = 0x80_0000;
 /// The local key of kernel memory addressed by kernel virtual address: the device's
 /// `local_dma_lkey` (ib_core's `IBK_LOCAL_DMA_LKEY`), which every kernel PD reports.
 pub(crate) const LOCAL_DMA_LKEY: u32 = 0;
+/// Responder resources of a QP (incoming READs and atomics in flight): the most
+/// `max_dest_rd_atomic` accepts.
+pub(crate) const RESP_RES: usize = 16;
+/// The Q_Key of the GSI QP (`IB_QP1_QKEY`).
+const QP1_QKEY: u32 = 0x8001_0000;
 
-/// A fixed-capacity FIFO of work requests, each with up to `max_sge` SGEs, allocated when
-/// the QP is created so that posting never allocates.
-struct WqRing<E> {
-    slots: KVec<Option<E>>,
-    sges: KVec<Sge>,
-    max_sge: usize,
-    head: usize,
-    len: usize,
+/// The protocol core's state of one QP.
+pub(crate) type Engine = pqp::Qp<RESP_RES>;
+
+/// Copies `out.len()` bytes at byte `offset` of the concatenation of `bufs` into `out`.
+fn gather(bufs: &[KernelBuf], mut offset: usize, mut out: &mut [u8]) -> Result {
+    for b in bufs {
+        if out.is_empty() {
+            break;
+        }
+        let len = b.len() as usize;
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let n = core::cmp::min(len - offset, out.len());
+        let (now, rest) = out.split_at_mut(n);
+        b.read_at(offset, now)?;
+        out = rest;
+        offset = 0;
+    }
+    if out.is_empty() {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
 }
 
-impl<E> WqRing<E> {
-    fn new(depth: u32, max_sge: u32) -> Result<Self> {
-        let depth = depth as usize;
-        let max_sge = max_sge as usize;
-        let mut slots = KVec::with_capacity(depth, GFP_KERNEL)?;
-        for _ in 0..depth {
-            slots.push(None, GFP_KERNEL)?;
+/// Copies `data` to byte `offset` of the concatenation of `bufs`.
+fn scatter(bufs: &[KernelBuf], mut offset: usize, mut data: &[u8]) -> Result {
+    for b in bufs {
+        if data.is_empty() {
+            break;
         }
+        let len = b.len() as usize;
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let n = core::cmp::min(len - offset, data.len());
+        b.write_at(offset, &data[..n])?;
+        data = &data[n..];
+        offset = 0;
+    }
+    if data.is_empty() {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// The buffers of an SGE list of a kernel QP, checked against `max_sge`, the local DMA key and
+/// the kernel's direct mapping; returns them in `out` with the total length.
+fn kernel_bufs(
+    qp: &Qp<MetaRoceDriver>,
+    sges: &[Sge],
+    max_sge: u32,
+    out: &mut [KernelBuf],
+) -> Result<u32> {
+    if sges.len() > max_sge as usize || sges.len() > out.len() {
+        return Err(EINVAL);
+    }
+    let mut total: u32 = 0;
+    for (s, o) in sges.iter().zip(out.iter_mut()) {
+        if s.lkey() != LOCAL_DMA_LKEY {
+            return Err(EINVAL);
+        }
+        *o = KernelBuf::from_sge(qp, s)?;
+        total = total.checked_add(s.length()).ok_or(EINVAL)?;
+    }
+    Ok(total)
+}
+
+/// A fixed pool of `depth * max_sge` buffer slots, `max_sge` per queue entry.
+struct BufPool {
+    bufs: KVec<KernelBuf>,
+    max_sge: usize,
+}
+
+impl BufPool {
+    fn new(depth: usize, max_sge: u32) -> Result<Self> {
+        let max_sge = core::cmp::max(max_sge as usize, 1);
         let n = depth.checked_mul(max_sge).ok_or(EINVAL)?;
-        let mut sges = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut bufs = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
-            sges.push(Sge::default(), GFP_KERNEL)?;
+            bufs.push(KernelBuf::default(), GFP_KERNEL)?;
+        }
+        Ok(Self { bufs, max_sge })
+    }
+
+    fn slot_mut(&mut self, slot: usize) -> &mut [KernelBuf] {
+        let base = slot * self.max_sge;
+        &mut self.bufs[base..base + self.max_sge]
+    }
+
+    fn get(&self, slot: usize, n: u32) -> &[KernelBuf] {
+        let base = slot * self.max_sge;
+        &self.bufs[base..base + core::cmp::min(n as usize, self.max_sge)]
+    }
+}
+
+/// A posted receive work request.
+#[derive(Clone, Copy, Default)]
+struct RecvEntry {
+    wr_id: u64,
+    num_sge: u32,
+    len: u32,
+}
+
+/// The receive queue: entries `head..tail` (ring counters, depth a power of two) are posted
+/// and not completed; `head..taken` were handed to the responder, which completes them in
+/// order.
+struct RecvRing {
+    entries: KVec<RecvEntry>,
+    bufs: BufPool,
+    head: u32,
+    taken: u32,
+    tail: u32,
+}
+
+impl RecvRing {
+    fn new(max_wr: u32, max_sge: u32) -> Result<Self> {
+        let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
+        let mut entries = KVec::with_capacity(depth, GFP_KERNEL)?;
+        for _ in 0..depth {
+            entries.push(RecvEntry::default(), GFP_KERNEL)?;
         }
         Ok(Self {
-            slots,
-            sges,
-            max_sge,
+            entries,
+            bufs: BufPool::new(depth, max_sge)?,
             head: 0,
-            len: 0,
+            taken: 0,
+            tail: 0,
         })
     }
 
+    fn slot(&self, idx: u32) -> usize {
+        idx as usize & (self.entries.len() - 1)
+    }
+
     fn is_full(&self) -> bool {
-        self.len == self.slots.len()
+        self.tail.wrapping_sub(self.head) as usize >= self.entries.len()
     }
 
-    /// Appends `e` with a copy of `sges` (the caller checked `sges.len() <= max_sge` and that
-    /// the ring is not full).
-    fn push(&mut self, e: E, sges: &[Sge]) -> Result {
-        if self.is_full() || sges.len() > self.max_sge {
-            return Err(ENOMEM);
+    /// The entry handed out under `id` and its buffers.
+    fn entry(&self, id: u64) -> (RecvEntry, &[KernelBuf]) {
+        let slot = self.slot(id as u32);
+        let e = self.entries[slot];
+        (e, self.bufs.get(slot, e.num_sge))
+    }
+
+    /// Retires the oldest handed-out entry (the responder completes in order).
+    fn complete(&mut self, id: u64) {
+        if self.head != self.taken && id as u32 == self.head {
+            self.head = self.head.wrapping_add(1);
         }
-        let idx = (self.head + self.len) % self.slots.len();
-        let base = idx * self.max_sge;
-        self.sges[base..base + sges.len()].copy_from_slice(sges);
-        self.slots[idx] = Some(e);
-        self.len += 1;
-        Ok(())
     }
 
-    /// Removes the oldest entry.
-    fn pop(&mut self) -> Option<E> {
-        if self.len == 0 {
+    /// Removes every entry, returning the `wr_id`s to flush in order.
+    fn drain(&mut self, mut f: impl FnMut(u64)) {
+        while self.head != self.tail {
+            f(self.entries[self.slot(self.head)].wr_id);
+            self.head = self.head.wrapping_add(1);
+        }
+        self.taken = self.head;
+    }
+}
+
+impl RecvQueue for RecvRing {
+    fn take(&mut self) -> Option<pwr::RecvWqe> {
+        if self.taken == self.tail {
             return None;
         }
-        let e = self.slots[self.head].take();
-        self.head = (self.head + 1) % self.slots.len();
-        self.len -= 1;
-        e
-    }
-
-    /// Drops every entry.
-    fn clear(&mut self) {
-        while self.pop().is_some() {}
-        self.head = 0;
+        let e = self.entries[self.slot(self.taken)];
+        let id = u64::from(self.taken);
+        self.taken = self.taken.wrapping_add(1);
+        Some(pwr::RecvWqe { id, len: e.len })
     }
 }
 
-/// A receive work request waiting for a message.
-struct RecvWqe {
-    wr_id: u64,
-    /// SGEs used in the ring slot.
-    #[allow(dead_code)] // Read by the responder (issue 6).
+/// What the glue keeps per send queue slot besides the core's [`pwr::SendWqe`].
+#[derive(Clone, Copy, Default)]
+struct SqSide {
+    opcode: Option<WcOpcode>,
     num_sge: u32,
-    /// Total bytes the scatter list holds.
-    #[allow(dead_code)] // Read by the responder (issue 6).
-    len: u64,
+    /// Datagram QPs: the destination's address vector.
+    av: Option<RoceAv>,
 }
 
-/// The destination of a datagram send, copied from the work request and its AH.
-#[allow(dead_code)] // Read by the transmit side (issue 6).
-struct UdDest {
-    av: RoceAv,
-    remote_qpn: u32,
-    remote_qkey: u32,
-    pkey_index: u16,
+/// The send queue: the core's slots, the glue's per-slot data, and counters.
+struct SendRing {
+    wqes: KVec<pwr::SendWqe>,
+    side: KVec<SqSide>,
+    bufs: BufPool,
+    /// Work requests posted so far (ring counter).
+    tail: u32,
+    /// Datagram QPs: request packets pulled from the core so far (one per work request).
+    ud_sent: u32,
 }
 
-/// A validated send work request waiting for the transmit side.
-#[allow(dead_code)] // Fields read by the transmit side (issue 6).
-struct SendWqe {
-    wr_id: u64,
-    op: SendOp,
-    flags: SendFlags,
-    /// Generate a completion on success (`IB_SEND_SIGNALED` or an all-signalled QP).
-    signaled: bool,
-    num_sge: u32,
-    /// Total bytes of the local SGEs.
-    len: u64,
-    /// Datagram QPs only.
-    ud: Option<UdDest>,
+impl SendRing {
+    fn new(max_wr: u32, max_sge: u32) -> Result<Self> {
+        let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
+        let mut wqes = KVec::with_capacity(depth, GFP_KERNEL)?;
+        let mut side = KVec::with_capacity(depth, GFP_KERNEL)?;
+        for _ in 0..depth {
+            wqes.push(pwr::SendWqe::default(), GFP_KERNEL)?;
+            side.push(SqSide::default(), GFP_KERNEL)?;
+        }
+        Ok(Self {
+            wqes,
+            side,
+            bufs: BufPool::new(depth, max_sge)?,
+            tail: 0,
+            ud_sent: 0,
+        })
+    }
+
+    fn depth(&self) -> u32 {
+        self.wqes.len() as u32
+    }
+
+    fn slot(&self, idx: u32) -> usize {
+        idx as usize & (self.wqes.len() - 1)
+    }
+
+    fn bufs(&self, slot: usize) -> &[KernelBuf] {
+        self.bufs.get(slot, self.side[slot].num_sge)
+    }
+
+    fn reset(&mut self) {
+        self.tail = 0;
+        self.ud_sent = 0;
+        for w in self.wqes.iter_mut() {
+            *w = pwr::SendWqe::default();
+        }
+    }
 }
 
 /// Attributes set through `modify_qp`.
@@ -158,7 +317,6 @@ struct QpAttrs {
     max_rd_atomic: u8,
     max_dest_rd_atomic: u8,
     /// The primary path of a connected QP.
-    #[allow(dead_code)] // Read by the transport (issue 6).
     av: Option<RoceAv>,
 }
 
@@ -166,11 +324,10 @@ struct QpAttrs {
 struct QpInner {
     state: QpState,
     attrs: QpAttrs,
-    /// Posted receive work requests, oldest first.
-    rq: WqRing<RecvWqe>,
-    /// Validated send work requests waiting for the transmit side (issue 6), which drains
-    /// them in order; only a flush (error state) completes them before that.
-    tx_pending: WqRing<SendWqe>,
+    rq: RecvRing,
+    sq: SendRing,
+    /// The transport state machines: created when the QP enters RTR, dropped on RESET.
+    engine: Option<Engine>,
 }
 
 /// A kernel queue pair.
@@ -180,8 +337,20 @@ pub(crate) struct MetaRoceQp {
     qp_type: QpType,
     sq_sig_all: bool,
     cap: QpCap,
+    /// Whether the QP waits on the device's transmit worker's list.
+    pub(crate) tx_queued: AtomicBool,
     #[pin]
     inner: SpinLockIrq<QpInner>,
+}
+
+impl MetaRoceQp {
+    fn transport(&self) -> Transport {
+        match self.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            _ => Transport::Ud,
+        }
+    }
 }
 
 pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceQp, Error>> {
@@ -215,13 +384,13 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
     {
         return Err(EINVAL);
     }
-    // Inline data would be copied from kernel virtual addresses at post time, which needs the
-    // memory-access abstraction of the transport step.
+    // Inline data would have to be copied at post time into QP-owned memory; kernel
+    // consumers' buffers stay valid until completion, so inline is not offered.
     if cap.max_inline_data != 0 {
         return Err(EINVAL);
     }
-    let rq = WqRing::new(cap.max_recv_wr, cap.max_recv_sge)?;
-    let tx_pending = WqRing::new(cap.max_send_wr, cap.max_send_sge)?;
+    let rq = RecvRing::new(cap.max_recv_wr, cap.max_recv_sge)?;
+    let sq = SendRing::new(cap.max_send_wr, cap.max_send_sge)?;
     let sq_sig_all = qp.sq_sig_all();
 
     // Last fallible step: from here on, `destroy_qp` gives the number back.
@@ -233,6 +402,7 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         qp_type,
         sq_sig_all,
         cap,
+        tx_queued: AtomicBool::new(false),
         inner <- new_spinlock_irq!(
             QpInner {
                 state: QpState::Reset,
@@ -253,7 +423,8 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
                     av: None,
                 },
                 rq,
-                tx_pending,
+                sq,
+                engine: None,
             },
             "metaroce_qp"
         ),
@@ -261,6 +432,9 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
 }
 
 pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
+    // No new packet or transmit run can find the QP after this; the abstraction then waits
+    // for the ones in progress.
+    qp.device().unpublish_qp(qp.qpn);
     // Consumers must not find completions of a QP that no longer exists.
     if let Some(cq) = qp.send_cq() {
         cq.purge_qp(qp.id());
@@ -271,15 +445,15 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
     qp.device().free_qpn(qp.qpn);
 }
 
-/// Completions produced by a flush, delivered after the QP lock is released.
+/// Completions produced under the QP lock, delivered after it is released.
 #[derive(Default)]
-struct Notify {
+pub(crate) struct Notify {
     send: bool,
     recv: bool,
 }
 
 impl Notify {
-    fn deliver(self, qp: &Qp<MetaRoceDriver>) {
+    pub(crate) fn deliver(self, qp: &Qp<MetaRoceDriver>) {
         if self.send {
             if let Some(cq) = qp.send_cq() {
                 cq.notify_completion();
@@ -294,12 +468,12 @@ impl Notify {
 }
 
 /// Queues a completion on `cq`; returns whether the consumer must be notified.
-fn complete(cq: Option<&Cq<MetaRoceDriver>>, wc: WorkCompletion) -> bool {
-    match cq.map(|cq| cq.push(wc, false)) {
+fn complete(cq: Option<&Cq<MetaRoceDriver>>, wc: WorkCompletion, solicited: bool) -> bool {
+    match cq.map(|cq| cq.push(wc, solicited)) {
         Some(CqPush::QueuedNotify) => true,
         Some(CqPush::Queued) => false,
         Some(CqPush::Overflow) | None => {
-            pr_warn!("completion of a flushed work request dropped: CQ full\n");
+            kernel::pr_warn_once!("work completion dropped: CQ full\n");
             false
         }
     }
@@ -315,16 +489,80 @@ fn send_wc_opcode(op: &SendOp) -> WcOpcode {
     }
 }
 
-/// Flushes every queued work request with `IB_WC_WR_FLUSH_ERR` (error state).
-fn flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
-    while let Some(w) = inner.tx_pending.pop() {
-        let wc = WorkCompletion::new(w.wr_id, WcStatus::WrFlushErr, send_wc_opcode(&w.op), qp.id());
-        n.send |= complete(qp.send_cq(), wc);
+fn wc_status(s: pwr::WcStatus) -> WcStatus {
+    match s {
+        pwr::WcStatus::Success => WcStatus::Success,
+        pwr::WcStatus::LocLenErr => WcStatus::LocLenErr,
+        pwr::WcStatus::LocQpOpErr => WcStatus::LocQpOpErr,
+        pwr::WcStatus::LocProtErr => WcStatus::LocProtErr,
+        pwr::WcStatus::WrFlushErr => WcStatus::WrFlushErr,
+        pwr::WcStatus::BadRespErr => WcStatus::BadRespErr,
+        pwr::WcStatus::LocAccessErr => WcStatus::LocAccessErr,
+        pwr::WcStatus::RemInvReqErr => WcStatus::RemInvReqErr,
+        pwr::WcStatus::RemAccessErr => WcStatus::RemAccessErr,
+        pwr::WcStatus::RemOpErr => WcStatus::RemOpErr,
+        pwr::WcStatus::RetryExcErr => WcStatus::RetryExcErr,
+        pwr::WcStatus::RnrRetryExcErr => WcStatus::RnrRetryExcErr,
     }
-    while let Some(w) = inner.rq.pop() {
-        let wc = WorkCompletion::new(w.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
-        n.recv |= complete(qp.recv_cq(), wc);
+}
+
+/// Reports the send completions the core has ready.
+fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+    let Some(engine) = inner.engine.as_mut() else { return };
+    while let Some(c) = engine.poll_send_completion(&inner.sq.wqes) {
+        // The completed request is the last one retired: completions come in posting order.
+        let retired = inner.sq.tail.wrapping_sub(engine.sq_used());
+        let slot = inner.sq.slot(retired.wrapping_sub(1));
+        let opcode = inner.sq.side[slot].opcode.unwrap_or(WcOpcode::Send);
+        let mut wc = WorkCompletion::new(c.wr_id, wc_status(c.status), opcode, qp.id());
+        wc.byte_len = c.byte_len;
+        if c.status == pwr::WcStatus::Success {
+            qp.device().count(Counter::RdmaSends, 1);
+        }
+        n.send |= complete(qp.send_cq(), wc, false);
     }
+}
+
+/// Moves the QP to the error state: the core flushes its send queue, the receive queue is
+/// flushed here.
+fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+    inner.state = QpState::Err;
+    if let Some(engine) = inner.engine.as_mut() {
+        engine.set_error();
+    }
+    reap_send(qp, inner, n);
+    let mut flushed = |wr_id| {
+        let wc = WorkCompletion::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
+        n.recv |= complete(qp.recv_cq(), wc, false);
+    };
+    inner.rq.drain(&mut flushed);
+}
+
+/// The core's configuration from the QP's attributes.
+fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
+    let mut cfg = QpConfig::new(q.transport(), q.qpn, a.dest_qpn);
+    cfg.pmtu = Pmtu::from_bytes(a.path_mtu.bytes()).unwrap_or(Pmtu::Mtu1024);
+    cfg.qkey = if q.qp_type == QpType::Gsi { QP1_QKEY } else { a.qkey };
+    cfg.sq_psn = Psn::new(a.sq_psn);
+    cfg.rq_psn = Psn::new(a.rq_psn);
+    cfg.sq_depth = sq_depth;
+    cfg.max_rd_atomic = core::cmp::max(a.max_rd_atomic, 1);
+    cfg.timeout = a.timeout;
+    cfg.retry_cnt = a.retry_cnt;
+    cfg.rnr_retry = a.rnr_retry;
+    cfg.min_rnr_timer = a.min_rnr_timer;
+    let mut access = pwr::Access::NONE;
+    if a.access.contains(AccessFlags::REMOTE_READ) {
+        access = access.with(pwr::Access::READ);
+    }
+    if a.access.contains(AccessFlags::REMOTE_WRITE) {
+        access = access.with(pwr::Access::WRITE);
+    }
+    if a.access.contains(AccessFlags::REMOTE_ATOMIC) {
+        access = access.with(pwr::Access::ATOMIC);
+    }
+    cfg.access = access;
+    cfg
 }
 
 pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask) -> Result {
@@ -415,21 +653,43 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         if mask.contains(QpAttrMask::AV) {
             a.av = Some(roce_av(attr.ah_attr())?);
         }
+        // The transport state machines start when the QP can first receive (RTR) and are
+        // rebuilt at RTS if the send PSN changed before anything was received.
+        let rebuild = match (cur, next) {
+            (QpState::Init, QpState::Rtr) => true,
+            (QpState::Rtr, QpState::Rts) => inner.engine.as_ref().is_none_or(|e| {
+                e.config().sq_psn != Psn::new(a.sq_psn) && e.stats().resp.packets == 0
+            }),
+            _ => false,
+        };
+        if rebuild {
+            let cfg = engine_config(qp, inner.sq.depth(), &a);
+            inner.engine = Some(Engine::new(cfg).map_err(|_| EINVAL)?);
+            inner.sq.reset();
+        }
         inner.attrs = a;
         if next != cur {
             match next {
                 // RESET empties both queues without completions.
                 QpState::Reset => {
-                    inner.rq.clear();
-                    inner.tx_pending.clear();
+                    inner.rq.drain(|_| {});
+                    inner.sq.reset();
+                    inner.engine = None;
                 }
-                QpState::Err => flush(qp, inner, &mut n),
+                QpState::Err => enter_error(qp, inner, &mut n),
                 _ => {}
             }
         }
         inner.state = next;
     }
     n.deliver(qp);
+    if mask.contains(QpAttrMask::STATE) {
+        // Make the QP reachable by the receive path once it can receive; it stays so until
+        // it is destroyed.
+        qp.device().publish_qp(qp);
+        // Anything posted earlier (or flushed) may now be sendable.
+        xmit::schedule(qp);
+    }
     Ok(())
 }
 
@@ -463,74 +723,96 @@ pub(crate) fn query_qp(
     Ok(())
 }
 
-/// Checks an SGE list against the QP's limit and returns its total length. Kernel QPs
-/// address memory by kernel virtual address under the device's local DMA key; memory regions
-/// registered through the MR verbs are not accepted in SGEs yet.
-fn sge_total(sges: &[Sge], max_sge: u32) -> Result<u64> {
-    if sges.len() > max_sge as usize {
-        return Err(EINVAL);
-    }
-    let mut total: u64 = 0;
-    for s in sges {
-        if s.lkey() != LOCAL_DMA_LKEY {
-            return Err(EINVAL);
+/// The core's form of a send work request's operation.
+fn core_op(op: &SendOp) -> Result<pwr::SendOp> {
+    Ok(match *op {
+        SendOp::Send => pwr::SendOp::Send,
+        SendOp::SendWithImm { imm } => pwr::SendOp::SendImm { imm },
+        SendOp::SendWithInv { rkey } => pwr::SendOp::SendInv { rkey },
+        SendOp::RdmaWrite { remote_addr, rkey } => pwr::SendOp::Write { va: remote_addr, rkey },
+        SendOp::RdmaWriteWithImm { remote_addr, rkey, imm } => {
+            pwr::SendOp::WriteImm { va: remote_addr, rkey, imm }
         }
-        total = total.checked_add(u64::from(s.length())).ok_or(EINVAL)?;
-    }
-    Ok(total)
-}
-
-/// Validates one send work request for `qp` and builds its queue entry.
-fn send_wqe(q: &MetaRoceQp, wr: &SendWr<'_, MetaRoceDriver>) -> Result<SendWqe> {
-    let sges = wr.sges()?;
-    let len = sge_total(sges, q.cap.max_send_sge)?;
-    if len > MAX_MSG_SZ {
-        return Err(EINVAL);
-    }
-    let op = wr.op();
-    let allowed = match q.qp_type {
-        QpType::Gsi | QpType::Ud => matches!(op, SendOp::Send | SendOp::SendWithImm { .. }),
-        QpType::Uc => matches!(
-            op,
-            SendOp::Send
-                | SendOp::SendWithImm { .. }
-                | SendOp::RdmaWrite { .. }
-                | SendOp::RdmaWriteWithImm { .. }
-        ),
-        QpType::Rc => !matches!(op, SendOp::Other(_)),
-        _ => false,
-    };
-    if !allowed {
-        return Err(EINVAL);
-    }
-    if matches!(op, SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. }) && (len != 8 || sges.len() != 1) {
-        return Err(EINVAL);
-    }
-    let flags = wr.flags();
-    if flags.inline() && len > u64::from(q.cap.max_inline_data) {
-        return Err(EINVAL);
-    }
-    let ud = match wr.ud()? {
-        Some(d) => Some(UdDest {
-            av: d.ah.av,
-            remote_qpn: d.remote_qpn,
-            remote_qkey: d.remote_qkey,
-            pkey_index: d.pkey_index,
-        }),
-        None => None,
-    };
-    Ok(SendWqe {
-        wr_id: wr.wr_id(),
-        op,
-        flags,
-        signaled: q.sq_sig_all || flags.signaled(),
-        num_sge: sges.len() as u32,
-        len,
-        ud,
+        SendOp::RdmaRead { remote_addr, rkey } => pwr::SendOp::Read { va: remote_addr, rkey },
+        SendOp::CmpSwap { remote_addr, rkey, compare, swap } => pwr::SendOp::Atomic {
+            va: remote_addr,
+            rkey,
+            op: pwr::AtomicOp::CmpSwap { compare, swap },
+        },
+        SendOp::FetchAdd { remote_addr, rkey, add } => pwr::SendOp::Atomic {
+            va: remote_addr,
+            rkey,
+            op: pwr::AtomicOp::FetchAdd { add },
+        },
+        // Memory registration and other work requests are not offered.
+        _ => return Err(EINVAL),
     })
 }
 
-/// Posts send work requests. Runs with IRQs possibly disabled: no allocation, no sleeping.
+/// Validates one send work request and hands it to the core.
+fn post_one(
+    qp: &Qp<MetaRoceDriver>,
+    inner: &mut QpInner,
+    wr: &SendWr<'_, MetaRoceDriver>,
+    n: &mut Notify,
+) -> Result {
+    let op = wr.op();
+    let flags = wr.flags();
+    let signaled = qp.sq_sig_all || flags.signaled();
+    let sges = wr.sges()?;
+    match inner.state {
+        QpState::Rts | QpState::Sqd => {}
+        // Posting to a QP in error completes the request as flushed (which is how
+        // ib_drain_sq learns the queue is empty).
+        QpState::Err | QpState::Sqe => {
+            let wc = WorkCompletion::new(wr.wr_id(), WcStatus::WrFlushErr, send_wc_opcode(&op), qp.id());
+            n.send |= complete(qp.send_cq(), wc, false);
+            return Ok(());
+        }
+        _ => return Err(EINVAL),
+    }
+    if flags.inline() {
+        return Err(EINVAL);
+    }
+    let cop = core_op(&op)?;
+    let (ud, av) = match wr.ud()? {
+        Some(d) => (
+            Some(pwr::UdDest { qpn: d.remote_qpn, qkey: d.remote_qkey }),
+            Some(d.ah.av),
+        ),
+        None => (None, None),
+    };
+    let slot = inner.sq.slot(inner.sq.tail);
+    let max_sge = qp.cap.max_send_sge;
+    let len = kernel_bufs(qp, sges, max_sge, inner.sq.bufs.slot_mut(slot))?;
+    if u64::from(len) > MAX_MSG_SZ {
+        return Err(EINVAL);
+    }
+    let engine = inner.engine.as_mut().ok_or(EINVAL)?;
+    let cwr = pwr::SendWr {
+        wr_id: wr.wr_id(),
+        op: cop,
+        len,
+        signaled,
+        fence: flags.fence(),
+        solicited: flags.solicited(),
+        ud,
+    };
+    engine.post_send(&mut inner.sq.wqes, cwr).map_err(|e| match e {
+        crate::proto::req::PostError::QueueFull => ENOMEM,
+        _ => EINVAL,
+    })?;
+    inner.sq.side[slot] = SqSide {
+        opcode: Some(send_wc_opcode(&op)),
+        num_sge: sges.len() as u32,
+        av,
+    };
+    inner.sq.tail = inner.sq.tail.wrapping_add(1);
+    Ok(())
+}
+
+/// Posts send work requests. Runs with IRQs possibly disabled: no allocation, no sleeping, no
+/// transmission (the device's transmit worker sends).
 pub(crate) fn post_send<'a>(
     qp: &Qp<MetaRoceDriver>,
     wrs: SendWrList<'a, MetaRoceDriver>,
@@ -540,37 +822,14 @@ pub(crate) fn post_send<'a>(
     {
         let mut g = qp.inner.lock();
         for wr in wrs {
-            let posted = (|| {
-                match g.state {
-                    QpState::Rts | QpState::Sqd => {}
-                    // Posting to a QP in error completes the request as flushed (which is how
-                    // ib_drain_sq learns the queue is empty).
-                    QpState::Err | QpState::Sqe => {
-                        let wqe = send_wqe(qp, &wr)?;
-                        let wc = WorkCompletion::new(
-                            wqe.wr_id,
-                            WcStatus::WrFlushErr,
-                            send_wc_opcode(&wqe.op),
-                            qp.id(),
-                        );
-                        n.send |= complete(qp.send_cq(), wc);
-                        return Ok(());
-                    }
-                    _ => return Err(EINVAL),
-                }
-                if g.tx_pending.is_full() {
-                    return Err(ENOMEM);
-                }
-                let wqe = send_wqe(qp, &wr)?;
-                g.tx_pending.push(wqe, wr.sges()?)
-            })();
-            if let Err(error) = posted {
+            if let Err(error) = post_one(qp, &mut g, &wr, &mut n) {
                 res = Err(PostError { error, bad_wr: wr });
                 break;
             }
         }
     }
     n.deliver(qp);
+    xmit::schedule(qp);
     res
 }
 
@@ -583,25 +842,36 @@ pub(crate) fn post_recv<'a>(
     let mut res = Ok(());
     {
         let mut g = qp.inner.lock();
+        let inner = &mut *g;
         for wr in wrs {
             let posted = (|| {
                 let sges = wr.sges()?;
-                let len = sge_total(sges, qp.cap.max_recv_sge)?;
-                match g.state {
+                match inner.state {
                     QpState::Reset => Err(EINVAL),
                     QpState::Err => {
                         let wc =
                             WorkCompletion::new(wr.wr_id(), WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
-                        n.recv |= complete(qp.recv_cq(), wc);
+                        n.recv |= complete(qp.recv_cq(), wc, false);
                         Ok(())
                     }
                     _ => {
-                        let wqe = RecvWqe {
+                        if inner.rq.is_full() {
+                            return Err(ENOMEM);
+                        }
+                        let slot = inner.rq.slot(inner.rq.tail);
+                        let len = kernel_bufs(
+                            qp,
+                            sges,
+                            qp.cap.max_recv_sge,
+                            inner.rq.bufs.slot_mut(slot),
+                        )?;
+                        inner.rq.entries[slot] = RecvEntry {
                             wr_id: wr.wr_id(),
                             num_sge: sges.len() as u32,
                             len,
                         };
-                        g.rq.push(wqe, sges)
+                        inner.rq.tail = inner.rq.tail.wrapping_add(1);
+                        Ok(())
                     }
                 }
             })();
@@ -613,4 +883,217 @@ pub(crate) fn post_recv<'a>(
     }
     n.deliver(qp);
     res
+}
+
+/// Memory regions as seen by the responder of a kernel QP: none is reachable by R_Key yet,
+/// so every remote READ, WRITE and atomic is refused with a remote access error.
+struct NoRemoteMemory;
+
+impl MemAccess for NoRemoteMemory {
+    fn check(&mut self, _rkey: u32, _va: u64, _len: u32, _access: pwr::Access) -> Result<(), AccessError> {
+        Err(AccessError::Access)
+    }
+
+    fn atomic(&mut self, _rkey: u32, _va: u64, _op: pwr::AtomicOp) -> Result<u64, AccessError> {
+        Err(AccessError::Access)
+    }
+}
+
+/// The network header of a received packet as a UD receive buffer's 40-byte GRH area holds it:
+/// an IPv6 header as is, an IPv4 header in the last 20 bytes (`union rdma_network_hdr`).
+fn grh_area(ip: &[u8]) -> Option<([u8; GRH_LEN as usize], u8)> {
+    let mut grh = [0u8; GRH_LEN as usize];
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            grh[20..].copy_from_slice(&ip[..20]);
+            Some((grh, RDMA_NETWORK_IPV4))
+        }
+        Some(6) if ip.len() >= 40 => {
+            grh.copy_from_slice(&ip[..40]);
+            Some((grh, RDMA_NETWORK_IPV6))
+        }
+        _ => None,
+    }
+}
+
+/// `RDMA_NETWORK_IPV4` / `RDMA_NETWORK_IPV6` of `enum rdma_network_type`.
+const RDMA_NETWORK_IPV4: u8 = 2;
+const RDMA_NETWORK_IPV6: u8 = 3;
+
+/// Delivers one received packet (ICRC verified) to `qp`. Softirq context.
+///
+/// Returns `false` if the packet was dropped without effect (the caller counts it).
+pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> bool {
+    let mut n = Notify::default();
+    let mut ok = true;
+    {
+        let mut g = qp.inner.lock();
+        let inner = &mut *g;
+        match inner.state {
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
+            _ => return false,
+        }
+        // One P_Key per port, the default one; its membership bit may differ.
+        if pkt.hdr.bth.pkey & 0x7fff != 0x7fff {
+            return false;
+        }
+        let Some(engine) = inner.engine.as_mut() else { return false };
+        let now = qp.device().now_ns();
+        let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut NoRemoteMemory, &mut inner.rq);
+        let ud = qp.transport() == Transport::Ud;
+        let mut network_type = 0;
+        if let Some(place) = out.place {
+            let placed = match place {
+                pwr::Place::Recv { id, offset, len } => {
+                    let (_, bufs) = inner.rq.entry(id);
+                    let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
+                    data.and_then(|d| scatter(bufs, offset as usize, d))
+                }
+                pwr::Place::ReadResp { slot, offset, len } => {
+                    let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
+                    let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
+                    data.and_then(|d| scatter(bufs, offset as usize, d))
+                }
+                pwr::Place::AtomicResult { slot, value } => {
+                    let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
+                    scatter(bufs, 0, &value.to_ne_bytes())
+                }
+                // Refused by `NoRemoteMemory` before any placement.
+                pwr::Place::Rdma { .. } => Err(EINVAL),
+            };
+            if placed.is_err() {
+                qp.device().count(Counter::SendErr, 1);
+                ok = false;
+            }
+        }
+        if let Some(c) = out.completion {
+            let (entry, bufs) = inner.rq.entry(c.id);
+            let mut wc = WorkCompletion::new(
+                entry.wr_id,
+                wc_status(c.status),
+                match c.kind {
+                    pwr::RecvKind::Send => WcOpcode::Recv,
+                    pwr::RecvKind::WriteImm => WcOpcode::RecvRdmaWithImm,
+                },
+                qp.id(),
+            );
+            wc.byte_len = c.byte_len;
+            wc.imm = c.imm;
+            wc.invalidate_rkey = c.invalidate;
+            if ud {
+                wc.src_qp = c.src_qp.unwrap_or(0);
+                wc.pkey_index = 0;
+                if c.status == pwr::WcStatus::Success {
+                    match grh_area(ip) {
+                        Some((grh, ty)) => {
+                            network_type = ty;
+                            if scatter(bufs, 0, &grh).is_err() {
+                                wc.status = WcStatus::LocLenErr;
+                            }
+                        }
+                        None => wc.status = WcStatus::GeneralErr,
+                    }
+                    wc.flags = WcFlags::GRH | WcFlags::WITH_NETWORK_HDR_TYPE;
+                    wc.network_hdr_type = network_type;
+                }
+            }
+            inner.rq.complete(c.id);
+            qp.device().count(Counter::RdmaRecvs, 1);
+            n.recv |= complete(qp.recv_cq(), wc, pkt.hdr.bth.solicited);
+        }
+        if out.drop.is_some() && out.completion.is_none() && out.place.is_none() {
+            ok = false;
+        }
+        reap_send(qp, inner, &mut n);
+        if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
+            enter_error(qp, inner, &mut n);
+        }
+    }
+    n.deliver(qp);
+    // Acknowledgements and responses leave through the transmit worker.
+    if qp.transport() != Transport::Ud {
+        xmit::schedule(qp);
+    }
+    ok
+}
+
+/// One packet pulled from the core, ready for the network: its RoCE payload (BTH to ICRC
+/// slot) in an skb and where it goes.
+pub(crate) struct OutPacket {
+    pub(crate) skb: kernel::net::skbuff::SkBuff,
+    pub(crate) av: RoceAv,
+    pub(crate) src_qpn: u32,
+    pub(crate) dst_qpn: u32,
+}
+
+/// Pulls up to `out.len()` packets from the QP's core into `out` (the transmit worker's
+/// batch) and reports the send completions that became ready. Returns the number pulled.
+/// Any context (GFP_ATOMIC skbs under the QP lock).
+pub(crate) fn pull_tx(
+    qp: &Qp<MetaRoceDriver>,
+    headroom: usize,
+    out: &mut [Option<OutPacket>],
+) -> usize {
+    let mut n = Notify::default();
+    let mut got = 0;
+    {
+        let mut g = qp.inner.lock();
+        let inner = &mut *g;
+        if !matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe) {
+            return 0;
+        }
+        let now = qp.device().now_ns();
+        while got < out.len() {
+            let Some(engine) = inner.engine.as_mut() else { break };
+            let Some(d) = engine.poll_tx(now, &mut inner.sq.wqes) else { break };
+            match build_packet(qp, inner, &d, headroom) {
+                Ok(p) => {
+                    out[got] = Some(p);
+                    got += 1;
+                }
+                Err(_) => qp.device().count(Counter::SendErr, 1),
+            }
+        }
+        reap_send(qp, inner, &mut n);
+        if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
+            enter_error(qp, inner, &mut n);
+        }
+    }
+    n.deliver(qp);
+    got
+}
+
+fn build_packet(
+    qp: &Qp<MetaRoceDriver>,
+    inner: &mut QpInner,
+    d: &TxDesc,
+    headroom: usize,
+) -> Result<OutPacket> {
+    let plen = d.payload.len() as usize;
+    let (av, dst_qpn) = if qp.transport() == Transport::Ud {
+        // One packet per datagram work request, in posting order.
+        let slot = inner.sq.slot(inner.sq.ud_sent);
+        inner.sq.ud_sent = inner.sq.ud_sent.wrapping_add(1);
+        (inner.sq.side[slot].av.ok_or(EINVAL)?, d.hdr.bth.dest_qp)
+    } else {
+        (inner.attrs.av.ok_or(EINVAL)?, d.hdr.bth.dest_qp)
+    };
+    let total = crate::proto::packet::wire_len(&d.hdr, plen).ok_or(EINVAL)?;
+    let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom + total, GFP_ATOMIC)?;
+    skb.reserve(headroom)?;
+    let buf = skb.put(total)?;
+    let hl = crate::proto::packet::write_headers(&d.hdr, plen, buf).map_err(|_| EINVAL)?;
+    let end = hl.checked_add(plen).ok_or(EINVAL)?;
+    match d.payload {
+        PayloadRef::None => {}
+        PayloadRef::Sq { slot, offset, len: _ } => {
+            let slot = slot as usize & (inner.sq.wqes.len() - 1);
+            gather(inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])?;
+        }
+        // READ responses need remote-readable memory, which `NoRemoteMemory` refuses.
+        PayloadRef::Mr { .. } => return Err(EINVAL),
+    }
+    // Pad and ICRC slot.
+    buf[end..].fill(0);
+    Ok(OutPacket { skb, av, src_qpn: qp.qpn, dst_qpn })
 }

@@ -202,7 +202,6 @@ pub(crate) fn req_notify_cq(cq: &Cq<MetaRoceDriver>, notify: CqNotify) -> Result
 }
 
 /// A RoCE address vector, copied out of `rdma_ah_attr` when the AH is created.
-#[allow(dead_code)] // Read by the transmit side (issue 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RoceAv {
     pub(crate) dgid: [u8; 16],

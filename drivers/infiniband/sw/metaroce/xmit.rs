@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmit side of a MetaRoCE device: a worker on the device's own work queue that pulls
+//! packets from the QPs that have something to send and puts them on the wire.
+//!
+//! `post_send` may run with IRQs disabled (ib_mad posts under a spinlock), so it only marks the
+//! QP and queues the worker ([`schedule`]); the worker runs in process context, where routing
+//! and `ip_local_out` are allowed. A QP is on the worker's list at most once (its `tx_queued`
+//! flag), so the fixed-size list never overflows and scheduling never allocates. The list holds
+//! counted QP references, so a QP being destroyed waits for the worker to let go of it.
+
+use crate::device::{Counter, MetaRoceDriver};
+use crate::ns;
+use crate::qp::{pull_tx, OutPacket, MAX_QP};
+use core::sync::atomic::Ordering;
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::rdma::qp::Qp;
+use kernel::sync::aref::ARef;
+use kernel::sync::{Arc, SpinLockIrq};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+
+/// Packets pulled from one QP per batch (one QP lock hold).
+const BATCH: usize = 16;
+/// Batches per worker run.
+const RUN_BATCHES: usize = 64;
+/// Bytes reserved in front of the RoCE headers for the link, IP and UDP headers: the largest
+/// link-layer header the kernel reserves for (`LL_MAX_HEADER`, 128 with tunnels) plus IPv6 and UDP.
+pub(crate) const HEADROOM: usize = 128 + 40 + 8;
+
+/// QPs waiting for the worker, oldest first.
+struct ReadyList {
+    slots: KVec<Option<ARef<Qp<MetaRoceDriver>>>>,
+    head: usize,
+    len: usize,
+}
+
+/// The transmit worker of one device.
+#[pin_data]
+pub(crate) struct TxEngine {
+    #[pin]
+    ready: SpinLockIrq<ReadyList>,
+    #[pin]
+    work: Work<TxEngine>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for TxEngine { self.work }
+}
+
+impl TxEngine {
+    /// A worker with room for every QP of a device. Process context.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        // One slot per QP number plus the GSI QP.
+        let n = MAX_QP as usize + 1;
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Arc::pin_init(
+            pin_init!(Self {
+                ready <- new_spinlock_irq!(ReadyList { slots, head: 0, len: 0 }, "metaroce_tx_ready"),
+                work <- new_work!("metaroce_tx"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn pop(&self) -> Option<ARef<Qp<MetaRoceDriver>>> {
+        let mut g = self.ready.lock();
+        if g.len == 0 {
+            return None;
+        }
+        let head = g.head;
+        let qp = g.slots[head].take();
+        g.head = (head + 1) % g.slots.len();
+        g.len -= 1;
+        qp
+    }
+}
+
+/// Puts `qp` on its device's transmit list (if not there yet) and queues the worker. Any
+/// context: takes an IRQ-safe spinlock, never allocates or sleeps.
+pub(crate) fn schedule(qp: &Qp<MetaRoceDriver>) {
+    if qp.tx_queued.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let dev = qp.device();
+    let tx = dev.tx();
+    {
+        let mut g = tx.ready.lock();
+        if g.len == g.slots.len() {
+            // Each QP is listed once and there are fewer QPs than slots.
+            drop(g);
+            qp.tx_queued.store(false, Ordering::Release);
+            kernel::pr_warn_once!("transmit list full\n");
+            return;
+        }
+        let idx = (g.head + g.len) % g.slots.len();
+        g.slots[idx] = Some(ARef::from(qp));
+        g.len += 1;
+    }
+    // Already queued is fine: the worker drains the whole list.
+    let _ = dev.tx_queue().enqueue(tx.clone());
+}
+
+impl WorkItem for TxEngine {
+    type Pointer = Arc<TxEngine>;
+
+    fn run(this: Arc<TxEngine>) {
+        // A bounded number of batches per run: requeueing lets the work queue reschedule
+        // between runs, so a busy device cannot hog the CPU.
+        for _ in 0..RUN_BATCHES {
+            let Some(qp) = this.pop() else { return };
+            // Cleared before the batch, so work posted meanwhile schedules the QP again.
+            qp.tx_queued.store(false, Ordering::Release);
+            if transmit_batch(&qp) {
+                // More to send: back to the end of the list.
+                schedule(&qp);
+            }
+        }
+        if this.ready.lock().len > 0 {
+            let dev_queue_holder = this.clone();
+            requeue(dev_queue_holder);
+        }
+    }
+}
+
+/// Queues the worker again on the device's queue (reached through any listed QP).
+fn requeue(this: Arc<TxEngine>) {
+    let qp = {
+        let g = this.ready.lock();
+        g.slots[g.head].clone()
+    };
+    if let Some(qp) = qp {
+        let _ = qp.device().tx_queue().enqueue(this);
+    }
+}
+
+/// Sends one batch of `qp`'s packets; returns whether it may have more. Process context.
+fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
+    let dev = qp.device();
+    let Some(netdev) = dev.netdev(crate::device::PORT) else {
+        return false;
+    };
+    let mut batch: [Option<OutPacket>; BATCH] = [const { None }; BATCH];
+    let n = pull_tx(qp, HEADROOM, &mut batch);
+    for p in batch.iter_mut().take(n) {
+        let Some(p) = p.take() else { continue };
+        let len = p.skb.len() as u64;
+        match ns::send(&netdev, p) {
+            Ok(()) => {
+                dev.count(Counter::SentPkts, 1);
+                dev.count(Counter::SentBytes, len);
+            }
+            Err(_) => dev.count(Counter::SendErr, 1),
+        }
+    }
+    n == BATCH
+}
