@@ -15,6 +15,8 @@
 #include <net/ipv6.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <linux/inetdevice.h>
+#include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -249,4 +251,16 @@ __rust_helper void rust_helper_metaroce_kunit_skip(const char *reason)
 __rust_helper bool rust_helper_metaroce_virt_addr_valid(unsigned long addr)
 {
 	return virt_addr_valid(addr);
+}
+
+/* The device owning an address of @via's namespace; caller holds the RCU read lock. */
+__rust_helper struct net_device *rust_helper_metaroce_local_dev4(struct net_device *via, __be32 daddr)
+{
+	return __ip_dev_find(dev_net(via), daddr, false);
+}
+
+__rust_helper struct net_device *rust_helper_metaroce_local_dev6(struct net_device *via,
+								 const struct in6_addr *daddr)
+{
+	return ipv6_dev_find(dev_net(via), daddr, NULL);
 }

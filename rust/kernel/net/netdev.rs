@@ -115,6 +115,14 @@ impl NetDevice {
         u32::from(state) == bindings::netdev_reg_state_NETREG_REGISTERED
     }
 
+    /// Whether this is a loopback device (`IFF_LOOPBACK`).
+    pub fn is_loopback(&self) -> bool {
+        // SAFETY: The device is valid by the type invariant; `flags` is a plain word the C side
+        // also reads without locks.
+        let flags = unsafe { core::ptr::read_volatile(&raw const (*self.as_raw()).flags) };
+        flags & bindings::net_device_flags_IFF_LOOPBACK != 0
+    }
+
     /// Whether the interface is administratively up (`netif_running`).
     pub fn is_running(&self) -> bool {
         // SAFETY: The device is valid by the type invariant.

@@ -22,7 +22,8 @@ use crate::{
         netdev::NetDevice,
         skbuff::SkBuff, //
     },
-    prelude::*, //
+    prelude::*,
+    sync::rcu, //
 };
 use core::{marker::PhantomData, ptr::NonNull};
 
@@ -244,6 +245,42 @@ impl RxPacket {
     /// The device the datagram arrived on.
     pub fn dev(&self) -> Option<&NetDevice> {
         self.skb.dev()
+    }
+
+    /// The device that owns the datagram's destination address in the namespace it arrived
+    /// in: for traffic a host sends to one of its own addresses, which arrives on the loopback
+    /// device, the interface the address belongs to. `None` if no interface has it (or the IP
+    /// header is unusable).
+    ///
+    /// The reference is valid under the RCU read lock `_rcu` (devices are freed after a grace
+    /// period).
+    pub fn local_dev<'a>(&'a self, _rcu: &'a rcu::Guard) -> Option<&'a NetDevice> {
+        let via = self.dev()?;
+        let h = self.headers()?;
+        let ptr = match h.ip.first()? >> 4 {
+            4 if h.ip.len() >= 20 => {
+                let d = u32::from_ne_bytes([h.ip[16], h.ip[17], h.ip[18], h.ip[19]]);
+                // SAFETY: `via` is a valid device; the lookup runs under RCU (`_rcu`).
+                unsafe { bindings::metaroce_local_dev4(via.as_raw(), d) }
+            }
+            6 if h.ip.len() >= 40 => {
+                // SAFETY: All-zero is a valid `in6_addr`, overwritten just below.
+                let mut daddr: bindings::in6_addr = unsafe { core::mem::zeroed() };
+                // SAFETY: `in6_addr` is 16 bytes of address in network order.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(h.ip[24..40].as_ptr(), (&raw mut daddr).cast::<u8>(), 16)
+                };
+                // SAFETY: As above; `daddr` is valid for the call.
+                unsafe { bindings::metaroce_local_dev6(via.as_raw(), &daddr) }
+            }
+            _ => return None,
+        };
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: The device was found in the namespace's address tables under RCU, which `_rcu`
+        // holds for the lifetime of the returned reference.
+        Some(unsafe { NetDevice::from_raw(ptr) })
     }
 
     /// The skb (data starting at the UDP header).

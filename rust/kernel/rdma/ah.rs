@@ -165,8 +165,8 @@ impl RoceAhAttr {
         out.grh.flow_label = self.flow_label & 0xf_ffff;
         out.grh.hop_limit = self.hop_limit;
         out.grh.traffic_class = self.traffic_class;
-        // SAFETY: Selecting the `roce` member of the union (plain bytes) for a RoCE address.
-        unsafe { out.__bindgen_anon_1.roce.dmac = self.dmac };
+        // Writing a union field is safe: this makes `roce` the active member (RoCE address).
+        out.__bindgen_anon_1.roce.dmac = self.dmac;
     }
 }
 

@@ -18,7 +18,7 @@ use kernel::net::udp_tunnel::{
 };
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
-use kernel::sync::{new_mutex, Mutex};
+use kernel::sync::{new_mutex, rcu, Mutex};
 
 /// The IANA-assigned RoCEv2 UDP destination port.
 pub(crate) const ROCE_V2_PORT: u16 = 4791;
@@ -111,8 +111,19 @@ struct RoceRx;
 
 impl UdpTunnelReceiver for RoceRx {
     fn receive(pkt: RxPacket) {
-        // Packets for netdevs without a MetaRoCE device are not ours to count.
-        let Some(netdev) = pkt.dev() else { return };
+        // Packets for netdevs without a MetaRoCE device are not ours to count. Traffic to one
+        // of the host's own addresses (a device's own GID, or another local device's) arrives
+        // on the loopback device: it belongs to the device whose netdev owns the address.
+        let Some(rx_dev) = pkt.dev() else { return };
+        let rcu = rcu::read_lock();
+        let netdev = if rx_dev.is_loopback() {
+            match pkt.local_dev(&rcu) {
+                Some(d) => d,
+                None => return,
+            }
+        } else {
+            rx_dev
+        };
         let Some(dev) = Device::<MetaRoceDriver>::find_by_netdev(netdev) else {
             return;
         };
@@ -170,7 +181,11 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
         IpAddr::V4(_) => &s.v4,
         IpAddr::V6(_) => &s.v6,
     };
-    let route = sock.route(Some(netdev), src, dst)?;
+    // Packets leave through the device's netdev, except those to the device's own GID: a
+    // lookup bound to the netdev would send them onto the wire (IPv6 does), an unbound one
+    // delivers them through the loopback device, after which the receive path maps them back.
+    let oif = if src == dst { None } else { Some(netdev) };
+    let route = sock.route(oif, src, dst)?;
     let hdr = UdpHeader {
         src_port: udp_sport(p.src_qpn, p.dst_qpn),
         dst_port: ROCE_V2_PORT,
