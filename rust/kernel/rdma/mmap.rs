@@ -290,6 +290,42 @@ pub(super) unsafe extern "C" fn mmap_free_callback(entry: *mut bindings::rdma_us
     drop(unsafe { KBox::from_raw(crate::container_of!(Opaque::cast_from(entry), MmapEntry, entry).cast_mut()) });
 }
 
-/// Asserts at build time that a page holds a whole number of `u32` index words (used by the
-/// alignment argument of [`SharedBuf`]).
-const _: () = assert!(PAGE_SIZE % 4 == 0);
+#[macros::kunit_tests(rust_metaroce_shared_buf)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_round_trip() -> Result {
+        let buf = SharedBuf::new(PAGE_SIZE + 100)?;
+        assert_eq!(buf.len(), PAGE_SIZE + 100);
+        // Zeroed at allocation.
+        assert_eq!(buf.load_acquire_u32(PAGE_SIZE + 96)?, 0);
+        buf.store_release_u32(128, 0xdead_beef)?;
+        assert_eq!(buf.load_acquire_u32(128)?, 0xdead_beef);
+        buf.store_relaxed_u32(PAGE_SIZE + 96, 7)?;
+        assert_eq!(buf.load_relaxed_u32(PAGE_SIZE + 96)?, 7);
+        // A copy across the page boundary.
+        let data: [u8; 40] = core::array::from_fn(|i| i as u8 + 1);
+        buf.write(PAGE_SIZE - 20, &data)?;
+        let mut back = [0u8; 40];
+        buf.read(PAGE_SIZE - 20, &mut back)?;
+        assert_eq!(back, data);
+        Ok(())
+    }
+
+    #[test]
+    fn bounds_are_checked() -> Result {
+        assert_eq!(SharedBuf::new(0).err(), Some(EINVAL));
+        let buf = SharedBuf::new(100)?;
+        // Past the end, straddling the end, misaligned, overflowing offsets: all refused,
+        // although the allocation itself is a whole page.
+        assert_eq!(buf.load_acquire_u32(100).err(), Some(EINVAL));
+        assert_eq!(buf.load_acquire_u32(98).err(), Some(EINVAL));
+        assert_eq!(buf.store_release_u32(2, 1).err(), Some(EINVAL));
+        assert_eq!(buf.write(96, &[0; 5]).err(), Some(EINVAL));
+        assert_eq!(buf.read(usize::MAX, &mut [0; 2]).err(), Some(EINVAL));
+        assert!(buf.write(100, &[]).is_ok());
+        assert!(buf.read(96, &mut [0; 4]).is_ok());
+        Ok(())
+    }
+}
