@@ -658,7 +658,8 @@ pub trait Driver: Sized + 'static {
     ///
     /// The driver assigns the QP number ([`NewQp::set_qp_num`]; 1 for GSI, 0 for SMI) and
     /// reports the capabilities it granted ([`NewQp::set_cap`]). Implementing it installs
-    /// `destroy_qp`, which calls [`Driver::destroy_qp`] and drops the data.
+    /// `destroy_qp`, which calls [`Driver::destroy_qp`] and drops the data. For user QPs the
+    /// driver handles the driver-specific request and response ([`NewQp::udata`]).
     fn create_qp(_qp: &mut NewQp<'_, Self>) -> Result<impl PinInit<Self::QpData, Error>> {
         vtable_default::<Result<Self::QpData>>()
     }

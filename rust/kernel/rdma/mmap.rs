@@ -214,7 +214,11 @@ impl UserMapping {
         // SAFETY: `p` is a valid `MmapEntry` with a zeroed C entry, as insertion expects;
         // `ucontext` is the live context of the system call.
         let ret = unsafe {
-            bindings::rdma_user_mmap_entry_insert(ucontext, Opaque::cast_into(&raw const (*p).entry), size)
+            bindings::rdma_user_mmap_entry_insert(
+                ucontext,
+                Opaque::cast_into(&raw const (*p).entry),
+                size,
+            )
         };
         if let Err(e) = to_result(ret) {
             // SAFETY: Insertion failed, so ib_core holds no reference: the box is ours again.
@@ -233,7 +237,8 @@ impl UserMapping {
     pub fn offset(&self) -> u64 {
         // SAFETY: The entry is alive while we hold the insertion reference; `start_pgoff` is
         // set at insertion and never changed.
-        let pgoff = unsafe { (*Opaque::cast_into(&raw const (*self.entry.as_ptr()).entry)).start_pgoff };
+        let pgoff =
+            unsafe { (*Opaque::cast_into(&raw const (*self.entry.as_ptr()).entry)).start_pgoff };
         (pgoff as u64) << crate::page::PAGE_SHIFT
     }
 
@@ -287,7 +292,9 @@ pub(super) unsafe extern "C" fn mmap_callback(
 pub(super) unsafe extern "C" fn mmap_free_callback(entry: *mut bindings::rdma_user_mmap_entry) {
     // SAFETY: The entry is the first field of a `MmapEntry` allocated with `KBox` by
     // `UserMapping::new`; nobody uses it any more.
-    drop(unsafe { KBox::from_raw(crate::container_of!(Opaque::cast_from(entry), MmapEntry, entry).cast_mut()) });
+    drop(unsafe {
+        KBox::from_raw(crate::container_of!(Opaque::cast_from(entry), MmapEntry, entry).cast_mut())
+    });
 }
 
 #[macros::kunit_tests(rust_metaroce_shared_buf)]

@@ -96,7 +96,9 @@ impl<'a> Udata<'a> {
     /// zeroed. `EFAULT` for an unwritable buffer. May sleep (user memory).
     pub fn write_response(&self, resp: &[u8]) -> Result {
         // SAFETY: `raw` is valid (type invariant); `resp` is valid for reads of its length.
-        to_result(unsafe { bindings::_ib_respond_udata(self.raw, resp.as_ptr().cast(), resp.len()) })
+        to_result(unsafe {
+            bindings::_ib_respond_udata(self.raw, resp.as_ptr().cast(), resp.len())
+        })
     }
 
     /// The user context of the system call (`rdma_udata_to_drv_context`).

@@ -11,11 +11,7 @@
 //! calls them from softirq and work context to place received payload into a user MR and read
 //! payload to send. Only pinning and release sleep.
 
-use super::{
-    device::Driver,
-    mr::AccessFlags,
-    pd::Pd,
-};
+use super::{device::Driver, mr::AccessFlags, pd::Pd};
 use crate::{
     bindings,
     page::{
@@ -79,7 +75,11 @@ impl Umem {
             // SAFETY: `pages` is a stand-in of `npages` slots the helper fills (it writes at
             // most `npages` entries and returns how many it wrote); `raw` is valid.
             let n = unsafe {
-                bindings::metaroce_umem_pages(raw.as_ptr(), pages.spare_capacity_mut().as_mut_ptr().cast(), npages)
+                bindings::metaroce_umem_pages(
+                    raw.as_ptr(),
+                    pages.spare_capacity_mut().as_mut_ptr().cast(),
+                    npages,
+                )
             };
             if n != npages {
                 return Err(EFAULT);

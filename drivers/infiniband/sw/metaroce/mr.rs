@@ -91,9 +91,11 @@ pub(crate) fn reg_user_mr(
     let index = dev.alloc_mr_index()?;
     // Index 0 is never handed out, so no key is 0.
     let lkey = (index as u32) << 8;
-    let remote = req
-        .access
-        .intersects(AccessFlags::REMOTE_READ.union(AccessFlags::REMOTE_WRITE).union(AccessFlags::REMOTE_ATOMIC));
+    let remote = req.access.intersects(
+        AccessFlags::REMOTE_READ
+            .union(AccessFlags::REMOTE_WRITE)
+            .union(AccessFlags::REMOTE_ATOMIC),
+    );
     let rkey = if remote { lkey } else { 0 };
     let mr = UserMr {
         lkey,
@@ -135,7 +137,15 @@ pub(crate) fn dereg_user_mr(mr: &Mr<MetaRoceDriver>) {
 impl UserMr {
     /// Validates a request for `len` bytes at `va` needing `need`, and returns the offset of
     /// `va` in the region.
-    fn check(&self, key: u32, kind: KeyKind, pd: PdId, va: u64, len: usize, need: AccessFlags) -> Result<usize, MrError> {
+    fn check(
+        &self,
+        key: u32,
+        kind: KeyKind,
+        pd: PdId,
+        va: u64,
+        len: usize,
+        need: AccessFlags,
+    ) -> Result<usize, MrError> {
         let ok_key = match kind {
             KeyKind::Local => self.lkey == key,
             KeyKind::Remote => self.rkey != 0 && self.rkey == key,
@@ -177,7 +187,11 @@ fn read_right(kind: KeyKind) -> AccessFlags {
 
 impl MetaRoceDev {
     /// Runs `f` on the user region of `key`, with the table locked.
-    fn with_user_mr<R>(&self, key: u32, f: impl FnOnce(&UserMr) -> Result<R, MrError>) -> Result<R, MrError> {
+    fn with_user_mr<R>(
+        &self,
+        key: u32,
+        f: impl FnOnce(&UserMr) -> Result<R, MrError>,
+    ) -> Result<R, MrError> {
         let table = self.user_mrs.lock();
         let mr = table.get(&(key >> 8)).ok_or(MrError::BadKey)?;
         f(mr)
@@ -186,7 +200,15 @@ impl MetaRoceDev {
     /// Checks that `key` (of `kind`) names a user region of `pd` that covers `len` bytes at
     /// `va` and grants `need`. Any context, never sleeps.
     #[allow(dead_code)] // Used by the RC transport (issue 6).
-    pub(crate) fn mr_check(&self, key: u32, kind: KeyKind, pd: PdId, va: u64, len: usize, need: AccessFlags) -> Result<(), MrError> {
+    pub(crate) fn mr_check(
+        &self,
+        key: u32,
+        kind: KeyKind,
+        pd: PdId,
+        va: u64,
+        len: usize,
+        need: AccessFlags,
+    ) -> Result<(), MrError> {
         self.with_user_mr(key, |mr| mr.check(key, kind, pd, va, len, need).map(|_| ()))
     }
 
@@ -194,7 +216,14 @@ impl MetaRoceDev {
     /// write right of `kind` (local write for an L_Key, remote write for an R_Key). Any
     /// context (softirq, work), never sleeps.
     #[allow(dead_code)] // Used by the RC transport (issue 6).
-    pub(crate) fn mr_copy_to(&self, key: u32, kind: KeyKind, pd: PdId, va: u64, data: &[u8]) -> Result<(), MrError> {
+    pub(crate) fn mr_copy_to(
+        &self,
+        key: u32,
+        kind: KeyKind,
+        pd: PdId,
+        va: u64,
+        data: &[u8],
+    ) -> Result<(), MrError> {
         self.with_user_mr(key, |mr| {
             let off = mr.check(key, kind, pd, va, data.len(), write_right(kind))?;
             mr.umem.copy_to(off, data).map_err(|_| MrError::Range)
@@ -205,7 +234,14 @@ impl MetaRoceDev {
     /// and the read right of `kind` (none for an L_Key, remote read for an R_Key). Any context,
     /// never sleeps.
     #[allow(dead_code)] // Used by the RC transport (issue 6).
-    pub(crate) fn mr_copy_from(&self, key: u32, kind: KeyKind, pd: PdId, va: u64, out: &mut [u8]) -> Result<(), MrError> {
+    pub(crate) fn mr_copy_from(
+        &self,
+        key: u32,
+        kind: KeyKind,
+        pd: PdId,
+        va: u64,
+        out: &mut [u8],
+    ) -> Result<(), MrError> {
         self.with_user_mr(key, |mr| {
             let off = mr.check(key, kind, pd, va, out.len(), read_right(kind))?;
             mr.umem.copy_from(off, out).map_err(|_| MrError::Range)
@@ -218,7 +254,13 @@ impl MetaRoceDev {
     /// Atomic with respect to every other access of the device to user regions (all go
     /// through the table lock), not to the process's own CPU accesses. Any context.
     #[allow(dead_code)] // Used by the RC transport (issue 6).
-    pub(crate) fn mr_atomic(&self, rkey: u32, pd: PdId, va: u64, op: impl FnOnce(u64) -> Option<u64>) -> Result<u64, MrError> {
+    pub(crate) fn mr_atomic(
+        &self,
+        rkey: u32,
+        pd: PdId,
+        va: u64,
+        op: impl FnOnce(u64) -> Option<u64>,
+    ) -> Result<u64, MrError> {
         if va % 8 != 0 {
             return Err(MrError::Range);
         }
@@ -228,7 +270,9 @@ impl MetaRoceDev {
             mr.umem.copy_from(off, &mut b).map_err(|_| MrError::Range)?;
             let old = u64::from_ne_bytes(b);
             if let Some(new) = op(old) {
-                mr.umem.copy_to(off, &new.to_ne_bytes()).map_err(|_| MrError::Range)?;
+                mr.umem
+                    .copy_to(off, &new.to_ne_bytes())
+                    .map_err(|_| MrError::Range)?;
             }
             Ok(old)
         })

@@ -126,7 +126,12 @@ pub(crate) struct UQueue {
 impl UQueue {
     /// Allocates a queue of at least `entries` entries of `elem_size` bytes for the object
     /// the current system call creates, and offers it for `mmap`. Process context, may sleep.
-    pub(crate) fn new(udata: &Udata<'_>, entries: u32, elem_size: usize, role: Role) -> Result<Self> {
+    pub(crate) fn new(
+        udata: &Udata<'_>,
+        entries: u32,
+        elem_size: usize,
+        role: Role,
+    ) -> Result<Self> {
         let geo = Geometry::for_entries(entries, elem_size)?;
         let buf = SharedBuf::new(geo.buf_len())?;
         buf.store_relaxed_u32(OFF_LOG2_ELEM_SIZE, geo.log2_elem_size)?;
@@ -168,7 +173,9 @@ impl UQueue {
         match self.role {
             Role::KernelProduces => self.own,
             // The offset is in the header: the load cannot fail.
-            Role::KernelConsumes => self.buf.load_acquire_u32(OFF_PRODUCER).unwrap_or(0) & self.geo.mask,
+            Role::KernelConsumes => {
+                self.buf.load_acquire_u32(OFF_PRODUCER).unwrap_or(0) & self.geo.mask
+            }
         }
     }
 
@@ -176,7 +183,9 @@ impl UQueue {
     fn consumer(&self) -> u32 {
         match self.role {
             Role::KernelConsumes => self.own,
-            Role::KernelProduces => self.buf.load_acquire_u32(OFF_CONSUMER).unwrap_or(0) & self.geo.mask,
+            Role::KernelProduces => {
+                self.buf.load_acquire_u32(OFF_CONSUMER).unwrap_or(0) & self.geo.mask
+            }
         }
     }
 
@@ -256,7 +265,8 @@ impl UQueue {
             let mut done = 0;
             while done < elem {
                 let k = (elem - done).min(slot.len());
-                old.buf.read(old.geo.slot_offset(from) + done, &mut slot[..k])?;
+                old.buf
+                    .read(old.geo.slot_offset(from) + done, &mut slot[..k])?;
                 self.buf.write(self.geo.slot_offset(i) + done, &slot[..k])?;
                 done += k;
             }
@@ -268,7 +278,8 @@ impl UQueue {
                 self.buf.store_release_u32(OFF_PRODUCER, self.own)?;
             }
             Role::KernelConsumes => {
-                self.buf.store_release_u32(OFF_PRODUCER, n & self.geo.mask)?;
+                self.buf
+                    .store_release_u32(OFF_PRODUCER, n & self.geo.mask)?;
             }
         }
         Ok(())

@@ -268,7 +268,7 @@ pub(crate) fn destroy_cq(cq: &Cq<MetaRoceDriver>) {
     give(&cq.device().objects.cqs);
 }
 
-/// Resizes a user CQ: a new ring of at least `cqe` entries (and at least the completions now
+/// Resizes a user CQ: a new ring of at least `cqe` entries (`EINVAL` below the completions
 /// held), the pending completions moved over in order, the new ring's mminfo in the
 /// response (`struct rxe_resize_cq_resp`). librxe holds its CQ lock across the command, so the
 /// process does not poll meanwhile; completions arriving meanwhile go to the old or new ring
@@ -278,8 +278,11 @@ pub(crate) fn resize_cq(cq: &Cq<MetaRoceDriver>, cqe: u32, udata: &Udata<'_>) ->
     if cqe == 0 || cqe > MAX_CQE {
         return Err(EINVAL);
     }
-    let held = cq.inner.lock().len() as u32;
-    let mut new = UQueue::new(udata, cqe.max(held), USER_CQE_SLOT, Role::KernelProduces)?;
+    // Shrinking below the completions held is an error, as in rdma_rxe.
+    if (cqe as usize) < cq.inner.lock().len() {
+        return Err(EINVAL);
+    }
+    let mut new = UQueue::new(udata, cqe, USER_CQE_SLOT, Role::KernelProduces)?;
     udata.write_response(&new.mminfo())?;
     let capacity = new.capacity();
     let old = {
