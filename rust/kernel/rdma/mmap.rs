@@ -26,7 +26,6 @@ use super::udata::Udata;
 use crate::{
     bindings,
     error::to_result,
-    page::PAGE_SIZE,
     prelude::*,
     sync::Arc,
     types::Opaque, //
@@ -300,6 +299,7 @@ pub(super) unsafe extern "C" fn mmap_free_callback(entry: *mut bindings::rdma_us
 #[macros::kunit_tests(rust_metaroce_shared_buf)]
 mod tests {
     use super::*;
+    use crate::page::PAGE_SIZE;
 
     #[test]
     fn accessors_round_trip() -> Result {
