@@ -6,6 +6,7 @@
  */
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <linux/vmalloc.h>
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
 #include <net/ip6_route.h>

@@ -17,6 +17,9 @@
 #include <net/udp_tunnel.h>
 #include <linux/inetdevice.h>
 #include <net/addrconf.h>
+#include <linux/scatterlist.h>
+#include <linux/vmalloc.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -59,6 +62,39 @@ __rust_helper bool rust_helper_ib_device_try_get(struct ib_device *dev)
 __rust_helper int rust_helper_ib_no_udata_io(struct ib_udata *udata)
 {
 	return ib_no_udata_io(udata);
+}
+
+/* User ABI (rust/kernel/rdma/{udata,mmap,umem}.rs). */
+
+/* The user context of a uverbs system call, from its driver udata (rdma_udata_to_drv_context). */
+__rust_helper struct ib_ucontext *rust_helper_metaroce_udata_ucontext(struct ib_udata *udata)
+{
+	return rdma_udata_to_uverbs_attr_bundle(udata)->context;
+}
+
+/* vmalloc_user is a macro over the allocation-profiling variant. */
+__rust_helper void *rust_helper_metaroce_vmalloc_user(unsigned long size)
+{
+	return vmalloc_user(size);
+}
+
+/*
+ * Writes the first @max pages of @umem, in address order, to @pages; returns how many were
+ * written. The scatter table may merge contiguous pages into one entry, so it is walked page
+ * by page.
+ */
+__rust_helper size_t rust_helper_metaroce_umem_pages(struct ib_umem *umem, struct page **pages,
+						     size_t max)
+{
+	struct sg_page_iter it;
+	size_t n = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (n == max)
+			break;
+		pages[n++] = sg_page_iter_page(&it);
+	}
+	return n;
 }
 
 /* Socket buffers (rust/kernel/net/skbuff.rs). */

@@ -18,6 +18,7 @@ use super::{
     },
     pd::Origin,
     qp::QpId,
+    udata::Udata,
 };
 use crate::{
     bindings,
@@ -136,6 +137,29 @@ impl<T: Driver> Cq<T> {
     }
 }
 
+impl<T: Driver> Cq<T> {
+    /// Reports an asynchronous event on a **user** CQ from any context, including softirq
+    /// with locks held: uverbs' CQ event handler only queues the event for the process under
+    /// an IRQ-safe spinlock. Returns `false` and does nothing for a kernel CQ (use
+    /// [`Cq::dispatch_event`] from process context there).
+    pub fn dispatch_user_event(&self, event: CqEvent) -> bool {
+        if self.origin() != Origin::User {
+            return false;
+        }
+        self.dispatch_event(event);
+        true
+    }
+
+    /// Resizes hook support: the new size reported to ib_core (`ib_cq::cqe`).
+    pub fn set_cqe(&self, cqe: u32) -> Result {
+        let cqe = c_int::try_from(cqe).map_err(|_| EINVAL)?;
+        // SAFETY: ib_core reads `cqe` only in the uverbs command that resizes (which holds the
+        // CQ's uobject exclusively while the driver's `resize_cq` runs) and in queries.
+        unsafe { (*self.as_raw()).cqe = cqe };
+        Ok(())
+    }
+}
+
 /// A completion queue being created, handed to [`Driver::create_cq`].
 ///
 /// # Invariants
@@ -145,11 +169,11 @@ impl<T: Driver> Cq<T> {
 pub struct NewCq<'a, T: Driver> {
     cq: *mut bindings::ib_cq,
     attr: &'a bindings::ib_cq_init_attr,
-    origin: Origin,
+    udata: Option<Udata<'a>>,
     _p: PhantomData<T>,
 }
 
-impl<T: Driver> NewCq<'_, T> {
+impl<'a, T: Driver> NewCq<'a, T> {
     /// The device of the new CQ.
     pub fn device(&self) -> &Device<T> {
         // SAFETY: `device` is set by ib_core before `create_cq`; the device is live.
@@ -158,7 +182,17 @@ impl<T: Driver> NewCq<'_, T> {
 
     /// Who creates the CQ.
     pub fn origin(&self) -> Origin {
-        self.origin
+        if self.udata.is_some() {
+            Origin::User
+        } else {
+            Origin::Kernel
+        }
+    }
+
+    /// The driver-specific data of a user CQ's system call: the driver reads its request (or
+    /// checks there is none) and writes its response (e.g. the ring's `mmap` information).
+    pub fn udata(&self) -> Option<&Udata<'a>> {
+        self.udata.as_ref()
     }
 
     /// The number of entries asked for (at least 1 for kernel CQs).
@@ -363,6 +397,45 @@ impl WorkCompletion {
     }
 }
 
+/// Bytes of `struct ib_uverbs_wc`, a completion as uverbs hands it to user space.
+pub const UVERBS_WC_LEN: usize = size_of::<bindings::ib_uverbs_wc>();
+
+impl WorkCompletion {
+    /// The completion as `struct ib_uverbs_wc` of QP number `qp_num`, in the byte order of
+    /// the running kernel (user rings, e.g. librxe's CQ, hold these): what uverbs' `poll_cq`
+    /// copies out for an `ib_wc` (immediate data in network order, `slid` and `port_num`
+    /// truncated to the user ABI's widths).
+    pub fn to_uverbs(&self, qp_num: u32) -> [u8; UVERBS_WC_LEN] {
+        use core::mem::offset_of;
+        type W = bindings::ib_uverbs_wc;
+        let mut b = [0u8; UVERBS_WC_LEN];
+        let mut put = |off: usize, v: &[u8]| b[off..off + v.len()].copy_from_slice(v);
+        let mut flags = self.flags.0;
+        let mut ex = 0u32;
+        if let Some(imm) = self.imm {
+            ex = imm.to_be();
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+        } else if let Some(rkey) = self.invalidate_rkey {
+            ex = rkey;
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+        }
+        put(offset_of!(W, wr_id), &self.wr_id.to_ne_bytes());
+        put(offset_of!(W, status), &(self.status as u32).to_ne_bytes());
+        put(offset_of!(W, opcode), &(self.opcode as u32).to_ne_bytes());
+        put(offset_of!(W, vendor_err), &self.vendor_err.to_ne_bytes());
+        put(offset_of!(W, byte_len), &self.byte_len.to_ne_bytes());
+        put(offset_of!(W, ex), &ex.to_ne_bytes());
+        put(offset_of!(W, qp_num), &qp_num.to_ne_bytes());
+        put(offset_of!(W, src_qp), &self.src_qp.to_ne_bytes());
+        put(offset_of!(W, wc_flags), &flags.to_ne_bytes());
+        put(offset_of!(W, pkey_index), &self.pkey_index.to_ne_bytes());
+        put(offset_of!(W, slid), &(self.slid as u16).to_ne_bytes());
+        put(offset_of!(W, sl), &[self.sl]);
+        put(offset_of!(W, port_num), &[self.port_num as u8]);
+        b
+    }
+}
+
 /// The consumer's array of `struct ib_wc` that [`Driver::poll_cq`] fills.
 ///
 /// # Invariants
@@ -449,8 +522,8 @@ impl<T: Driver> Adapter<T> {
                 // SAFETY: A non-null bundle is the system call's valid one.
                 unsafe { &raw mut (*attrs).__bindgen_anon_1.__bindgen_anon_1.driver_udata }
             };
-            // SAFETY: `udata` is null or valid, as above.
-            let origin = unsafe { Origin::of_udata(udata)? };
+            // SAFETY: `udata` is null or the system call's valid udata, as above, for the call.
+            let udata = unsafe { Udata::from_raw(udata) };
             // SAFETY: `attr` is valid for the call.
             let attr = unsafe { &*attr };
             let cqe = c_int::try_from(attr.cqe).map_err(|_| EINVAL)?;
@@ -460,7 +533,7 @@ impl<T: Driver> Adapter<T> {
             let mut new = NewCq::<T> {
                 cq: ibcq,
                 attr,
-                origin,
+                udata,
                 _p: PhantomData,
             };
             let init = T::create_cq(&mut new)?;
@@ -517,6 +590,25 @@ impl<T: Driver> Adapter<T> {
             T::poll_cq(cq, &mut array)?;
             // `len <= cap <= c_int::MAX`.
             Ok(array.len as c_int)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `ibcq` is a user CQ of this driver set up by `create_cq_callback` and not destroyed;
+    /// `udata` is the system call's.
+    pub(super) unsafe extern "C" fn resize_user_cq_callback(
+        ibcq: *mut bindings::ib_cq,
+        cqe: c_uint,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `udata` is the system call's valid udata for the call.
+            let udata = unsafe { Udata::from_raw(udata) }.ok_or(EINVAL)?;
+            // SAFETY: The CQ is alive for the call (function requirement).
+            let cq = unsafe { Cq::<T>::from_raw(ibcq) };
+            T::resize_user_cq(cq, cqe, &udata)?;
+            Ok(0)
         })
     }
 

@@ -71,6 +71,7 @@ use crate::{
             QpAttrOut,
             QpInitAttrOut, //
         },
+        udata::Udata,
         wr::{
             PostError,
             RecvWr,
@@ -97,6 +98,29 @@ impl DriverId {
     /// `RDMA_DRIVER_RXE`: the user ABI of `include/uapi/rdma/rdma_user_rxe.h`, driven by
     /// rdma-core's `librxe`.
     pub const RXE: Self = Self(bindings::rdma_driver_id_RDMA_DRIVER_RXE);
+}
+
+/// Legacy uverbs write commands a device enables beyond ib_core's default set
+/// (`ib_device::uverbs_cmd_mask`; ib_core refuses the others with `EOPNOTSUPP` even when the
+/// hook exists).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct UserCommands(u64);
+
+impl UserCommands {
+    /// None beyond the default set.
+    pub const NONE: Self = Self(0);
+    /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`: arming a CQ (providers that do not arm in user space,
+    /// such as librxe).
+    pub const REQ_NOTIFY_CQ: Self = Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+    /// `IB_USER_VERBS_CMD_POST_SEND`: librxe's send doorbell (a post with no work request).
+    pub const POST_SEND: Self = Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
+}
+
+impl core::ops::BitOr for UserCommands {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
 }
 
 /// The state of a port (`enum ib_port_state`).
@@ -494,6 +518,9 @@ pub trait Driver: Sized + 'static {
     /// The uverbs ABI version of that provider library.
     const UVERBS_ABI_VER: u32;
 
+    /// Legacy uverbs write commands enabled beyond ib_core's default set.
+    const USER_COMMANDS: UserCommands = UserCommands::NONE;
+
     /// The per-port hardware counters, in the order [`Driver::get_hw_stats`] fills them.
     const PORT_COUNTERS: &'static [StatDesc] = &[];
 
@@ -591,10 +618,19 @@ pub trait Driver: Sized + 'static {
     ///
     /// The abstraction sets the CQ's size (`ib_cq::cqe`) to the requested one before the call;
     /// [`NewCq::set_cqe`] reports a larger one. Implementing it installs `destroy_cq`, which
-    /// calls [`Driver::destroy_cq`] and drops the data. User CQs ([`Origin::User`]) have had
-    /// any driver-specific udata rejected.
+    /// calls [`Driver::destroy_cq`] and drops the data. For user CQs ([`Origin::User`]) the
+    /// driver handles the driver-specific request and response ([`NewCq::udata`]).
     fn create_cq(_cq: &mut NewCq<'_, Self>) -> Result<impl PinInit<Self::CqData, Error>> {
         vtable_default::<Result<Self::CqData>>()
+    }
+
+    /// Resizes a user CQ to at least `cqe` entries (`resize_user_cq`), keeping the
+    /// completions it holds; reports the new size with [`Cq::set_cqe`] and writes any
+    /// driver-specific response (e.g. the new ring's `mmap` information) to `udata`. Process
+    /// context, may sleep; uverbs serialises it with other commands on the CQ, not with
+    /// completions arriving.
+    fn resize_user_cq(_cq: &Cq<Self>, _cqe: u32, _udata: &Udata<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
     }
 
     /// Called before a CQ's data is dropped (`destroy_cq`). Process context, may sleep. ib_core
@@ -623,7 +659,8 @@ pub trait Driver: Sized + 'static {
     ///
     /// The driver assigns the QP number ([`NewQp::set_qp_num`]; 1 for GSI, 0 for SMI) and
     /// reports the capabilities it granted ([`NewQp::set_cap`]). Implementing it installs
-    /// `destroy_qp`, which calls [`Driver::destroy_qp`] and drops the data.
+    /// `destroy_qp`, which calls [`Driver::destroy_qp`] and drops the data. For user QPs the
+    /// driver handles the driver-specific request and response ([`NewQp::udata`]).
     fn create_qp(_qp: &mut NewQp<'_, Self>) -> Result<impl PinInit<Self::QpData, Error>> {
         vtable_default::<Result<Self::QpData>>()
     }
@@ -790,6 +827,7 @@ impl<T: Driver> Device<T> {
             (*ibdev).node_type = bindings::RDMA_NODE_IB_CA as u8;
             (*ibdev).phys_port_cnt = ports;
             (*ibdev).num_comp_vectors = 1;
+            (*ibdev).uverbs_cmd_mask |= T::USER_COMMANDS.0;
         }
 
         // INVARIANT: Allocated with our size, data initialised, ops installed; not registered.
@@ -1114,6 +1152,10 @@ impl<T: Driver> Adapter<T> {
             ops.dealloc_ucontext = Some(Self::dealloc_ucontext_callback);
             ops.disassociate_ucontext = Some(Self::disassociate_ucontext_callback);
             ops.size_ib_ucontext = size_of::<Ucontext<T>>();
+            // Queue memory shared with processes (`kernel::rdma::mmap`): every mmap entry of
+            // the device is made by `UserMapping`.
+            ops.mmap = Some(super::mmap::mmap_callback);
+            ops.mmap_free = Some(super::mmap::mmap_free_callback);
         }
         Self::fill_verbs_ops(&mut ops);
         ops
@@ -1333,6 +1375,9 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_POLL_CQ {
             ops.poll_cq = Some(Self::poll_cq_callback);
+        }
+        if T::HAS_RESIZE_USER_CQ {
+            ops.resize_user_cq = Some(Self::resize_user_cq_callback);
         }
         if T::HAS_REQ_NOTIFY_CQ {
             ops.req_notify_cq = Some(Self::req_notify_cq_callback);

@@ -11,6 +11,9 @@
 //! - [`pd`], [`cq`], [`qp`], [`ah`], [`mr`]: verbs objects with the driver's data inside the memory
 //!   ib_core allocates (MRs: allocated by the abstraction), created and destroyed through the
 //!   `Driver` hooks; [`wr`]: safe views of work-request chains and SGEs.
+//! - [`udata`]: driver-specific request and response of a uverbs call; [`mmap`]: queue memory
+//!   shared with a process through the uverbs file; [`umem`]: pinned user memory with
+//!   non-sleeping byte copies.
 //!
 //! The design (who owns and frees what, which context may call which method) is described in
 //! `Documentation/metaroce/abstractions.rst`.
@@ -24,3 +27,6 @@ pub mod ah;
 pub mod mr;
 pub mod wr;
 pub mod workqueue;
+pub mod udata;
+pub mod mmap;
+pub mod umem;

@@ -43,6 +43,10 @@ impl AccessFlags {
     pub const REMOTE_ATOMIC: Self =
         Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32);
 
+    /// The optional bits (`IB_ACCESS_OPTIONAL`, e.g. relaxed ordering): hints a device may
+    /// ignore.
+    pub const OPTIONAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_OPTIONAL as u32);
+
     /// The rights of C value `raw` (unknown bits kept).
     pub const fn from_raw(raw: u32) -> Self {
         Self(raw)
@@ -51,6 +55,21 @@ impl AccessFlags {
     /// The raw bits.
     pub const fn bits(self) -> u32 {
         self.0
+    }
+
+    /// The rights of `self` and of `other`.
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// The rights of `self` that are not in `other`.
+    pub const fn difference(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
+    }
+
+    /// Whether `self` and `other` share a right.
+    pub const fn intersects(self, other: Self) -> bool {
+        self.0 & other.0 != 0
     }
 
     /// Whether every right of `other` is in `self`.
@@ -120,6 +139,12 @@ impl<T: Driver> Mr<T> {
     pub fn device(&self) -> &Device<T> {
         // SAFETY: Set at allocation, a live device of `T` (type invariant).
         unsafe { Device::from_raw((*self.ibmr.get()).device) }
+    }
+
+    /// The identity of the MR's protection domain.
+    pub fn pd_id(&self) -> super::pd::PdId {
+        // SAFETY: Set at allocation and never changed by ib_core; a PD outlives its MRs.
+        unsafe { Pd::<T>::from_raw((*self.ibmr.get()).pd) }.id()
     }
 
     /// The local key.

@@ -54,6 +54,16 @@ impl Origin {
     }
 }
 
+/// The identity of a protection domain, to compare an MR's PD with a QP's (never
+/// dereferenced; only meaningful while the PD exists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdId(*mut bindings::ib_pd);
+
+// SAFETY: A plain identity, never dereferenced.
+unsafe impl Send for PdId {}
+// SAFETY: A plain identity, never dereferenced.
+unsafe impl Sync for PdId {}
+
 /// A protection domain: the C `struct ib_pd` followed by the driver's data.
 ///
 /// # Invariants
@@ -97,6 +107,11 @@ impl<T: Driver> Pd<T> {
     /// Returns the raw `struct ib_pd` pointer.
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_pd {
         self.ibpd.get()
+    }
+
+    /// The PD's identity.
+    pub fn id(&self) -> PdId {
+        PdId(self.as_raw())
     }
 
     /// The device of the PD.

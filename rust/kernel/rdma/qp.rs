@@ -453,10 +453,19 @@ pub struct NewQp<'a, T: Driver> {
     qp: *mut bindings::ib_qp,
     attr: &'a mut bindings::ib_qp_init_attr,
     origin: Origin,
+    udata: Option<super::udata::Udata<'a>>,
     _p: PhantomData<T>,
 }
 
-impl<T: Driver> NewQp<'_, T> {
+impl<'a, T: Driver> NewQp<'a, T> {
+    /// The driver-specific data of a user QP's system call: the driver reads its request (or
+    /// checks there is none, [`Udata::expect_no_request`](super::udata::Udata::expect_no_request))
+    /// and writes its response (e.g. librxe's `struct rxe_create_qp_resp`, the rings' `mmap`
+    /// information). `None` for kernel QPs.
+    pub fn udata(&self) -> Option<&super::udata::Udata<'a>> {
+        self.udata.as_ref()
+    }
+
     /// The device of the new QP.
     pub fn device(&self) -> &Device<T> {
         // SAFETY: `device` is set before `create_qp`; the device is live.
@@ -749,14 +758,21 @@ impl<T: Driver> Adapter<T> {
         udata: *mut bindings::ib_udata,
     ) -> c_int {
         from_result(|| {
-            // SAFETY: By the function's requirements.
-            let origin = unsafe { Origin::of_udata(udata)? };
+            // SAFETY: `udata` is null or the system call's valid udata, for the call. The
+            // driver handles a user QP's request and response itself (`NewQp::udata`).
+            let udata = unsafe { super::udata::Udata::from_raw(udata) };
+            let origin = if udata.is_some() {
+                Origin::User
+            } else {
+                Origin::Kernel
+            };
             // INVARIANT: As prepared by ib_core; `attr` is exclusively ours for the call.
             let mut new = NewQp::<T> {
                 qp: ibqp,
                 // SAFETY: `attr` is valid for the call.
                 attr: unsafe { &mut *attr },
                 origin,
+                udata,
                 _p: PhantomData,
             };
             let init = T::create_qp(&mut new)?;

@@ -1,10 +1,10 @@
-# The KUnit suites of the Rust networking abstractions (built into the test kernel): their
+# The KUnit suites of the Rust networking and RDMA abstractions (built into the test kernel): their
 # boot-time results, then a re-run of the UDP tunnel suite with loopback up, whose round trip
 # (route, build, send, encap_rcv, IPv4 and IPv6) was skipped at boot because lo was still down.
 . "$MR_SELFTESTS/lib.sh"
 k=/sys/kernel/debug/kunit
 [ -d $k ] || skip "no $k (CONFIG_KUNIT_DEBUGFS off or debugfs not mounted)"
-for s in rust_metaroce_skbuff rust_metaroce_udp_tunnel; do
+for s in rust_metaroce_skbuff rust_metaroce_udp_tunnel rust_metaroce_shared_buf; do
   [ -r "$k/$s/results" ] || fail "suite $s is not in this kernel"
   echo "boot: $s"; sed 's/^/  /' "$k/$s/results"
   grep -q '^not ok' "$k/$s/results" && fail "suite $s failed at boot"
@@ -12,6 +12,7 @@ done
 # (The results files carry the suite's status: "ok" means every case passed or was skipped, and
 # the skb cases never skip.)
 grep -qx 'ok 1 rust_metaroce_skbuff' $k/rust_metaroce_skbuff/results || fail "rust_metaroce_skbuff did not pass"
+grep -qx 'ok 1 rust_metaroce_shared_buf' $k/rust_metaroce_shared_buf/results || fail "rust_metaroce_shared_buf did not pass"
 
 ip link set lo up || fail "lo up"
 dmesg -c >/dev/null

@@ -20,14 +20,17 @@ use kernel::rdma::ah::{Ah, NewAh, RoceAhAttr};
 use kernel::rdma::cq::{Cq, CqNotify, NewCq, WcArray};
 use kernel::rdma::device::{
     CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
-    PortAttr, PortImmutable, PortState, StatDesc, DEFAULT_PKEY_FULL,
+    PortAttr, PortImmutable, PortState, StatDesc, UserCommands, DEFAULT_PKEY_FULL,
 };
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
 use kernel::rdma::pd::{Origin, Pd};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
+use crate::mr::MrTable;
 use crate::xmit::TxEngine;
 use kernel::new_spinlock_irq;
+use kernel::rbtree::RBTree;
+use kernel::rdma::udata::Udata;
 use kernel::rdma::workqueue::OwnedQueue;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
@@ -160,6 +163,9 @@ pub(crate) struct MetaRoceDev {
     tx: Arc<TxEngine>,
     /// Time zero of the transport's clock.
     epoch: Instant<Monotonic>,
+    /// User memory regions by index (`crate::mr`); any context.
+    #[pin]
+    pub(crate) user_mrs: SpinLockIrq<MrTable>,
 }
 
 impl MetaRoceDev {
@@ -187,6 +193,7 @@ impl MetaRoceDev {
             txq: OwnedQueue::new(c"metaroce_tx")?,
             tx: TxEngine::new()?,
             epoch: Instant::now(),
+            user_mrs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_mrs"),
         })
     }
 
@@ -345,6 +352,8 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     // stock librxe provider drives it; Kconfig keeps RDMA_RXE out of the same kernel.
     const DRIVER_ID: DriverId = DriverId::RXE;
     const UVERBS_ABI_VER: u32 = 2;
+    // librxe arms CQs through the kernel (its rings carry no arming state).
+    const USER_COMMANDS: UserCommands = UserCommands::REQ_NOTIFY_CQ;
     const PORT_COUNTERS: &'static [StatDesc] = &COUNTER_DESCS;
 
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
@@ -441,6 +450,10 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         crate::verbs::create_cq(cq)
     }
 
+    fn resize_user_cq(cq: &Cq<Self>, cqe: u32, udata: &Udata<'_>) -> Result {
+        crate::verbs::resize_cq(cq, cqe, udata)
+    }
+
     fn destroy_cq(cq: &Cq<Self>) {
         crate::verbs::destroy_cq(cq)
     }
@@ -509,14 +522,11 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         crate::verbs::get_dma_mr(pd, access).map(|(keys, mr)| (keys, Ok::<_, Error>(mr)))
     }
 
-    /// User memory registration needs the pinned-umem abstraction (issue 4, item 2); until
-    /// then the hook exists (ib_core offers kernel verbs only to devices that have it) and
-    /// refuses every request.
     fn reg_user_mr(
-        _pd: &Pd<Self>,
-        _req: &UserMrRequest,
+        pd: &Pd<Self>,
+        req: &UserMrRequest,
     ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
-        Err::<(MrKeys, Result<MetaRoceMr>), _>(EOPNOTSUPP)
+        crate::mr::reg_user_mr(pd, req).map(|(keys, mr)| (keys, Ok::<_, Error>(mr)))
     }
 
     fn dereg_mr(mr: &Mr<Self>) {

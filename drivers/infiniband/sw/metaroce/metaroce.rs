@@ -10,10 +10,12 @@
 mod device;
 mod link;
 mod module;
+mod mr;
 mod net;
 mod ns;
 pub mod proto;
 mod qp;
+mod uqueue;
 mod verbs;
 mod xmit;
 

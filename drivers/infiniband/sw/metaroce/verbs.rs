@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Protection domains, completion queues, address handles and DMA memory regions of a
-//! MetaRoCE device (kernel consumers; user objects come with the librxe rings).
+//! Protection domains, completion queues (kernel rings and librxe's shared user rings),
+//! address handles and DMA memory regions of a MetaRoCE device.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver};
 use core::sync::atomic::{
@@ -11,11 +11,15 @@ use core::sync::atomic::{
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::ah::{GidType, NewAh};
-use kernel::rdma::cq::{Cq, CqArm, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion};
+use crate::uqueue::{Role, UQueue};
+use kernel::rdma::cq::{
+    Cq, CqArm, CqEvent, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion, UVERBS_WC_LEN,
+};
 use kernel::rdma::device::Device;
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys};
 use kernel::rdma::pd::{Origin, Pd};
 use kernel::rdma::qp::QpId;
+use kernel::rdma::udata::Udata;
 use kernel::sync::SpinLockIrq;
 
 /// Most PDs per device.
@@ -56,25 +60,50 @@ pub(crate) fn dealloc_pd(pd: &Pd<MetaRoceDriver>) {
     give(&pd.device().objects.pds);
 }
 
+/// Slot size of a user CQ ring: librxe reads it from the ring header and copies
+/// `struct ib_uverbs_wc` out of each slot, so it must be at least [`UVERBS_WC_LEN`].
+const USER_CQE_SLOT: usize = 64;
+const _: () = assert!(USER_CQE_SLOT >= UVERBS_WC_LEN);
+
+/// Where a CQ keeps its completions.
+enum CqRing {
+    /// A kernel consumer's CQ: completions in driver memory, copied out by `poll_cq`.
+    Kernel {
+        /// Ring of completions; `None` in free slots.
+        ring: KVec<Option<WorkCompletion>>,
+        /// Oldest completion.
+        head: usize,
+        /// Completions held.
+        len: usize,
+    },
+    /// A process's CQ: `struct ib_uverbs_wc` entries in librxe's shared ring, which the
+    /// process polls itself.
+    User(UQueue),
+}
+
 /// The completions of a CQ and its notification state.
 struct CqInner {
-    /// Ring of completions; `None` in free slots.
-    ring: KVec<Option<WorkCompletion>>,
-    /// Oldest completion.
-    head: usize,
-    /// Completions held.
-    len: usize,
+    ring: CqRing,
     /// Armed by `req_notify_cq`, disarmed when the handler is called.
     armed: Option<CqArm>,
     /// Completions dropped because the CQ was full (the consumer sized it too small).
     overflows: u64,
 }
 
-/// A completion queue: a bounded ring of [`WorkCompletion`]s in driver memory.
+impl CqInner {
+    /// Completions held.
+    fn len(&self) -> usize {
+        match &self.ring {
+            CqRing::Kernel { len, .. } => *len,
+            CqRing::User(q) => q.count() as usize,
+        }
+    }
+}
+
+/// A completion queue: a bounded ring of completions, in driver memory for kernel consumers
+/// and in a ring shared with the process (librxe's layout) for user CQs.
 #[pin_data]
 pub(crate) struct MetaRoceCq {
-    /// Capacity in completions (`ib_cq::cqe`).
-    capacity: usize,
     #[pin]
     inner: SpinLockIrq<CqInner>,
 }
@@ -86,61 +115,103 @@ pub(crate) enum CqPush {
     QueuedNotify,
     /// Queued; the CQ is not armed for it.
     Queued,
-    /// The CQ is full: the completion was dropped (counted).
+    /// The CQ is full: the completion was dropped (counted; a user CQ's process gets an
+    /// `IB_EVENT_CQ_ERR` from [`cq_post`]).
     Overflow,
 }
 
 impl MetaRoceCq {
-    /// Appends a completion. `solicited`: the completion is for a solicited message.
-    /// Any context (takes an IRQ-disabling spinlock); the caller calls
-    /// [`Cq::notify_completion`] after releasing its own locks when told to.
-    pub(crate) fn push(&self, wc: WorkCompletion, solicited: bool) -> CqPush {
+    /// Appends a completion of QP number `qp_num`. `solicited`: the completion is for a
+    /// solicited message. Any context (takes an IRQ-disabling spinlock); the caller calls
+    /// [`Cq::notify_completion`] after releasing its own locks when told to, and reports an
+    /// overflow of a user CQ with [`Cq::dispatch_user_event`] ([`cq_post`] does both).
+    pub(crate) fn push_qpn(&self, wc: WorkCompletion, qp_num: u32, solicited: bool) -> CqPush {
         let mut g = self.inner.lock();
-        if g.len == self.capacity {
-            g.overflows += 1;
+        let inner = &mut *g;
+        let queued = match &mut inner.ring {
+            CqRing::Kernel { ring, head, len } => {
+                let cap = ring.len();
+                if *len == cap {
+                    false
+                } else {
+                    ring[(*head + *len) % cap] = Some(wc);
+                    *len += 1;
+                    true
+                }
+            }
+            // `Err` (not a producer ring, entry too long) cannot happen for a CQ ring built by
+            // `create_cq`; it is counted as an overflow rather than trusted.
+            CqRing::User(q) => matches!(q.produce(&wc.to_uverbs(qp_num)), Ok(Ok(()))),
+        };
+        if !queued {
+            inner.overflows += 1;
             return CqPush::Overflow;
         }
-        let idx = (g.head + g.len) % self.capacity;
-        g.ring[idx] = Some(wc);
-        g.len += 1;
-        let fire = match g.armed {
+        let fire = match inner.armed {
             Some(CqArm::NextComp) => true,
             Some(CqArm::Solicited) => solicited || wc.status != WcStatus::Success,
             None => false,
         };
         if fire {
-            g.armed = None;
+            inner.armed = None;
             CqPush::QueuedNotify
         } else {
             CqPush::Queued
         }
     }
 
+    /// [`MetaRoceCq::push_qpn`] for kernel CQs, whose `ib_wc` names the QP by pointer
+    /// (`wc.qp`): kernel QPs complete only into kernel CQs. User QPs use `push_qpn`.
+    pub(crate) fn push(&self, wc: WorkCompletion, solicited: bool) -> CqPush {
+        self.push_qpn(wc, 0, solicited)
+    }
+
     /// Removes every completion of `qp` (the QP is being destroyed), keeping the others in
-    /// order.
+    /// order. A user CQ's ring belongs to the process, which may be reading it: its entries
+    /// stay (as with rdma_rxe), and librxe ignores completions of QPs it destroyed.
     pub(crate) fn purge_qp(&self, qp: QpId) {
         let mut g = self.inner.lock();
-        let inner = &mut *g;
-        let (cap, head, len) = (self.capacity, inner.head, inner.len);
+        let CqRing::Kernel { ring, head, len } = &mut g.ring else {
+            return;
+        };
+        let (cap, h, n) = (ring.len(), *head, *len);
         let mut kept = 0;
-        for i in 0..len {
-            let from = (head + i) % cap;
-            let wc = inner.ring[from].take();
+        for i in 0..n {
+            let from = (h + i) % cap;
+            let wc = ring[from].take();
             if let Some(wc) = wc.filter(|wc| wc.qp != qp) {
-                inner.ring[(head + kept) % cap] = Some(wc);
+                ring[(h + kept) % cap] = Some(wc);
                 kept += 1;
             }
         }
-        inner.len = kept;
+        *len = kept;
     }
 }
 
-pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceCq, Error>> {
-    // User CQs need the librxe completion ring mapped into the process (the next step);
-    // until then uverbs gets a clear EOPNOTSUPP.
-    if cq.origin() == Origin::User {
-        return Err(EOPNOTSUPP);
+/// Posts a completion of QP number `qp_num` to `cq`, the one entry point for the transport:
+/// notifies the consumer if the CQ was armed for it and reports an overflow of a user CQ to
+/// the process as `IB_EVENT_CQ_ERR` (a kernel CQ's overflow is counted and logged at
+/// destruction). Any context, but call it with no lock held that `poll_cq` takes (the
+/// completion handler may poll). Returns what happened.
+#[allow(dead_code)] // Called by the RC transport (issue 6).
+pub(crate) fn cq_post(
+    cq: &Cq<MetaRoceDriver>,
+    wc: WorkCompletion,
+    qp_num: u32,
+    solicited: bool,
+) -> CqPush {
+    let r = cq.push_qpn(wc, qp_num, solicited);
+    match r {
+        CqPush::QueuedNotify => cq.notify_completion(),
+        CqPush::Overflow => {
+            cq.dispatch_user_event(CqEvent::Error);
+        }
+        CqPush::Queued => {}
     }
+    r
+}
+
+pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceCq, Error>> {
     if cq.flags() != 0 {
         return Err(EOPNOTSUPP);
     }
@@ -148,19 +219,36 @@ pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinIn
     if want == 0 || want > MAX_CQE {
         return Err(EINVAL);
     }
-    let capacity = want as usize;
-    let mut ring = KVec::with_capacity(capacity, GFP_KERNEL)?;
-    for _ in 0..capacity {
-        ring.push(None, GFP_KERNEL)?;
-    }
-    take(&cq.device().objects.cqs, MAX_CQ)?;
-    Ok(try_pin_init!(MetaRoceCq {
-        capacity,
-        inner <- new_spinlock_irq!(
-            CqInner {
+    let ring = match cq.udata() {
+        None => {
+            let capacity = want as usize;
+            let mut ring = KVec::with_capacity(capacity, GFP_KERNEL)?;
+            for _ in 0..capacity {
+                ring.push(None, GFP_KERNEL)?;
+            }
+            CqRing::Kernel {
                 ring,
                 head: 0,
                 len: 0,
+            }
+        }
+        Some(udata) => {
+            // librxe sends no request and expects `struct rxe_create_cq_resp` (one mminfo).
+            udata.expect_no_request()?;
+            let q = UQueue::new(udata, want, USER_CQE_SLOT, Role::KernelProduces)?;
+            udata.write_response(&q.mminfo())?;
+            CqRing::User(q)
+        }
+    };
+    if let CqRing::User(q) = &ring {
+        // The ring may hold more than asked for (power-of-two slots); report it, as rxe does.
+        cq.set_cqe(q.capacity())?;
+    }
+    take(&cq.device().objects.cqs, MAX_CQ)?;
+    Ok(try_pin_init!(MetaRoceCq {
+        inner <- new_spinlock_irq!(
+            CqInner {
+                ring,
                 armed: None,
                 overflows: 0,
             },
@@ -170,20 +258,58 @@ pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinIn
 }
 
 pub(crate) fn destroy_cq(cq: &Cq<MetaRoceDriver>) {
-    let overflows = cq.inner.lock().overflows;
-    if overflows != 0 {
-        pr_warn!("a CQ of {} entries overflowed {overflows} time(s)\n", cq.capacity);
+    let (overflows, len) = {
+        let g = cq.inner.lock();
+        (g.overflows, g.len())
+    };
+    if overflows != 0 && cq.origin() == Origin::Kernel {
+        pr_warn!("a kernel CQ overflowed {overflows} time(s) ({len} completions left)\n");
     }
     give(&cq.device().objects.cqs);
 }
 
+/// Resizes a user CQ: a new ring of at least `cqe` entries (`EINVAL` below the completions
+/// held), the pending completions moved over in order, the new ring's mminfo in the
+/// response (`struct rxe_resize_cq_resp`). librxe holds its CQ lock across the command, so the
+/// process does not poll meanwhile; completions arriving meanwhile go to the old or new ring
+/// under the CQ lock.
+pub(crate) fn resize_cq(cq: &Cq<MetaRoceDriver>, cqe: u32, udata: &Udata<'_>) -> Result {
+    udata.expect_no_request()?;
+    if cqe == 0 || cqe > MAX_CQE {
+        return Err(EINVAL);
+    }
+    // Shrinking below the completions held is an error, as in rdma_rxe.
+    if (cqe as usize) < cq.inner.lock().len() {
+        return Err(EINVAL);
+    }
+    let mut new = UQueue::new(udata, cqe, USER_CQE_SLOT, Role::KernelProduces)?;
+    udata.write_response(&new.mminfo())?;
+    let capacity = new.capacity();
+    let old = {
+        let mut g = cq.inner.lock();
+        let CqRing::User(q) = &mut g.ring else {
+            return Err(EINVAL);
+        };
+        // Fails with EINVAL if completions arrived meanwhile beyond the new size.
+        new.take_entries(q)?;
+        core::mem::replace(q, new)
+    };
+    // The old ring's mapping is revoked outside the spinlock (it takes a mutex).
+    drop(old);
+    cq.set_cqe(capacity)
+}
+
 pub(crate) fn poll_cq(cq: &Cq<MetaRoceDriver>, out: &mut WcArray<'_>) -> Result {
     let mut g = cq.inner.lock();
-    let inner = &mut *g;
-    while inner.len > 0 && !out.is_full() {
-        let slot = inner.ring[inner.head].take();
-        inner.head = (inner.head + 1) % cq.capacity;
-        inner.len -= 1;
+    let CqRing::Kernel { ring, head, len } = &mut g.ring else {
+        // A process polls its ring itself; uverbs' poll command has no ring to read from.
+        return Err(EOPNOTSUPP);
+    };
+    let cap = ring.len();
+    while *len > 0 && !out.is_full() {
+        let slot = ring[*head].take();
+        *head = (*head + 1) % cap;
+        *len -= 1;
         if let Some(wc) = slot {
             out.push(&wc);
         }
@@ -198,7 +324,7 @@ pub(crate) fn req_notify_cq(cq: &Cq<MetaRoceDriver>, notify: CqNotify) -> Result
     if g.armed != Some(CqArm::NextComp) {
         g.armed = Some(notify.arm);
     }
-    Ok(notify.report_missed && g.len > 0)
+    Ok(notify.report_missed && g.len() > 0)
 }
 
 /// A RoCE address vector, copied out of `rdma_ah_attr` when the AH is created.
@@ -249,13 +375,16 @@ pub(crate) fn create_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaRoceAh
     Ok(MetaRoceAh { av })
 }
 
-/// A DMA memory region: all of kernel memory under one key pair.
+/// A memory region: a DMA MR (all of kernel memory under one key pair) or a user MR (pinned
+/// user memory, kept in the device's table: `crate::mr`).
 pub(crate) struct MetaRoceMr {
-    /// Index in the device's MR table (`lkey == rkey == index << 8`).
-    index: usize,
+    /// Index of the keys (`lkey == index << 8`; `rkey` the same or 0).
+    pub(crate) index: usize,
     /// Access rights.
     #[allow(dead_code)] // Checked by the transport (issue 6).
     pub(crate) access: AccessFlags,
+    /// Whether this is a user MR (in the device's table).
+    pub(crate) user: bool,
 }
 
 pub(crate) fn get_dma_mr(
@@ -266,9 +395,19 @@ pub(crate) fn get_dma_mr(
     let index = dev.alloc_mr_index()?;
     // Index 0 is never handed out, so no key is 0 (the device's `local_dma_lkey`).
     let key = (index as u32) << 8;
-    Ok((MrKeys { lkey: key, rkey: key }, MetaRoceMr { index, access }))
+    Ok((
+        MrKeys { lkey: key, rkey: key },
+        MetaRoceMr {
+            index,
+            access,
+            user: false,
+        },
+    ))
 }
 
 pub(crate) fn dereg_mr(mr: &Mr<MetaRoceDriver>) {
+    if mr.user {
+        crate::mr::dereg_user_mr(mr);
+    }
     mr.device().free_mr_index(mr.index);
 }
