@@ -114,6 +114,11 @@ impl UserCommands {
     pub const REQ_NOTIFY_CQ: Self = Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
     /// `IB_USER_VERBS_CMD_POST_SEND`: librxe's send doorbell (a post with no work request).
     pub const POST_SEND: Self = Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
+
+    /// Both sets (usable in constants).
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
 }
 
 impl core::ops::BitOr for UserCommands {

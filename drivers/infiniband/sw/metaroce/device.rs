@@ -353,7 +353,7 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     const DRIVER_ID: DriverId = DriverId::RXE;
     const UVERBS_ABI_VER: u32 = 2;
     // librxe arms CQs through the kernel (its rings carry no arming state).
-    const USER_COMMANDS: UserCommands = UserCommands::REQ_NOTIFY_CQ;
+    const USER_COMMANDS: UserCommands = UserCommands::REQ_NOTIFY_CQ.union(UserCommands::POST_SEND);
     const PORT_COUNTERS: &'static [StatDesc] = &COUNTER_DESCS;
 
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
@@ -373,6 +373,11 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_ah(MAX_AH)
             .max_mr(MAX_MR - 1)
             .max_mr_size(u64::MAX)
+            // Incoming and outgoing READs/atomics in flight per QP (the core's responder
+            // resources).
+            .max_qp_rd_atom(crate::qp::RESP_RES as u32)
+            .max_qp_init_rd_atom(crate::qp::RESP_RES as u32)
+            .max_res_rd_atom(crate::qp::RESP_RES as u32 * (MAX_QP - MIN_QPN))
             // `rdma link delete` may remove the device; kernel consumers address memory by
             // kernel virtual address under the device's `local_dma_lkey` (0).
             .kernel_caps(KernelCaps::ALLOW_USER_UNREG | KernelCaps::LOCAL_DMA_LKEY);

@@ -15,6 +15,7 @@ mod net;
 mod ns;
 pub mod proto;
 mod qp;
+mod rxe_abi;
 mod uqueue;
 mod verbs;
 mod xmit;

@@ -12,10 +12,12 @@
 //! receive leave through the same transmit worker.
 //!
 //! Kernel consumers address their buffers by kernel virtual address under the device's local
-//! DMA key ([`KernelBuf`]). Memory regions with remote access (RDMA READ/WRITE/atomics
-//! targeting this QP) are not resolvable yet: the responder answers them with a remote access
-//! error NAK. Retransmission timers of RC QPs are not armed yet either (a lost packet stalls
-//! the QP until it is moved to the error state); datagram QPs need none.
+//! DMA key ([`KernelBuf`]); user QPs (driven by the stock librxe through its rings, `uqueue.rs`)
+//! by address and L_Key of their registered memory regions (`mr.rs`). Remote operations
+//! (RDMA READ/WRITE/atomics targeting a QP) resolve R_Keys of user memory regions; kernel DMA
+//! MRs are not in that table, so a remote operation on kernel memory gets a remote access NAK.
+//! Retransmission timers of RC QPs are not armed yet (a lost packet stalls the QP until it is
+//! moved to the error state); datagram QPs need none.
 
 use crate::device::{Counter, MetaRoceDriver, PORT};
 use crate::proto::opcode::Transport;
@@ -25,14 +27,17 @@ use crate::proto::qp::{self as pqp, QpConfig};
 use crate::proto::resp::{AccessError, MemAccess, RecvQueue, GRH_LEN};
 use crate::proto::wr as pwr;
 use crate::proto::packet::Packet;
+use crate::device::MetaRoceDev;
+use crate::mr::KeyKind;
+use crate::uqueue::{Role, UQueue};
 use crate::verbs::{roce_av, CqPush, RoceAv};
 use crate::xmit;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::rdma::cq::{Cq, WcFlags, WcOpcode, WcStatus, WorkCompletion};
+use kernel::rdma::cq::{Cq, CqEvent, WcFlags, WcOpcode, WcStatus, WorkCompletion};
 use kernel::rdma::device::Mtu;
 use kernel::rdma::mr::AccessFlags;
-use kernel::rdma::pd::Origin;
+use kernel::rdma::pd::{Origin, PdId};
 use kernel::rdma::qp::{
     modify_is_ok, NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpCap, QpInitAttrOut, QpState,
     QpType,
@@ -59,26 +64,89 @@ pub(crate) const LOCAL_DMA_LKEY: u32 = 0;
 /// Responder resources of a QP (incoming READs and atomics in flight): the most
 /// `max_dest_rd_atomic` accepts.
 pub(crate) const RESP_RES: usize = 16;
+/// Largest receive WQE slot read from a user ring (header and `MAX_SGE` SGEs).
+const RECV_WQE_MAX: usize = crate::rxe_abi::RECV_WQE_HDR + MAX_SGE as usize * crate::rxe_abi::SGE_LEN;
+/// Inline data a user QP's send WQE slot holds at least (the issue asks for 236 bytes or more).
+const USER_MIN_INLINE: u32 = 256;
+/// Most inline data (and SGE bytes) a user QP's send WQE slot holds.
+const USER_MAX_INLINE: u32 = 512;
 /// The Q_Key of the GSI QP (`IB_QP1_QKEY`).
 const QP1_QKEY: u32 = 0x8001_0000;
 
 /// The protocol core's state of one QP.
 pub(crate) type Engine = pqp::Qp<RESP_RES>;
 
-/// Copies `out.len()` bytes at byte `offset` of the concatenation of `bufs` into `out`.
-fn gather(bufs: &[KernelBuf], mut offset: usize, mut out: &mut [u8]) -> Result {
-    for b in bufs {
+/// One scatter/gather element of a queued work request.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Seg {
+    /// A kernel consumer's buffer.
+    Kernel(KernelBuf),
+    /// `len` bytes at `addr` of the user memory region of L_Key `lkey`.
+    User { addr: u64, len: u32, lkey: u32 },
+}
+
+impl Default for Seg {
+    fn default() -> Self {
+        Seg::Kernel(KernelBuf::default())
+    }
+}
+
+impl Seg {
+    fn len(&self) -> usize {
+        match self {
+            Seg::Kernel(b) => b.len() as usize,
+            Seg::User { len, .. } => *len as usize,
+        }
+    }
+}
+
+/// Where user segments are resolved: the device's memory region table, for the QP's PD.
+#[derive(Clone, Copy)]
+struct MemCtx<'a> {
+    dev: &'a MetaRoceDev,
+    pd: Option<PdId>,
+}
+
+impl MemCtx<'_> {
+    fn read(&self, seg: &Seg, offset: usize, out: &mut [u8]) -> Result {
+        match *seg {
+            Seg::Kernel(b) => b.read_at(offset, out),
+            Seg::User { addr, lkey, .. } => {
+                let pd = self.pd.ok_or(EINVAL)?;
+                self.dev
+                    .mr_copy_from(lkey, KeyKind::Local, pd, addr.wrapping_add(offset as u64), out)
+                    .map_err(|_| EFAULT)
+            }
+        }
+    }
+
+    fn write(&self, seg: &Seg, offset: usize, data: &[u8]) -> Result {
+        match *seg {
+            Seg::Kernel(b) => b.write_at(offset, data),
+            Seg::User { addr, lkey, .. } => {
+                let pd = self.pd.ok_or(EINVAL)?;
+                self.dev
+                    .mr_copy_to(lkey, KeyKind::Local, pd, addr.wrapping_add(offset as u64), data)
+                    .map_err(|_| EFAULT)
+            }
+        }
+    }
+}
+
+/// Copies `out.len()` bytes at byte `offset` of the concatenation of `segs` into `out`.
+fn gather(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut out: &mut [u8]) -> Result {
+    for b in segs {
         if out.is_empty() {
             break;
         }
-        let len = b.len() as usize;
+        let len = b.len();
         if offset >= len {
             offset -= len;
             continue;
         }
         let n = core::cmp::min(len - offset, out.len());
         let (now, rest) = out.split_at_mut(n);
-        b.read_at(offset, now)?;
+        m.read(b, offset, now)?;
         out = rest;
         offset = 0;
     }
@@ -89,19 +157,19 @@ fn gather(bufs: &[KernelBuf], mut offset: usize, mut out: &mut [u8]) -> Result {
     }
 }
 
-/// Copies `data` to byte `offset` of the concatenation of `bufs`.
-fn scatter(bufs: &[KernelBuf], mut offset: usize, mut data: &[u8]) -> Result {
-    for b in bufs {
+/// Copies `data` to byte `offset` of the concatenation of `segs`.
+fn scatter(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut data: &[u8]) -> Result {
+    for b in segs {
         if data.is_empty() {
             break;
         }
-        let len = b.len() as usize;
+        let len = b.len();
         if offset >= len {
             offset -= len;
             continue;
         }
         let n = core::cmp::min(len - offset, data.len());
-        b.write_at(offset, &data[..n])?;
+        m.write(b, offset, &data[..n])?;
         data = &data[n..];
         offset = 0;
     }
@@ -118,7 +186,7 @@ fn kernel_bufs(
     qp: &Qp<MetaRoceDriver>,
     sges: &[Sge],
     max_sge: u32,
-    out: &mut [KernelBuf],
+    out: &mut [Seg],
 ) -> Result<u32> {
     if sges.len() > max_sge as usize || sges.len() > out.len() {
         return Err(EINVAL);
@@ -128,7 +196,7 @@ fn kernel_bufs(
         if s.lkey() != LOCAL_DMA_LKEY {
             return Err(EINVAL);
         }
-        *o = KernelBuf::from_sge(qp, s)?;
+        *o = Seg::Kernel(KernelBuf::from_sge(qp, s)?);
         total = total.checked_add(s.length()).ok_or(EINVAL)?;
     }
     Ok(total)
@@ -136,7 +204,7 @@ fn kernel_bufs(
 
 /// A fixed pool of `depth * max_sge` buffer slots, `max_sge` per queue entry.
 struct BufPool {
-    bufs: KVec<KernelBuf>,
+    bufs: KVec<Seg>,
     max_sge: usize,
 }
 
@@ -146,17 +214,17 @@ impl BufPool {
         let n = depth.checked_mul(max_sge).ok_or(EINVAL)?;
         let mut bufs = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
-            bufs.push(KernelBuf::default(), GFP_KERNEL)?;
+            bufs.push(Seg::default(), GFP_KERNEL)?;
         }
         Ok(Self { bufs, max_sge })
     }
 
-    fn slot_mut(&mut self, slot: usize) -> &mut [KernelBuf] {
+    fn slot_mut(&mut self, slot: usize) -> &mut [Seg] {
         let base = slot * self.max_sge;
         &mut self.bufs[base..base + self.max_sge]
     }
 
-    fn get(&self, slot: usize, n: u32) -> &[KernelBuf] {
+    fn get(&self, slot: usize, n: u32) -> &[Seg] {
         let base = slot * self.max_sge;
         &self.bufs[base..base + core::cmp::min(n as usize, self.max_sge)]
     }
@@ -179,6 +247,12 @@ struct RecvRing {
     head: u32,
     taken: u32,
     tail: u32,
+    /// User QPs: librxe's receive ring, which the process fills without a system call; the
+    /// responder's `take` moves its oldest entry here.
+    user: Option<UQueue>,
+    max_sge: u32,
+    /// Malformed entries found in the user ring (the QP then goes to the error state).
+    user_errors: u32,
 }
 
 impl RecvRing {
@@ -194,6 +268,9 @@ impl RecvRing {
             head: 0,
             taken: 0,
             tail: 0,
+            user: None,
+            max_sge,
+            user_errors: 0,
         })
     }
 
@@ -201,12 +278,38 @@ impl RecvRing {
         idx as usize & (self.entries.len() - 1)
     }
 
+    /// Moves the oldest entry of the user ring (if any) to the tail of this ring. A malformed
+    /// entry is consumed, counted and not moved.
+    fn pull_user(&mut self) -> Option<()> {
+        if self.is_full() {
+            return None;
+        }
+        let max_sge = self.max_sge;
+        let q = self.user.as_mut()?;
+        let mut raw = [0u8; RECV_WQE_MAX];
+        let n = core::cmp::min(q.geometry().elem_size(), raw.len());
+        q.peek(&mut raw[..n]).ok()?.ok()?;
+        let _ = q.consume();
+        let slot = (self.tail as usize) & (self.entries.len() - 1);
+        match crate::rxe_abi::parse_recv(&raw[..n], max_sge, self.bufs.slot_mut(slot)) {
+            Some((wr_id, num_sge, len)) => {
+                self.entries[slot] = RecvEntry { wr_id, num_sge, len };
+                self.tail = self.tail.wrapping_add(1);
+                Some(())
+            }
+            None => {
+                self.user_errors += 1;
+                None
+            }
+        }
+    }
+
     fn is_full(&self) -> bool {
         self.tail.wrapping_sub(self.head) as usize >= self.entries.len()
     }
 
     /// The entry handed out under `id` and its buffers.
-    fn entry(&self, id: u64) -> (RecvEntry, &[KernelBuf]) {
+    fn entry(&self, id: u64) -> (RecvEntry, &[Seg]) {
         let slot = self.slot(id as u32);
         let e = self.entries[slot];
         (e, self.bufs.get(slot, e.num_sge))
@@ -232,7 +335,7 @@ impl RecvRing {
 impl RecvQueue for RecvRing {
     fn take(&mut self) -> Option<pwr::RecvWqe> {
         if self.taken == self.tail {
-            return None;
+            self.pull_user()?;
         }
         let e = self.entries[self.slot(self.taken)];
         let id = u64::from(self.taken);
@@ -246,6 +349,8 @@ impl RecvQueue for RecvRing {
 struct SqSide {
     opcode: Option<WcOpcode>,
     num_sge: u32,
+    /// Bytes of inline data copied for the request (instead of SGEs).
+    inline_len: Option<u32>,
     /// Datagram QPs: the destination's address vector.
     av: Option<RoceAv>,
 }
@@ -255,6 +360,11 @@ struct SendRing {
     wqes: KVec<pwr::SendWqe>,
     side: KVec<SqSide>,
     bufs: BufPool,
+    /// `max_inline` bytes per slot for inline data.
+    inline: KVec<u8>,
+    max_inline: usize,
+    /// User QPs: librxe's send ring; new entries are moved to the core at each doorbell.
+    user: Option<UQueue>,
     /// Work requests posted so far (ring counter).
     tail: u32,
     /// Datagram QPs: request packets pulled from the core so far (one per work request).
@@ -262,7 +372,7 @@ struct SendRing {
 }
 
 impl SendRing {
-    fn new(max_wr: u32, max_sge: u32) -> Result<Self> {
+    fn new(max_wr: u32, max_sge: u32, max_inline: u32) -> Result<Self> {
         let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
         let mut wqes = KVec::with_capacity(depth, GFP_KERNEL)?;
         let mut side = KVec::with_capacity(depth, GFP_KERNEL)?;
@@ -270,10 +380,16 @@ impl SendRing {
             wqes.push(pwr::SendWqe::default(), GFP_KERNEL)?;
             side.push(SqSide::default(), GFP_KERNEL)?;
         }
+        let max_inline = max_inline as usize;
+        let mut inline = KVec::new();
+        inline.resize(depth.checked_mul(max_inline).ok_or(EINVAL)?, 0u8, GFP_KERNEL)?;
         Ok(Self {
             wqes,
             side,
             bufs: BufPool::new(depth, max_sge)?,
+            inline,
+            max_inline,
+            user: None,
             tail: 0,
             ud_sent: 0,
         })
@@ -287,8 +403,15 @@ impl SendRing {
         idx as usize & (self.wqes.len() - 1)
     }
 
-    fn bufs(&self, slot: usize) -> &[KernelBuf] {
+    fn bufs(&self, slot: usize) -> &[Seg] {
         self.bufs.get(slot, self.side[slot].num_sge)
+    }
+
+    /// The inline data copied for `slot`, if the request carried inline data.
+    fn inline(&self, slot: usize) -> Option<&[u8]> {
+        let len = self.side[slot].inline_len? as usize;
+        let base = slot * self.max_inline;
+        self.inline.get(base..base + len)
     }
 
     fn reset(&mut self) {
@@ -354,12 +477,12 @@ impl MetaRoceQp {
 }
 
 pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceQp, Error>> {
-    // User QPs need librxe's send and receive rings mapped into the process (the next
-    // step); until then uverbs gets a clear EOPNOTSUPP.
-    if qp.origin() == Origin::User {
+    let user = qp.origin() == Origin::User;
+    let qp_type = qp.qp_type();
+    // User UD QPs need user address handles (`ah_num`), not offered yet.
+    if user && !matches!(qp_type, QpType::Rc | QpType::Uc) {
         return Err(EOPNOTSUPP);
     }
-    let qp_type = qp.qp_type();
     match qp_type {
         QpType::Gsi => {
             if qp.port_num() != PORT {
@@ -376,7 +499,7 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
     if qp.send_cq().is_none() || qp.recv_cq().is_none() {
         return Err(EINVAL);
     }
-    let cap = qp.cap();
+    let mut cap = qp.cap();
     if cap.max_send_wr > MAX_QP_WR
         || cap.max_recv_wr > MAX_QP_WR
         || cap.max_send_sge > MAX_SGE
@@ -384,13 +507,49 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
     {
         return Err(EINVAL);
     }
-    // Inline data would have to be copied at post time into QP-owned memory; kernel
-    // consumers' buffers stay valid until completion, so inline is not offered.
-    if cap.max_inline_data != 0 {
+    // Kernel consumers' buffers stay valid until completion, so inline data is offered to
+    // user QPs only (copied out of the ring when the request is taken).
+    if !user && cap.max_inline_data != 0 {
         return Err(EINVAL);
     }
-    let rq = RecvRing::new(cap.max_recv_wr, cap.max_recv_sge)?;
-    let sq = SendRing::new(cap.max_send_wr, cap.max_send_sge)?;
+    let (mut rq, mut sq) = if user {
+        // A send slot holds the SGEs or the inline data, whichever is larger (as rdma_rxe
+        // sizes it); report what fits.
+        let data = core::cmp::max(cap.max_send_sge * crate::rxe_abi::SGE_LEN as u32, cap.max_inline_data);
+        let data = core::cmp::max(data, USER_MIN_INLINE);
+        if data > USER_MAX_INLINE {
+            return Err(EINVAL);
+        }
+        cap.max_inline_data = data;
+        cap.max_send_sge = core::cmp::min(data / crate::rxe_abi::SGE_LEN as u32, MAX_SGE);
+        (
+            RecvRing::new(cap.max_recv_wr, cap.max_recv_sge)?,
+            SendRing::new(cap.max_send_wr, cap.max_send_sge, data)?,
+        )
+    } else {
+        (
+            RecvRing::new(cap.max_recv_wr, cap.max_recv_sge)?,
+            SendRing::new(cap.max_send_wr, cap.max_send_sge, 0)?,
+        )
+    };
+    if let Some(udata) = qp.udata() {
+        // librxe sends no request and expects `struct rxe_create_qp_resp`: the mminfo of the
+        // receive ring, then of the send ring.
+        udata.expect_no_request()?;
+        let rq_elem = crate::rxe_abi::RECV_WQE_HDR + cap.max_recv_sge as usize * crate::rxe_abi::SGE_LEN;
+        let sq_elem = crate::rxe_abi::SEND_WQE_HDR + cap.max_inline_data as usize;
+        let urq = UQueue::new(udata, core::cmp::max(cap.max_recv_wr, 1), rq_elem, Role::KernelConsumes)?;
+        let usq = UQueue::new(udata, core::cmp::max(cap.max_send_wr, 1), sq_elem, Role::KernelConsumes)?;
+        let mut resp = [0u8; 32];
+        resp[..16].copy_from_slice(&urq.mminfo());
+        resp[16..].copy_from_slice(&usq.mminfo());
+        udata.write_response(&resp)?;
+        // The rings may hold more than asked for; report their capacity.
+        cap.max_recv_wr = urq.capacity();
+        cap.max_send_wr = usq.capacity();
+        rq.user = Some(urq);
+        sq.user = Some(usq);
+    }
     let sq_sig_all = qp.sq_sig_all();
 
     // Last fallible step: from here on, `destroy_qp` gives the number back.
@@ -467,12 +626,20 @@ impl Notify {
     }
 }
 
-/// Queues a completion on `cq`; returns whether the consumer must be notified.
-fn complete(cq: Option<&Cq<MetaRoceDriver>>, wc: WorkCompletion, solicited: bool) -> bool {
-    match cq.map(|cq| cq.push(wc, solicited)) {
-        Some(CqPush::QueuedNotify) => true,
-        Some(CqPush::Queued) => false,
-        Some(CqPush::Overflow) | None => {
+/// Queues a completion of `qp` on `cq` (a kernel CQ or a user CQ's ring); returns whether the
+/// consumer must be notified. A full user ring is reported to the process as a CQ error event.
+fn complete(
+    qp: &Qp<MetaRoceDriver>,
+    cq: Option<&Cq<MetaRoceDriver>>,
+    wc: WorkCompletion,
+    solicited: bool,
+) -> bool {
+    let Some(cq) = cq else { return false };
+    match cq.push_qpn(wc, qp.qp_num(), solicited) {
+        CqPush::QueuedNotify => true,
+        CqPush::Queued => false,
+        CqPush::Overflow => {
+            cq.dispatch_user_event(CqEvent::Error);
             kernel::pr_warn_once!("work completion dropped: CQ full\n");
             false
         }
@@ -519,7 +686,7 @@ fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         if c.status == pwr::WcStatus::Success {
             qp.device().count(Counter::RdmaSends, 1);
         }
-        n.send |= complete(qp.send_cq(), wc, false);
+        n.send |= complete(qp, qp.send_cq(), wc, false);
     }
 }
 
@@ -533,7 +700,7 @@ fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     reap_send(qp, inner, n);
     let mut flushed = |wr_id| {
         let wc = WorkCompletion::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
-        n.recv |= complete(qp.recv_cq(), wc, false);
+        n.recv |= complete(qp, qp.recv_cq(), wc, false);
     };
     inner.rq.drain(&mut flushed);
 }
@@ -766,7 +933,7 @@ fn post_one(
         // ib_drain_sq learns the queue is empty).
         QpState::Err | QpState::Sqe => {
             let wc = WorkCompletion::new(wr.wr_id(), WcStatus::WrFlushErr, send_wc_opcode(&op), qp.id());
-            n.send |= complete(qp.send_cq(), wc, false);
+            n.send |= complete(qp, qp.send_cq(), wc, false);
             return Ok(());
         }
         _ => return Err(EINVAL),
@@ -805,6 +972,7 @@ fn post_one(
     inner.sq.side[slot] = SqSide {
         opcode: Some(send_wc_opcode(&op)),
         num_sge: sges.len() as u32,
+        inline_len: None,
         av,
     };
     inner.sq.tail = inner.sq.tail.wrapping_add(1);
@@ -821,6 +989,10 @@ pub(crate) fn post_send<'a>(
     let mut res = Ok(());
     {
         let mut g = qp.inner.lock();
+        if g.sq.user.is_some() {
+            // librxe's doorbell: an empty list; the requests are in the send ring.
+            drain_user_sq(qp, &mut g, &mut n);
+        }
         for wr in wrs {
             if let Err(error) = post_one(qp, &mut g, &wr, &mut n) {
                 res = Err(PostError { error, bad_wr: wr });
@@ -831,6 +1003,82 @@ pub(crate) fn post_send<'a>(
     n.deliver(qp);
     xmit::schedule(qp);
     res
+}
+
+/// Moves the requests librxe wrote into a user QP's send ring to the core, oldest first, while
+/// the core has room (the rest wait in the ring for the next doorbell or completion). A
+/// malformed request completes with `IB_WC_LOC_QP_OP_ERR` and moves the QP to the error state.
+fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+    let mut raw = [0u8; crate::rxe_abi::SEND_WQE_HDR + USER_MAX_INLINE as usize];
+    loop {
+        match inner.state {
+            QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {}
+            _ => return,
+        }
+        let Some(engine) = inner.engine.as_ref() else { return };
+        if engine.sq_used() >= inner.sq.depth() {
+            return;
+        }
+        let Some(q) = inner.sq.user.as_ref() else { return };
+        let len = core::cmp::min(q.geometry().elem_size(), raw.len());
+        if !matches!(q.peek(&mut raw[..len]), Ok(Ok(()))) {
+            return;
+        }
+        let slot = inner.sq.slot(inner.sq.tail);
+        let max_sge = qp.cap.max_send_sge;
+        let max_inline = inner.sq.max_inline;
+        let base = slot * max_inline;
+        let parsed = {
+            let sq = &mut inner.sq;
+            crate::rxe_abi::parse_send(
+                &raw[..len],
+                max_sge,
+                sq.bufs.slot_mut(slot),
+                &mut sq.inline[base..base + max_inline],
+            )
+        };
+        if let Some(q) = inner.sq.user.as_mut() {
+            let _ = q.consume();
+        }
+        let w = match parsed {
+            Ok(w) => w,
+            Err(_) => {
+                let wr_id = u64::from_ne_bytes(raw[..8].try_into().unwrap_or([0; 8]));
+                let wc = WorkCompletion::new(wr_id, WcStatus::LocQpOpErr, WcOpcode::Send, qp.id());
+                n.send |= complete(qp, qp.send_cq(), wc, false);
+                enter_error(qp, inner, n);
+                return;
+            }
+        };
+        if matches!(inner.state, QpState::Err | QpState::Sqe) {
+            let wc = WorkCompletion::new(w.wr_id, WcStatus::WrFlushErr, w.wc_opcode, qp.id());
+            n.send |= complete(qp, qp.send_cq(), wc, false);
+            continue;
+        }
+        let cwr = pwr::SendWr {
+            wr_id: w.wr_id,
+            op: w.op,
+            len: w.len,
+            signaled: qp.sq_sig_all || w.signaled,
+            fence: w.fence,
+            solicited: w.solicited,
+            ud: None,
+        };
+        let Some(engine) = inner.engine.as_mut() else { return };
+        if engine.post_send(&mut inner.sq.wqes, cwr).is_err() {
+            let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
+            n.send |= complete(qp, qp.send_cq(), wc, false);
+            enter_error(qp, inner, n);
+            return;
+        }
+        inner.sq.side[slot] = SqSide {
+            opcode: Some(w.wc_opcode),
+            num_sge: w.num_sge,
+            inline_len: w.inline_len,
+            av: None,
+        };
+        inner.sq.tail = inner.sq.tail.wrapping_add(1);
+    }
 }
 
 /// Posts receive work requests. Runs with IRQs possibly disabled: no allocation, no sleeping.
@@ -851,7 +1099,7 @@ pub(crate) fn post_recv<'a>(
                     QpState::Err => {
                         let wc =
                             WorkCompletion::new(wr.wr_id(), WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
-                        n.recv |= complete(qp.recv_cq(), wc, false);
+                        n.recv |= complete(qp, qp.recv_cq(), wc, false);
                         Ok(())
                     }
                     _ => {
@@ -885,17 +1133,31 @@ pub(crate) fn post_recv<'a>(
     res
 }
 
-/// Memory regions as seen by the responder of a kernel QP: none is reachable by R_Key yet,
-/// so every remote READ, WRITE and atomic is refused with a remote access error.
-struct NoRemoteMemory;
-
-impl MemAccess for NoRemoteMemory {
-    fn check(&mut self, _rkey: u32, _va: u64, _len: u32, _access: pwr::Access) -> Result<(), AccessError> {
-        Err(AccessError::Access)
+/// Memory regions as the responder sees them: R_Keys of user memory regions of the QP's PD
+/// (kernel DMA MRs are not in the table: remote operations on them get a remote access NAK).
+impl MemAccess for MemCtx<'_> {
+    fn check(&mut self, rkey: u32, va: u64, len: u32, access: pwr::Access) -> Result<(), AccessError> {
+        let pd = self.pd.ok_or(AccessError::Access)?;
+        let mut need = AccessFlags::NONE;
+        if access.contains(pwr::Access::READ) {
+            need = need.union(AccessFlags::REMOTE_READ);
+        }
+        if access.contains(pwr::Access::WRITE) {
+            need = need.union(AccessFlags::REMOTE_WRITE);
+        }
+        self.dev
+            .mr_check(rkey, KeyKind::Remote, pd, va, len as usize, need)
+            .map_err(|_| AccessError::Access)
     }
 
-    fn atomic(&mut self, _rkey: u32, _va: u64, _op: pwr::AtomicOp) -> Result<u64, AccessError> {
-        Err(AccessError::Access)
+    fn atomic(&mut self, rkey: u32, va: u64, op: pwr::AtomicOp) -> Result<u64, AccessError> {
+        let pd = self.pd.ok_or(AccessError::Access)?;
+        self.dev
+            .mr_atomic(rkey, pd, va, |old| match op {
+                pwr::AtomicOp::CmpSwap { compare, swap } => (old == compare).then_some(swap),
+                pwr::AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
+            })
+            .map_err(|_| AccessError::Access)
     }
 }
 
@@ -939,31 +1201,39 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         }
         let Some(engine) = inner.engine.as_mut() else { return false };
         let now = qp.device().now_ns();
-        let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut NoRemoteMemory, &mut inner.rq);
+        let mut mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()) };
+        let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut mem, &mut inner.rq);
         let ud = qp.transport() == Transport::Ud;
         let mut network_type = 0;
+        let mut place_failed = false;
         if let Some(place) = out.place {
             let placed = match place {
                 pwr::Place::Recv { id, offset, len } => {
                     let (_, bufs) = inner.rq.entry(id);
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
-                    data.and_then(|d| scatter(bufs, offset as usize, d))
+                    data.and_then(|d| scatter(&mem, bufs, offset as usize, d))
                 }
                 pwr::Place::ReadResp { slot, offset, len } => {
                     let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
-                    data.and_then(|d| scatter(bufs, offset as usize, d))
+                    data.and_then(|d| scatter(&mem, bufs, offset as usize, d))
                 }
                 pwr::Place::AtomicResult { slot, value } => {
                     let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
-                    scatter(bufs, 0, &value.to_ne_bytes())
+                    scatter(&mem, bufs, 0, &value.to_ne_bytes())
                 }
-                // Refused by `NoRemoteMemory` before any placement.
-                pwr::Place::Rdma { .. } => Err(EINVAL),
+                // Checked by `MemCtx::check` when the WRITE began.
+                pwr::Place::Rdma { rkey, va, len } => match (mem.pd, pkt.payload.get(..len as usize)) {
+                    (Some(pd), Some(d)) => mem
+                        .dev
+                        .mr_copy_to(rkey, KeyKind::Remote, pd, va, d)
+                        .map_err(|_| EFAULT),
+                    _ => Err(EINVAL),
+                },
             };
             if placed.is_err() {
                 qp.device().count(Counter::SendErr, 1);
-                ok = false;
+                place_failed = true;
             }
         }
         if let Some(c) = out.completion {
@@ -980,6 +1250,9 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             wc.byte_len = c.byte_len;
             wc.imm = c.imm;
             wc.invalidate_rkey = c.invalidate;
+            if place_failed && wc.status == WcStatus::Success {
+                wc.status = WcStatus::LocProtErr;
+            }
             if ud {
                 wc.src_qp = c.src_qp.unwrap_or(0);
                 wc.pkey_index = 0;
@@ -987,7 +1260,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     match grh_area(ip) {
                         Some((grh, ty)) => {
                             network_type = ty;
-                            if scatter(bufs, 0, &grh).is_err() {
+                            if scatter(&mem, bufs, 0, &grh).is_err() {
                                 wc.status = WcStatus::LocLenErr;
                             }
                         }
@@ -999,10 +1272,18 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             }
             inner.rq.complete(c.id);
             qp.device().count(Counter::RdmaRecvs, 1);
-            n.recv |= complete(qp.recv_cq(), wc, pkt.hdr.bth.solicited);
+            n.recv |= complete(qp, qp.recv_cq(), wc, pkt.hdr.bth.solicited);
         }
         if out.drop.is_some() && out.completion.is_none() && out.place.is_none() {
             ok = false;
+        }
+        // A malformed entry in a user receive ring, or payload that could not be placed,
+        // breaks the QP (as a local QP operation / protection error would).
+        if inner.rq.user_errors > 0 || place_failed {
+            inner.rq.user_errors = 0;
+            if inner.state != QpState::Err {
+                enter_error(qp, inner, &mut n);
+            }
         }
         reap_send(qp, inner, &mut n);
         if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
@@ -1084,14 +1365,26 @@ fn build_packet(
     let buf = skb.put(total)?;
     let hl = crate::proto::packet::write_headers(&d.hdr, plen, buf).map_err(|_| EINVAL)?;
     let end = hl.checked_add(plen).ok_or(EINVAL)?;
+    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()) };
     match d.payload {
         PayloadRef::None => {}
         PayloadRef::Sq { slot, offset, len: _ } => {
             let slot = slot as usize & (inner.sq.wqes.len() - 1);
-            gather(inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])?;
+            match inner.sq.inline(slot) {
+                Some(data) => {
+                    let src = data.get(offset as usize..offset as usize + plen).ok_or(EINVAL)?;
+                    buf[hl..end].copy_from_slice(src);
+                }
+                None => gather(&mem, inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])?,
+            }
         }
-        // READ responses need remote-readable memory, which `NoRemoteMemory` refuses.
-        PayloadRef::Mr { .. } => return Err(EINVAL),
+        // READ response data, from memory `MemCtx::check` approved when the READ arrived.
+        PayloadRef::Mr { rkey, va, len: _ } => {
+            let pd = mem.pd.ok_or(EINVAL)?;
+            mem.dev
+                .mr_copy_from(rkey, KeyKind::Remote, pd, va, &mut buf[hl..end])
+                .map_err(|_| EFAULT)?;
+        }
     }
     // Pad and ICRC slot.
     buf[end..].fill(0);

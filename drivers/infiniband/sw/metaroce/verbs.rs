@@ -160,12 +160,6 @@ impl MetaRoceCq {
         }
     }
 
-    /// [`MetaRoceCq::push_qpn`] for kernel CQs, whose `ib_wc` names the QP by pointer
-    /// (`wc.qp`): kernel QPs complete only into kernel CQs. User QPs use `push_qpn`.
-    pub(crate) fn push(&self, wc: WorkCompletion, solicited: bool) -> CqPush {
-        self.push_qpn(wc, 0, solicited)
-    }
-
     /// Removes every completion of `qp` (the QP is being destroyed), keeping the others in
     /// order. A user CQ's ring belongs to the process, which may be reading it: its entries
     /// stay (as with rdma_rxe), and librxe ignores completions of QPs it destroyed.

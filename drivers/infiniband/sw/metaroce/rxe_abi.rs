@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The work queue entries the stock librxe provider writes into a user QP's rings (`struct
+//! rxe_send_wqe` and `struct rxe_recv_wqe` of include/uapi/rdma/rdma_user_rxe.h), parsed from
+//! a copy of the ring slot: nothing here reads shared memory, and every field is checked
+//! before use (a process may write anything into its rings).
+//!
+//! Offsets (x86_64 and every other Linux ABI: the structures use explicitly aligned 64-bit
+//! fields), as `offsetof` reports them for the 7.3 header:
+//!
+//! ```text
+//! rxe_send_wqe  wr.wr_id 0, wr.opcode 12, wr.send_flags 16, wr.ex 20,
+//!               wr.wr.rdma {remote_addr 24, rkey 32},
+//!               wr.wr.atomic {remote_addr 24, compare_add 32, swap 40, rkey 48},
+//!               dma.length 184, dma.num_sge 196, dma.sge[] / dma.inline_data[] 208
+//! rxe_recv_wqe  wr_id 0, dma.length 16, dma.num_sge 28, dma.sge[] 40
+//! rxe_sge       addr 0, length 8, lkey 12 (16 bytes)
+//! ```
+
+use crate::proto::wr as pwr;
+use crate::qp::Seg;
+use kernel::rdma::cq::WcOpcode;
+
+/// Size of `struct rxe_send_wqe` before its SGEs or inline data.
+pub(crate) const SEND_WQE_HDR: usize = 208;
+/// Size of `struct rxe_recv_wqe` before its SGEs.
+pub(crate) const RECV_WQE_HDR: usize = 40;
+/// Size of `struct rxe_sge`.
+pub(crate) const SGE_LEN: usize = 16;
+
+/// `enum ibv_wr_opcode` values librxe stores in `wr.opcode`.
+const WR_RDMA_WRITE: u32 = 0;
+const WR_RDMA_WRITE_WITH_IMM: u32 = 1;
+const WR_SEND: u32 = 2;
+const WR_SEND_WITH_IMM: u32 = 3;
+const WR_RDMA_READ: u32 = 4;
+const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
+const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+const WR_SEND_WITH_INV: u32 = 9;
+
+/// `enum ibv_send_flags`.
+const SEND_FENCE: u32 = 1;
+const SEND_SIGNALED: u32 = 2;
+const SEND_SOLICITED: u32 = 4;
+const SEND_INLINE: u32 = 8;
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
+}
+
+/// Reads `num` SGEs at `off` into `out` and returns their total length.
+fn sges(b: &[u8], off: usize, num: usize, out: &mut [Seg]) -> Option<u32> {
+    let mut total: u32 = 0;
+    for (i, o) in out.iter_mut().enumerate().take(num) {
+        let at = off + i * SGE_LEN;
+        let addr = u64_at(b, at)?;
+        let len = u32_at(b, at + 8)?;
+        let lkey = u32_at(b, at + 12)?;
+        *o = Seg::User { addr, len, lkey };
+        total = total.checked_add(len)?;
+    }
+    Some(total)
+}
+
+/// Parses a receive WQE: `(wr_id, num_sge, total length)`, its SGEs in `out`. `None` if it
+/// names more SGEs than `max_sge` (or the slot holds) or the lengths overflow.
+pub(crate) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
+    let wr_id = u64_at(b, 0)?;
+    let num = u32_at(b, 28)?;
+    if num > max_sge || num as usize > out.len() {
+        return None;
+    }
+    let len = sges(b, RECV_WQE_HDR, num as usize, out)?;
+    Some((wr_id, num, len))
+}
+
+/// A parsed send WQE.
+pub(crate) struct SendWqe {
+    pub(crate) wr_id: u64,
+    pub(crate) op: pwr::SendOp,
+    pub(crate) wc_opcode: WcOpcode,
+    pub(crate) signaled: bool,
+    pub(crate) solicited: bool,
+    pub(crate) fence: bool,
+    /// Total length of the local data.
+    pub(crate) len: u32,
+    /// SGEs written to the caller's slice (0 for inline data).
+    pub(crate) num_sge: u32,
+    /// Inline data length, copied to the caller's buffer.
+    pub(crate) inline_len: Option<u32>,
+}
+
+/// Why a send WQE was refused.
+#[derive(Debug)]
+pub(crate) enum BadWqe {
+    /// Unknown or unsupported opcode.
+    Opcode,
+    /// Too many SGEs, too much inline data, or inconsistent lengths.
+    Length,
+}
+
+/// Parses a send WQE, writing its SGEs to `sges` or its inline data to `inline`.
+pub(crate) fn parse_send(
+    b: &[u8],
+    max_sge: u32,
+    sges_out: &mut [Seg],
+    inline: &mut [u8],
+) -> Result<SendWqe, BadWqe> {
+    let field = |off| u32_at(b, off).ok_or(BadWqe::Length);
+    let field64 = |off| u64_at(b, off).ok_or(BadWqe::Length);
+    let wr_id = field64(0)?;
+    let opcode = field(12)?;
+    let flags = field(16)?;
+    let ex = field(20)?;
+    let remote_addr = field64(24)?;
+    let (op, wc_opcode) = match opcode {
+        WR_SEND => (pwr::SendOp::Send, WcOpcode::Send),
+        // The immediate is stored in network order.
+        WR_SEND_WITH_IMM => (pwr::SendOp::SendImm { imm: u32::from_be(ex) }, WcOpcode::Send),
+        WR_SEND_WITH_INV => (pwr::SendOp::SendInv { rkey: ex }, WcOpcode::Send),
+        WR_RDMA_WRITE => (
+            pwr::SendOp::Write { va: remote_addr, rkey: field(32)? },
+            WcOpcode::RdmaWrite,
+        ),
+        WR_RDMA_WRITE_WITH_IMM => (
+            pwr::SendOp::WriteImm { va: remote_addr, rkey: field(32)?, imm: u32::from_be(ex) },
+            WcOpcode::RdmaWrite,
+        ),
+        WR_RDMA_READ => (
+            pwr::SendOp::Read { va: remote_addr, rkey: field(32)? },
+            WcOpcode::RdmaRead,
+        ),
+        WR_ATOMIC_CMP_AND_SWP => (
+            pwr::SendOp::Atomic {
+                va: remote_addr,
+                rkey: field(48)?,
+                op: pwr::AtomicOp::CmpSwap { compare: field64(32)?, swap: field64(40)? },
+            },
+            WcOpcode::CompSwap,
+        ),
+        WR_ATOMIC_FETCH_AND_ADD => (
+            pwr::SendOp::Atomic {
+                va: remote_addr,
+                rkey: field(48)?,
+                op: pwr::AtomicOp::FetchAdd { add: field64(32)? },
+            },
+            WcOpcode::FetchAdd,
+        ),
+        _ => return Err(BadWqe::Opcode),
+    };
+    let length = field(184)?;
+    let num_sge = field(196)?;
+    let is_inline = flags & SEND_INLINE != 0;
+    let (len, num, inline_len) = if is_inline {
+        let n = length as usize;
+        let src = b.get(SEND_WQE_HDR..SEND_WQE_HDR + n).ok_or(BadWqe::Length)?;
+        inline.get_mut(..n).ok_or(BadWqe::Length)?.copy_from_slice(src);
+        (length, 0, Some(length))
+    } else {
+        if num_sge > max_sge || num_sge as usize > sges_out.len() {
+            return Err(BadWqe::Length);
+        }
+        let total = sges(b, SEND_WQE_HDR, num_sge as usize, sges_out).ok_or(BadWqe::Length)?;
+        (total, num_sge, None)
+    };
+    Ok(SendWqe {
+        wr_id,
+        op,
+        wc_opcode,
+        signaled: flags & SEND_SIGNALED != 0,
+        solicited: flags & SEND_SOLICITED != 0,
+        fence: flags & SEND_FENCE != 0,
+        len,
+        num_sge: num,
+        inline_len,
+    })
+}

@@ -1,0 +1,51 @@
+# RC traffic between user processes through the stock librxe provider: ibv_rc_pingpong (SEND/RECV
+# over an RC QP, user rings, user MRs, user CQs, inline sends for small messages) between two
+# namespaces (exclusive netns mode) in both directions of setup, with received buffers validated
+# (-c), polling and event-driven (-e), 64 B, 4 KiB, 64 KiB and 1 MiB messages, and once over loopback
+# (server and client on the same device).
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/single/link-common.bash"
+mr_fresh
+mr_two_namespaces
+ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
+ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
+ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
+
+# gid_index NS DEV IPV4: the index of the RoCE v2 GID of IPV4 in DEV's table.
+gid_index() {
+  local want
+  want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' $(tr . ' ' <<<"$3"))
+  ip netns exec "$1" sh -c "cd /sys/class/infiniband/$2/ports/1 && for g in gids/*; do
+      n=\${g#gids/}; [ \"\$(cat \$g)\" = $want ] && [ \"\$(cat gid_attrs/types/\$n 2>/dev/null)\" = 'RoCE v2' ] && echo \$n && break; done"
+}
+mr_wait 10 test -n "$(gid_index mra mra0 $MR_ADDR_A)" || fail "no RoCE v2 GID for $MR_ADDR_A on mra0"
+ga=$(gid_index mra mra0 $MR_ADDR_A); gb=$(gid_index mrb mrb0 $MR_ADDR_B)
+echo "GID indices: mra0 $ga, mrb0 $gb"
+
+port=18515
+# pingpong NAME SERVER_NS SERVER_DEV SERVER_GID CLIENT_NS CLIENT_DEV CLIENT_GID ARGS...
+pingpong() {
+  local name=$1 sns=$2 sdev=$3 sgid=$4 cns=$5 cdev=$6 cgid=$7; shift 7
+  port=$((port + 1))
+  ip netns exec "$sns" timeout 120 ibv_rc_pingpong -d "$sdev" -g "$sgid" -p $port -c "$@" > /tmp/pp-server.log 2>&1 &
+  local srv=$!
+  mr_wait 60 sh -c "ip netns exec $sns ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/pp-server.log; fail "$name: server not listening"; }
+  if ! ip netns exec "$cns" timeout 120 ibv_rc_pingpong -d "$cdev" -g "$cgid" -p $port -c "$@" $MR_ADDR_A > /tmp/pp-client.log 2>&1; then
+    cat /tmp/pp-client.log /tmp/pp-server.log
+    ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
+    fail "$name: client"
+  fi
+  wait $srv || { cat /tmp/pp-server.log; fail "$name: server"; }
+  grep -q "iters in" /tmp/pp-client.log || { cat /tmp/pp-client.log; fail "$name: no result line"; }
+  echo "$name: $(grep 'iters in' /tmp/pp-client.log)"
+}
+
+pingpong "64 B"          mra mra0 $ga mrb mrb0 $gb -s 64 -n 20
+pingpong "4 KiB, events" mra mra0 $ga mrb mrb0 $gb -s 4096 -n 10 -e
+pingpong "64 KiB"        mra mra0 $ga mrb mrb0 $gb -s 65536 -n 4
+pingpong "1 MiB"         mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 2
+pingpong "loopback 4 KiB" mra mra0 $ga mra mra0 $ga -s 4096 -n 10
+
+ip netns exec mra rdma statistic show link mra0/1
+ip netns exec mrb rdma statistic show link mrb0/1
+mr_dmesg_clean
