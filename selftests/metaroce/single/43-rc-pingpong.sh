@@ -1,8 +1,8 @@
 # RC traffic between user processes through the stock librxe provider: ibv_rc_pingpong (SEND/RECV
 # over an RC QP, user rings, user MRs, user CQs, inline sends for small messages) between two
 # namespaces (exclusive netns mode) in both directions of setup, with received buffers validated
-# (-c), polling and event-driven (-e), 64 B, 4 KiB, 64 KiB and 1 MiB messages, and once over loopback
-# (server and client on the same device).
+# (-c): 64 B event-driven (-e), 1 MiB polling, and 4 KiB over loopback (server and client on the
+# same device).
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
@@ -40,11 +40,11 @@ pingpong() {
   echo "$name: $(grep 'iters in' /tmp/pp-client.log)"
 }
 
-pingpong "64 B"          mra mra0 $ga mrb mrb0 $gb -s 64 -n 20
-pingpong "4 KiB, events" mra mra0 $ga mrb mrb0 $gb -s 4096 -n 10 -e
-pingpong "64 KiB"        mra mra0 $ga mrb mrb0 $gb -s 65536 -n 4
-pingpong "1 MiB"         mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 2
-pingpong "loopback 4 KiB" mra mra0 $ga mra mra0 $ga -s 4096 -n 10
+# Under the sanitizer kernel and TCG each run costs tens of seconds of process start-up: the
+# capped set is one run per size class.
+pingpong "loopback 4 KiB" mra mra0 $ga mra mra0 $ga -s 4096 -n 5
+pingpong "64 B, events"   mra mra0 $ga mrb mrb0 $gb -s 64 -n 20 -e
+pingpong "1 MiB"          mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 1
 
 ip netns exec mra rdma statistic show link mra0/1
 ip netns exec mrb rdma statistic show link mrb0/1
