@@ -1,6 +1,6 @@
 # RC traffic between user processes through the stock librxe provider: ibv_rc_pingpong (SEND/RECV
 # over an RC QP, user rings, user MRs, user CQs, inline sends for small messages) between two
-# namespaces (exclusive netns mode) in both directions of setup, with received buffers validated
+# namespaces (exclusive netns mode), with received buffers validated
 # (-c): 64 B event-driven (-e), 1 MiB polling, and 4 KiB over loopback (server and client on the
 # same device).
 . "$MR_SELFTESTS/lib.sh"
