@@ -39,7 +39,6 @@ pub(crate) struct UserMr {
 pub(crate) type MrTable = RBTree<u32, UserMr>;
 
 /// Which key of a region a request names.
-#[allow(dead_code)] // Local keys come from the transport's SGEs (issue 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KeyKind {
     /// An L_Key, from a local SGE.
@@ -199,7 +198,6 @@ impl MetaRoceDev {
 
     /// Checks that `key` (of `kind`) names a user region of `pd` that covers `len` bytes at
     /// `va` and grants `need`. Any context, never sleeps.
-    #[allow(dead_code)] // Used by the RC transport (issue 6).
     pub(crate) fn mr_check(
         &self,
         key: u32,
@@ -215,7 +213,6 @@ impl MetaRoceDev {
     /// Copies `data` into the user region of `key` at `va`, after checking PD, bounds and the
     /// write right of `kind` (local write for an L_Key, remote write for an R_Key). Any
     /// context (softirq, work), never sleeps.
-    #[allow(dead_code)] // Used by the RC transport (issue 6).
     pub(crate) fn mr_copy_to(
         &self,
         key: u32,
@@ -233,7 +230,6 @@ impl MetaRoceDev {
     /// Copies bytes at `va` of the user region of `key` into `out`, after checking PD, bounds
     /// and the read right of `kind` (none for an L_Key, remote read for an R_Key). Any context,
     /// never sleeps.
-    #[allow(dead_code)] // Used by the RC transport (issue 6).
     pub(crate) fn mr_copy_from(
         &self,
         key: u32,
@@ -253,7 +249,6 @@ impl MetaRoceDev {
     /// old value (host byte order of the word as stored). Requires remote atomic access.
     /// Atomic with respect to every other access of the device to user regions (all go
     /// through the table lock), not to the process's own CPU accesses. Any context.
-    #[allow(dead_code)] // Used by the RC transport (issue 6).
     pub(crate) fn mr_atomic(
         &self,
         rkey: u32,

@@ -37,7 +37,6 @@ pub(crate) const HEADER_LEN: usize = 384;
 const MAX_SLOTS: u32 = 1 << 20;
 
 /// Which side of the ring the kernel is.
-#[allow(dead_code)] // The consuming side is for user QPs' SQ/RQ/SRQ (issue 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Role {
     /// The kernel produces entries, the process consumes them (CQ).
@@ -148,7 +147,6 @@ impl UQueue {
     }
 
     /// The queue's geometry.
-    #[allow(dead_code)] // For user QPs (issue 6).
     pub(crate) fn geometry(&self) -> Geometry {
         self.geo
     }
@@ -218,7 +216,6 @@ impl UQueue {
 
     /// Copies the oldest entry into `out` (at most a slot) without consuming it. Only for
     /// [`Role::KernelConsumes`] (`EINVAL` otherwise). `Err(RingFull)` if the queue is empty.
-    #[allow(dead_code)] // For user QPs (issue 6).
     pub(crate) fn peek(&self, out: &mut [u8]) -> Result<Result<(), RingFull>> {
         if self.role != Role::KernelConsumes || out.len() > self.geo.elem_size() {
             return Err(EINVAL);
@@ -232,7 +229,6 @@ impl UQueue {
 
     /// Consumes the oldest entry (after [`UQueue::peek`]) and publishes the new consumer
     /// index. Only for [`Role::KernelConsumes`]; `Err(RingFull)` if the queue is empty.
-    #[allow(dead_code)] // For user QPs (issue 6).
     pub(crate) fn consume(&mut self) -> Result<Result<(), RingFull>> {
         if self.role != Role::KernelConsumes {
             return Err(EINVAL);

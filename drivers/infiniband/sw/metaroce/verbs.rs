@@ -13,7 +13,7 @@ use kernel::prelude::*;
 use kernel::rdma::ah::{GidType, NewAh};
 use crate::uqueue::{Role, UQueue};
 use kernel::rdma::cq::{
-    Cq, CqArm, CqEvent, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion, UVERBS_WC_LEN,
+    Cq, CqArm, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion, UVERBS_WC_LEN,
 };
 use kernel::rdma::device::Device;
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys};
@@ -180,29 +180,6 @@ impl MetaRoceCq {
         }
         *len = kept;
     }
-}
-
-/// Posts a completion of QP number `qp_num` to `cq`, the one entry point for the transport:
-/// notifies the consumer if the CQ was armed for it and reports an overflow of a user CQ to
-/// the process as `IB_EVENT_CQ_ERR` (a kernel CQ's overflow is counted and logged at
-/// destruction). Any context, but call it with no lock held that `poll_cq` takes (the
-/// completion handler may poll). Returns what happened.
-#[allow(dead_code)] // Called by the RC transport (issue 6).
-pub(crate) fn cq_post(
-    cq: &Cq<MetaRoceDriver>,
-    wc: WorkCompletion,
-    qp_num: u32,
-    solicited: bool,
-) -> CqPush {
-    let r = cq.push_qpn(wc, qp_num, solicited);
-    match r {
-        CqPush::QueuedNotify => cq.notify_completion(),
-        CqPush::Overflow => {
-            cq.dispatch_user_event(CqEvent::Error);
-        }
-        CqPush::Queued => {}
-    }
-    r
 }
 
 pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceCq, Error>> {

@@ -120,8 +120,7 @@ impl WorkItem for TxEngine {
             }
         }
         if this.ready.lock().len > 0 {
-            let dev_queue_holder = this.clone();
-            requeue(dev_queue_holder);
+            requeue(this);
         }
     }
 }
