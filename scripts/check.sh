@@ -93,15 +93,17 @@ step "shape (a): one test-kernel guest, namespaces as hosts"
 run_single test single single; collect "$OUT/single"
 step "shape (b): two test-kernel guests on a QEMU socket link"
 run_pair test test pair pair; collect "$OUT/pair-a"; collect "$OUT/pair-b"
-step "shape (c): test kernel and Debian's stock kernel on one link"
-run_pair test peer peer pair; collect "$OUT/peer-a"; collect "$OUT/peer-b"
-step "harness self-test: rdma_rxe between two Debian stock-kernel guests"
-run_pair peer peer rxe rxe-pair; collect "$OUT/rxe-a"; collect "$OUT/rxe-b"
+step "shape (c): test kernel (MetaRoCE) and Debian's stock kernel (rdma_rxe) on one link"
+run_pair test peer peer interop; collect "$OUT/peer-a"; collect "$OUT/peer-b"
 if [ -n "${METAROCE_FULL:-}" ]; then
   step "full: release kernel in shapes (a) and (b)"
   if "$repo/scripts/kernel.sh" release >"$OUT/kernel-release.log" 2>&1; then result ok "kernel build (release)"
   else tail -40 "$OUT/kernel-release.log" | sed 's/^/# /'; result not-ok "kernel build (release)"; finish; fi
   run_single release rel-single single; collect "$OUT/rel-single"
   run_pair release release rel-pair pair; collect "$OUT/rel-pair-a"; collect "$OUT/rel-pair-b"
+  step "full: harness self-test, rdma_rxe between two Debian stock-kernel guests"
+  run_pair peer peer rxe rxe-pair; collect "$OUT/rxe-a"; collect "$OUT/rxe-b"
+  step "full: release kernel and Debian's rdma_rxe, full size range"
+  run_pair release peer rel-peer interop; collect "$OUT/rel-peer-a"; collect "$OUT/rel-peer-b"
 fi
 finish

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job (README): builds the release kernel with MetaRoCE, boots it under QEMU, shows the
-# module live, and runs the RoCEv2 protocol core in the deterministic lossy-network simulator.
+# The main job (README): builds the release kernel with MetaRoCE, boots two guests on it joined by
+# a QEMU socket link, runs RDMA traffic between their MetaRoCE devices with rdma-core's own tools
+# and shows the counters, then runs the RoCEv2 protocol core in the deterministic simulator.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${METAROCE_OUT:-$repo/out}/demo
@@ -11,13 +12,23 @@ t0=$(date +%s)
 echo "== dependencies"; "$repo/scripts/deps.sh" | tail -1
 echo "== release kernel (first build ~15 min on 2 cores, then incremental)"
 "$repo/scripts/kernel.sh" release | tail -3
-echo "== booting it under QEMU ($( [ -w /dev/kvm ] && echo 'KVM if it works, else ' )TCG)"
+echo "== booting two guests on it under QEMU ($( [ -w /dev/kvm ] && echo 'KVM if it works, else ' )TCG), joined by a socket link"
 guest_kernel release
-rc=0
-"$repo/qemu/run-guest.sh" --name demo --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest" \
-  --cmd "$repo/qemu/demo-guest.sh" --smp 2 --timeout "$MR_TIMEOUT" >/dev/null || rc=$?
-sed 's/^/  guest| /' "$OUT/guest/output.log" 2>/dev/null || true
-[ "$rc" = 0 ] || { echo "demo guest failed ($rc); console: $OUT/guest/console.log"; exit 1; }
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in a b; do
+  mkdir -p "$OUT/guest-$r"
+  printf 'export MR_SELFTESTS=%s/selftests/metaroce MR_ROLE=%s\nbash %s/qemu/demo-guest.sh\n' "$repo" $r "$repo" >"$OUT/guest-$r/cmd.in"
+done
+rc_a=0 rc_b=0
+"$repo/qemu/run-guest.sh" --name demo-a --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest-a" \
+  --cmd "$OUT/guest-a/cmd.in" --timeout "$MR_TIMEOUT" --net "listen:$port" --mac 52:54:00:00:00:0a >/dev/null & pa=$!
+sleep 2
+"$repo/qemu/run-guest.sh" --name demo-b --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest-b" \
+  --cmd "$OUT/guest-b/cmd.in" --timeout "$MR_TIMEOUT" --net "connect:$port" --mac 52:54:00:00:00:0b >/dev/null || rc_b=$?
+wait $pa || rc_a=$?
+echo "-- server guest (a)"; sed 's/^/  guest-a| /' "$OUT/guest-a/output.log" 2>/dev/null || true
+echo "-- client guest (b)"; sed 's/^/  guest-b| /' "$OUT/guest-b/output.log" 2>/dev/null || true
+[ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] || { echo "demo guests failed (a $rc_a, b $rc_b); consoles: $OUT/guest-*/console.log"; exit 1; }
 echo "== RoCEv2 protocol core: 2 endpoints, 1% loss, 1% duplication, 1% reordering (simulated)"
 (cd "$repo" && cargo run -q --release --locked -p roce-sim -- --seed 1 --loss 0.01 --dup 0.01 --reorder 0.01) | sed 's/^/  sim| /'
 echo "== done in $(( $(date +%s) - t0 )) s; logs in $OUT"

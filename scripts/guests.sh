@@ -2,7 +2,8 @@
 # Needs: repo, OUT (a directory for logs) set by the caller.
 . "$repo/scripts/versions.env"
 MR_CACHE=${METAROCE_CACHE:-$HOME/.cache/metaroce}
-MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-900}
+# Pair guests: the interop suite (rc_pingpong and perftest, both directions) takes ~15 min.
+MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-2100}
 # The single-guest suite runs every single-host test in one boot (about 37 min under KASAN and TCG
 # on a loaded host, 2026-11-30); the timeout only bounds a hang.
 MR_SINGLE_TIMEOUT=${METAROCE_SINGLE_TIMEOUT:-3000}
@@ -22,7 +23,7 @@ guest_kernel() {
 # Writes the command script a guest runs: a suite of selftests, with the role for pair shapes.
 guest_script() { # FILE SUITE [ROLE] [extra lines]
   local f=$1 suite=$2 role=${3:-}
-  { echo "export MR_SELFTESTS=$repo/selftests/metaroce"
+  { echo "export MR_SELFTESTS=$repo/selftests/metaroce MR_FULL=${METAROCE_FULL:-}"
     [ -n "$role" ] && echo "export MR_ROLE=$role; . \$MR_SELFTESTS/lib.sh; mr_link_up"
     echo "bash \$MR_SELFTESTS/run_tests.sh $suite"
   } >"$f"

@@ -5,10 +5,11 @@
 mr_fresh
 trap mr_teardown EXIT
 mr_veth_up
-# 100 rounds, unless the time budget (150 s) runs out first: a sanitizer kernel under TCG takes
-# ~10 s per round now that every device brings up ib_mad's QP1, and the runner kills a test after
-# MR_TEST_TIMEOUT (450 s by default), so the rest is left for the kmemleak scan and checks.
-rounds=${MR_LINK_ROUNDS:-100} budget=${MR_LINK_BUDGET:-150}
+# 100 rounds, unless the time budget runs out first: a sanitizer kernel under TCG takes ~10 s per
+# round now that every device brings up ib_mad's QP1. `make check` gives it 60 s (CI's time goes
+# to the data-path suites), `make check-full` (MR_FULL) 1200 s, enough for all 100 under the
+# release kernel; the rest is left for the kmemleak scan and checks.
+rounds=${MR_LINK_ROUNDS:-100} budget=${MR_LINK_BUDGET:-$([ -n "${MR_FULL:-}" ] && echo 1200 || echo 60)}
 start=$(date +%s)
 for ((i = 0; i < rounds; i++)); do
   rdma link add mr0 type metaroce netdev v0 || fail "add in round $i"
@@ -16,7 +17,7 @@ for ((i = 0; i < rounds; i++)); do
   (( $(date +%s) - start < budget )) || { i=$((i + 1)); break; }
 done
 echo "$i of $rounds rounds in $(($(date +%s) - start)) s"
-[ "$i" -ge 10 ] || fail "only $i rounds within ${budget} s"
+[ "$i" -ge 5 ] || fail "only $i rounds within ${budget} s"
 mr_no_dev mr0 || fail "mr0 left behind"
 [ -z "$(ls /sys/class/infiniband)" ] || fail "devices left: $(ls /sys/class/infiniband)"
 if [ -w /sys/kernel/debug/kmemleak ]; then

@@ -43,13 +43,6 @@ mr_teardown() {
   true
 }
 
-# Fails on any sanitizer, lockdep or WARN report in dmesg.
-mr_dmesg_clean() {
-  local bad
-  bad=$(dmesg | grep -E 'WARNING:|BUG:|KASAN|UBSAN|Oops|general protection|possible circular|inconsistent lock|unreferenced object|refcount_t:|waiting for .* to become free') || return 0
-  echo "$bad"
-  fail "kernel reported problems (see above)"
-}
 
 # Two namespaces mra and mrb joined by veth va/vb ($MR_ADDR_A / $MR_ADDR_B and their IPv6 twins), in
 # ib_core's exclusive netns mode (switched to if needed, and back at exit). Installs an EXIT trap that

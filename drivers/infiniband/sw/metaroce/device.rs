@@ -27,6 +27,7 @@ use kernel::rdma::pd::{Origin, Pd};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
+use crate::timer::Timers;
 use crate::xmit::TxEngine;
 use kernel::new_spinlock_irq;
 use kernel::rbtree::RBTree;
@@ -57,12 +58,11 @@ const ROCE_HDR_MAX: u32 = 40 + 8 + 12 + 28 + 4;
 const MAX_UCONTEXT: u32 = 512;
 
 /// A per-port counter, reported by `rdma statistic` and in sysfs `hw_counters/` under rdma_rxe's
-/// names. The transport counts traffic; the device counts link transitions.
+/// names (plus mlx5's `local_ack_timeout_err` and a `retransmits` count). The receive path counts
+/// `Rcvd*`, the transmit worker `Sent*`/`SendErr`, the device `LinkDowned`; the sequence, RNR and
+/// retry counters are the protocol core's per-QP statistics, added up by the QP glue.
 #[derive(Clone, Copy)]
 #[repr(usize)]
-// The receive path counts `Rcvd*`, the transmit worker `Sent*`/`SendErr`, the device
-// `LinkDowned`; the sequence, RNR and retry counters wait for the core's statistics export.
-#[allow(dead_code)]
 pub(crate) enum Counter {
     SentPkts,
     RcvdPkts,
@@ -71,7 +71,6 @@ pub(crate) enum Counter {
     RcvdRnrErr,
     SendRnrErr,
     RcvdSeqErr,
-    AckDeferred,
     RetryExceededErr,
     RetryRnrExceededErr,
     CompleterRetryErr,
@@ -91,9 +90,13 @@ pub(crate) enum Counter {
     /// Valid packets a queue pair dropped (state, P_Key, Q_Key, sequence, no receive WQE,
     /// placement error).
     RcvdDropped,
+    /// Local ACK timeouts that found unacknowledged packets.
+    LocalAckTimeouts,
+    /// Request packets sent again (go-back-N after a timeout or NAK).
+    Retransmits,
 }
 
-const NUM_COUNTERS: usize = Counter::RcvdDropped as usize + 1;
+const NUM_COUNTERS: usize = Counter::Retransmits as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -104,7 +107,6 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"rcvd_rnr_err"),
     StatDesc::new(c"send_rnr_err"),
     StatDesc::new(c"rcvd_seq_err"),
-    StatDesc::new(c"ack_deferred"),
     StatDesc::new(c"retry_exceeded_err"),
     StatDesc::new(c"retry_rnr_exceeded_err"),
     StatDesc::new(c"completer_retry_err"),
@@ -118,6 +120,8 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"rcvd_icrc_err"),
     StatDesc::new(c"rcvd_no_qp"),
     StatDesc::new(c"rcvd_dropped"),
+    StatDesc::new(c"local_ack_timeout_err"),
+    StatDesc::new(c"retransmits"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -161,6 +165,8 @@ pub(crate) struct MetaRoceDev {
     txq: OwnedQueue,
     /// The transmit worker.
     tx: Arc<TxEngine>,
+    /// The retransmission and RNR timers.
+    timers: Arc<Timers>,
     /// Time zero of the transport's clock.
     epoch: Instant<Monotonic>,
     /// User memory regions by index (`crate::mr`); any context.
@@ -192,6 +198,7 @@ impl MetaRoceDev {
             qps <- new_spinlock_irq!(qp_table()?, "metaroce_qps"),
             txq: OwnedQueue::new(c"metaroce_tx")?,
             tx: TxEngine::new()?,
+            timers: Timers::new()?,
             epoch: Instant::now(),
             user_mrs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_mrs"),
         })
@@ -255,6 +262,11 @@ impl MetaRoceDev {
     /// The transmit worker.
     pub(crate) fn tx(&self) -> &Arc<TxEngine> {
         &self.tx
+    }
+
+    /// The timer list and tick.
+    pub(crate) fn timers(&self) -> &Arc<Timers> {
+        &self.timers
     }
 
     /// The device's work queue.

@@ -16,8 +16,9 @@
 //! by address and L_Key of their registered memory regions (`mr.rs`). Remote operations
 //! (RDMA READ/WRITE/atomics targeting a QP) resolve R_Keys of user memory regions; kernel DMA
 //! MRs are not in that table, so a remote operation on kernel memory gets a remote access NAK.
-//! Retransmission timers of RC QPs are not armed yet (a lost packet stalls the QP until it is
-//! moved to the error state); datagram QPs need none.
+//! Whenever the core of an RC QP holds a deadline (local ACK timeout, RNR retry), the QP is on
+//! the device's timer list (`timer.rs`), whose tick runs the core's timers ([`on_tick`]);
+//! datagram QPs need none.
 
 use crate::device::{Counter, MetaRoceDriver, PORT};
 use crate::proto::opcode::Transport;
@@ -31,6 +32,7 @@ use crate::device::MetaRoceDev;
 use crate::mr::KeyKind;
 use crate::uqueue::{Role, UQueue};
 use crate::verbs::{roce_av, CqPush, RoceAv};
+use crate::timer;
 use crate::xmit;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -451,6 +453,8 @@ struct QpInner {
     sq: SendRing,
     /// The transport state machines: created when the QP enters RTR, dropped on RESET.
     engine: Option<Engine>,
+    /// The engine's counters already added to the device's (`account`).
+    counted: pqp::Stats,
 }
 
 /// A kernel queue pair.
@@ -462,6 +466,8 @@ pub(crate) struct MetaRoceQp {
     cap: QpCap,
     /// Whether the QP waits on the device's transmit worker's list.
     pub(crate) tx_queued: AtomicBool,
+    /// Whether the QP is on the device's timer list.
+    pub(crate) timer_listed: AtomicBool,
     #[pin]
     inner: SpinLockIrq<QpInner>,
 }
@@ -562,6 +568,7 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         sq_sig_all,
         cap,
         tx_queued: AtomicBool::new(false),
+        timer_listed: AtomicBool::new(false),
         inner <- new_spinlock_irq!(
             QpInner {
                 state: QpState::Reset,
@@ -583,6 +590,7 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
                 },
                 rq,
                 sq,
+                counted: pqp::Stats::default(),
                 engine: None,
             },
             "metaroce_qp"
@@ -673,8 +681,30 @@ fn wc_status(s: pwr::WcStatus) -> WcStatus {
     }
 }
 
+/// Adds what the core counted since the last call to the device's port counters (rdma_rxe's
+/// names and meanings).
+fn account(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner) {
+    let Some(engine) = inner.engine.as_ref() else { return };
+    let now = engine.stats();
+    let was = core::mem::replace(&mut inner.counted, now);
+    let dev = qp.device();
+    let d = |a: u64, b: u64| a.wrapping_sub(b);
+    // Requests the responder saw twice, and those that arrived out of sequence (NAKed).
+    dev.count(Counter::DuplicateRequest, d(now.resp.duplicates, was.resp.duplicates));
+    dev.count(Counter::OutOfSeqRequest, d(now.resp.seq_naks, was.resp.seq_naks));
+    // RNR NAKs received by the completer and sent by the responder.
+    dev.count(Counter::RcvdRnrErr, d(now.comp.rnr_naks, was.comp.rnr_naks));
+    dev.count(Counter::SendRnrErr, d(now.resp.rnr_naks, was.resp.rnr_naks));
+    // Sequence error NAKs received, and retries (timeouts and NAKs) the completer started.
+    dev.count(Counter::RcvdSeqErr, d(now.comp.seq_naks, was.comp.seq_naks));
+    dev.count(Counter::CompleterRetryErr, d(now.comp.retries, was.comp.retries));
+    dev.count(Counter::LocalAckTimeouts, d(now.comp.timeouts, was.comp.timeouts));
+    dev.count(Counter::Retransmits, d(now.req.retransmits, was.req.retransmits));
+}
+
 /// Reports the send completions the core has ready.
 fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+    account(qp, inner);
     let Some(engine) = inner.engine.as_mut() else { return };
     while let Some(c) = engine.poll_send_completion(&inner.sq.wqes) {
         // The completed request is the last one retired: completions come in posting order.
@@ -683,8 +713,11 @@ fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         let opcode = inner.sq.side[slot].opcode.unwrap_or(WcOpcode::Send);
         let mut wc = WorkCompletion::new(c.wr_id, wc_status(c.status), opcode, qp.id());
         wc.byte_len = c.byte_len;
-        if c.status == pwr::WcStatus::Success {
-            qp.device().count(Counter::RdmaSends, 1);
+        match c.status {
+            pwr::WcStatus::Success => qp.device().count(Counter::RdmaSends, 1),
+            pwr::WcStatus::RetryExcErr => qp.device().count(Counter::RetryExceededErr, 1),
+            pwr::WcStatus::RnrRetryExcErr => qp.device().count(Counter::RetryRnrExceededErr, 1),
+            _ => {}
         }
         n.send |= complete(qp, qp.send_cq(), wc, false);
     }
@@ -831,7 +864,10 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         };
         if rebuild {
             let cfg = engine_config(qp, inner.sq.depth(), &a);
-            inner.engine = Some(Engine::new(cfg).map_err(|_| EINVAL)?);
+            let engine = Engine::new(cfg).map_err(|_| EINVAL)?;
+            account(qp, inner);
+            inner.engine = Some(engine);
+            inner.counted = pqp::Stats::default();
             inner.sq.reset();
         }
         inner.attrs = a;
@@ -841,7 +877,9 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
                 QpState::Reset => {
                     inner.rq.drain(|_| {});
                     inner.sq.reset();
+                    account(qp, inner);
                     inner.engine = None;
+                    inner.counted = pqp::Stats::default();
                 }
                 QpState::Err => enter_error(qp, inner, &mut n),
                 _ => {}
@@ -1188,6 +1226,7 @@ const RDMA_NETWORK_IPV6: u8 = 3;
 pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> bool {
     let mut n = Notify::default();
     let mut ok = true;
+    let timed;
     {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
@@ -1289,8 +1328,12 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
             enter_error(qp, inner, &mut n);
         }
+        timed = has_deadline(inner);
     }
     n.deliver(qp);
+    if timed {
+        timer::arm(qp);
+    }
     // Acknowledgements and responses leave through the transmit worker.
     if qp.transport() != Transport::Ud {
         xmit::schedule(qp);
@@ -1317,6 +1360,7 @@ pub(crate) fn pull_tx(
 ) -> usize {
     let mut n = Notify::default();
     let mut got = 0;
+    let timed;
     {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
@@ -1339,9 +1383,51 @@ pub(crate) fn pull_tx(
         if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
             enter_error(qp, inner, &mut n);
         }
+        timed = has_deadline(inner);
     }
     n.deliver(qp);
+    if timed {
+        timer::arm(qp);
+    }
     got
+}
+
+/// Whether the QP's core waits for a deadline (local ACK timeout or RNR retry).
+fn has_deadline(inner: &QpInner) -> bool {
+    inner.engine.as_ref().is_some_and(|e| e.next_deadline().is_some())
+}
+
+/// Runs the QP's core timers if a deadline passed and lets the transmit worker send what they
+/// queued (retransmissions), reporting the completions they produced (retry exhaustion). Called
+/// by the device's timer tick (`timer.rs`), process context. Returns whether a deadline is still
+/// pending.
+pub(crate) fn on_tick(qp: &Qp<MetaRoceDriver>) -> bool {
+    let mut n = Notify::default();
+    let mut fired = false;
+    let timed;
+    {
+        let mut g = qp.inner.lock();
+        let inner = &mut *g;
+        let now = qp.device().now_ns();
+        if let Some(engine) = inner.engine.as_mut() {
+            if engine.next_deadline().is_some_and(|d| d <= now) {
+                engine.on_timer(now, &mut inner.sq.wqes);
+                fired = true;
+            }
+        }
+        if fired {
+            reap_send(qp, inner, &mut n);
+            if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
+                enter_error(qp, inner, &mut n);
+            }
+        }
+        timed = has_deadline(inner);
+    }
+    n.deliver(qp);
+    if fired {
+        xmit::schedule(qp);
+    }
+    timed
 }
 
 fn build_packet(

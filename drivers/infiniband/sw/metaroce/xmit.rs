@@ -28,18 +28,68 @@ const RUN_BATCHES: usize = 64;
 /// link-layer header the kernel reserves for (`LL_MAX_HEADER`, 128 with tunnels) plus IPv6 and UDP.
 pub(crate) const HEADROOM: usize = 128 + 40 + 8;
 
-/// QPs waiting for the worker, oldest first.
-struct ReadyList {
+/// A FIFO of counted QP references with room for every QP of a device, so it never overflows
+/// when each QP is listed at most once (the caller's per-QP flag). Never allocates after `new`.
+pub(crate) struct QpList {
     slots: KVec<Option<ARef<Qp<MetaRoceDriver>>>>,
     head: usize,
     len: usize,
+}
+
+impl QpList {
+    /// A list with room for every QP number plus the GSI QP. Process context.
+    pub(crate) fn new() -> Result<Self> {
+        let n = MAX_QP as usize + 1;
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { slots, head: 0, len: 0 })
+    }
+
+    /// Appends `qp`; gives it back if the list is full.
+    pub(crate) fn push(
+        &mut self,
+        qp: ARef<Qp<MetaRoceDriver>>,
+    ) -> core::result::Result<(), ARef<Qp<MetaRoceDriver>>> {
+        if self.len == self.slots.len() {
+            return Err(qp);
+        }
+        let idx = (self.head + self.len) % self.slots.len();
+        self.slots[idx] = Some(qp);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Removes the oldest QP.
+    pub(crate) fn pop(&mut self) -> Option<ARef<Qp<MetaRoceDriver>>> {
+        if self.len == 0 {
+            return None;
+        }
+        let qp = self.slots[self.head].take();
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        qp
+    }
+
+    /// The oldest QP, still listed.
+    pub(crate) fn first(&self) -> Option<ARef<Qp<MetaRoceDriver>>> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots[self.head].clone()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 /// The transmit worker of one device.
 #[pin_data]
 pub(crate) struct TxEngine {
     #[pin]
-    ready: SpinLockIrq<ReadyList>,
+    ready: SpinLockIrq<QpList>,
     #[pin]
     work: Work<TxEngine>,
 }
@@ -51,31 +101,14 @@ impl_has_work! {
 impl TxEngine {
     /// A worker with room for every QP of a device. Process context.
     pub(crate) fn new() -> Result<Arc<Self>> {
-        // One slot per QP number plus the GSI QP.
-        let n = MAX_QP as usize + 1;
-        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
-        for _ in 0..n {
-            slots.push(None, GFP_KERNEL)?;
-        }
+        let list = QpList::new()?;
         Arc::pin_init(
             pin_init!(Self {
-                ready <- new_spinlock_irq!(ReadyList { slots, head: 0, len: 0 }, "metaroce_tx_ready"),
+                ready <- new_spinlock_irq!(list, "metaroce_tx_ready"),
                 work <- new_work!("metaroce_tx"),
             }),
             GFP_KERNEL,
         )
-    }
-
-    fn pop(&self) -> Option<ARef<Qp<MetaRoceDriver>>> {
-        let mut g = self.ready.lock();
-        if g.len == 0 {
-            return None;
-        }
-        let head = g.head;
-        let qp = g.slots[head].take();
-        g.head = (head + 1) % g.slots.len();
-        g.len -= 1;
-        qp
     }
 }
 
@@ -87,18 +120,11 @@ pub(crate) fn schedule(qp: &Qp<MetaRoceDriver>) {
     }
     let dev = qp.device();
     let tx = dev.tx();
-    {
-        let mut g = tx.ready.lock();
-        if g.len == g.slots.len() {
-            // Each QP is listed once and there are fewer QPs than slots.
-            drop(g);
-            qp.tx_queued.store(false, Ordering::Release);
-            kernel::pr_warn_once!("transmit list full\n");
-            return;
-        }
-        let idx = (g.head + g.len) % g.slots.len();
-        g.slots[idx] = Some(ARef::from(qp));
-        g.len += 1;
+    if tx.ready.lock().push(ARef::from(qp)).is_err() {
+        // Each QP is listed once and there are fewer QPs than slots.
+        qp.tx_queued.store(false, Ordering::Release);
+        kernel::pr_warn_once!("transmit list full\n");
+        return;
     }
     // Already queued is fine: the worker drains the whole list.
     let _ = dev.tx_queue().enqueue(tx.clone());
@@ -111,7 +137,7 @@ impl WorkItem for TxEngine {
         // A bounded number of batches per run: requeueing lets the work queue reschedule
         // between runs, so a busy device cannot hog the CPU.
         for _ in 0..RUN_BATCHES {
-            let Some(qp) = this.pop() else { return };
+            let Some(qp) = this.ready.lock().pop() else { return };
             // Cleared before the batch, so work posted meanwhile schedules the QP again.
             qp.tx_queued.store(false, Ordering::Release);
             if transmit_batch(&qp) {
@@ -119,7 +145,7 @@ impl WorkItem for TxEngine {
                 schedule(&qp);
             }
         }
-        if this.ready.lock().len > 0 {
+        if this.ready.lock().len() > 0 {
             requeue(this);
         }
     }
@@ -127,10 +153,7 @@ impl WorkItem for TxEngine {
 
 /// Queues the worker again on the device's queue (reached through any listed QP).
 fn requeue(this: Arc<TxEngine>) {
-    let qp = {
-        let g = this.ready.lock();
-        g.slots[g.head].clone()
-    };
+    let qp = this.ready.lock().first();
     if let Some(qp) = qp {
         let _ = qp.device().tx_queue().enqueue(this);
     }

@@ -1,0 +1,57 @@
+# RC recovery on a lossy link: netem drops 5% of the packets leaving each namespace (both
+# directions, requests, responses and ACKs alike) while ibv_rc_pingpong validates every received
+# buffer (-c) and perftest runs RDMA WRITE, READ and FETCH_AND_ADD. Every run must complete, and
+# the port counters must show that the loss was recovered by the transport (local ACK timeouts or
+# sequence NAKs, and retransmitted packets), not avoided.
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/single/link-common.bash"
+mr_fresh
+mr_two_namespaces
+ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
+ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
+ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
+mr_wait 10 test -n "$(ip netns exec mra bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index mra0 $MR_ADDR_A")" || fail "no GID"
+ga=$(ip netns exec mra bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index mra0 $MR_ADDR_A")
+gb=$(ip netns exec mrb bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index mrb0 $MR_ADDR_B")
+ip netns exec mra tc qdisc add dev va root netem loss 5% || fail "netem on va"
+ip netns exec mrb tc qdisc add dev vb root netem loss 5% || fail "netem on vb"
+
+port=18900
+# run NAME TOOL ARGS...: server in mra on mra0, client in mrb on mrb0.
+run() {
+  local name=$1 tool=$2 srv; shift 2
+  port=$((port + 1))
+  case $tool in ibv_*) gflag=-g;; *) gflag=-x;; esac
+  ip netns exec mra timeout 150 $tool -d mra0 $gflag $ga -p $port "$@" > /tmp/loss-server.log 2>&1 &
+  srv=$!
+  mr_wait 60 sh -c "ip netns exec mra ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/loss-server.log; fail "$name: server not listening"; }
+  if ! ip netns exec mrb timeout 150 $tool -d mrb0 $gflag $gb -p $port "$@" $MR_ADDR_A > /tmp/loss-client.log 2>&1; then
+    cat /tmp/loss-client.log /tmp/loss-server.log
+    ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
+    fail "$name: client"
+  fi
+  wait $srv || { cat /tmp/loss-server.log; fail "$name: server"; }
+  echo "$name: $(grep -E 'bytes in|^ *[0-9]+ +[0-9]+ +' /tmp/loss-client.log | tail -n 1 | tr -s ' ')"
+}
+run "rc_pingpong 4 KiB x 20, validated" ibv_rc_pingpong -c -s 4096 -n 20
+grep -q "^$((4096 * 20 * 2)) bytes in" /tmp/loss-client.log || fail "rc_pingpong moved the wrong byte count"
+run "write_bw 64 KiB x 10" ib_write_bw -s 65536 -n 10 -F
+run "read_bw 64 KiB x 10" ib_read_bw -s 65536 -n 10 -F
+run "fetch_add x 20" ib_atomic_bw -A FETCH_AND_ADD -n 20 -F
+
+stat() { ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }
+for side in "mra mra0" "mrb mrb0"; do
+  set -- $side
+  ip netns exec "$1" rdma statistic show link "$2/1"
+done
+ip netns exec mra tc -s qdisc show dev va | grep -E 'netem|dropped'
+ip netns exec mrb tc -s qdisc show dev vb | grep -E 'netem|dropped'
+recov=0 retx=0
+for side in "mra mra0" "mrb mrb0"; do
+  set -- $side
+  recov=$((recov + $(stat $1 $2 local_ack_timeout_err) + $(stat $1 $2 rcvd_seq_err)))
+  retx=$((retx + $(stat $1 $2 retransmits)))
+done
+echo "recoveries (timeouts + sequence NAKs received): $recov, packets retransmitted: $retx"
+[ "$recov" -gt 0 ] && [ "$retx" -gt 0 ] || fail "no loss recovery was counted"
+mr_dmesg_clean
