@@ -6,20 +6,7 @@
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
-mr_two_namespaces
-ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
-ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
-ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
-
-# gid_index NS DEV IPV4: the index of the RoCE v2 GID of IPV4 in DEV's table.
-gid_index() {
-  local want
-  want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' $(tr . ' ' <<<"$3"))
-  ip netns exec "$1" sh -c "cd /sys/class/infiniband/$2/ports/1 && for g in gids/*; do
-      n=\${g#gids/}; [ \"\$(cat \$g)\" = $want ] && [ \"\$(cat gid_attrs/types/\$n 2>/dev/null)\" = 'RoCE v2' ] && echo \$n && break; done"
-}
-mr_wait 10 test -n "$(gid_index mra mra0 $MR_ADDR_A)" || fail "no RoCE v2 GID for $MR_ADDR_A on mra0"
-ga=$(gid_index mra mra0 $MR_ADDR_A); gb=$(gid_index mrb mrb0 $MR_ADDR_B)
+mr_two_devices
 echo "GID indices: mra0 $ga, mrb0 $gb"
 
 port=18515

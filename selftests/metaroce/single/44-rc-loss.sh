@@ -11,13 +11,7 @@
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
-mr_two_namespaces
-ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
-ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
-ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
-mr_wait 10 test -n "$(ip netns exec mra bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index mra0 $MR_ADDR_A")" || fail "no GID"
-ga=$(ip netns exec mra bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index mra0 $MR_ADDR_A")
-gb=$(ip netns exec mrb bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index mrb0 $MR_ADDR_B")
+mr_two_devices
 ip netns exec mra tc qdisc add dev va root netem loss 5% || fail "netem on va"
 ip netns exec mrb tc qdisc add dev vb root netem loss 5% || fail "netem on vb"
 

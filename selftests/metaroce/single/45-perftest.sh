@@ -10,14 +10,7 @@
 . "$MR_SELFTESTS/single/link-common.bash"
 [ -n "${MR_FULL:-}" ] || skip "make check-full only (interop/40-perftest covers these tools in make check)"
 mr_fresh
-mr_two_namespaces
-ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
-ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
-ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
-gid() { ip netns exec "$1" bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index $2 $3"; }
-mr_wait 10 test -n "$(gid mra mra0 $MR_ADDR_A)" || fail "no RoCE v2 GID on mra0"
-mr_wait 10 test -n "$(gid mrb mrb0 $MR_ADDR_B)" || fail "no RoCE v2 GID on mrb0"
-ga=$(gid mra mra0 $MR_ADDR_A) gb=$(gid mrb mrb0 $MR_ADDR_B)
+mr_two_devices
 rcvd() { ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | grep -A1 -x rcvd_bytes | tail -n 1; }
 
 port=18600 failed=0

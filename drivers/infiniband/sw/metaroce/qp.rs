@@ -1324,11 +1324,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 enter_error(qp, inner, &mut n);
             }
         }
-        reap_send(qp, inner, &mut n);
-        if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
-            enter_error(qp, inner, &mut n);
-        }
-        timed = has_deadline(inner);
+        timed = settle(qp, inner, &mut n);
     }
     n.deliver(qp);
     if timed {
@@ -1379,11 +1375,7 @@ pub(crate) fn pull_tx(
                 Err(_) => qp.device().count(Counter::SendErr, 1),
             }
         }
-        reap_send(qp, inner, &mut n);
-        if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
-            enter_error(qp, inner, &mut n);
-        }
-        timed = has_deadline(inner);
+        timed = settle(qp, inner, &mut n);
     }
     n.deliver(qp);
     if timed {
@@ -1392,8 +1384,14 @@ pub(crate) fn pull_tx(
     got
 }
 
-/// Whether the QP's core waits for a deadline (local ACK timeout or RNR retry).
-fn has_deadline(inner: &QpInner) -> bool {
+/// After the core ran (a packet in, packets out, a timer): reports the send completions it has
+/// ready, moves the QP to the error state if the core entered it, and returns whether the core
+/// waits for a deadline (local ACK timeout or RNR retry), i.e. whether the QP needs the timer.
+fn settle(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool {
+    reap_send(qp, inner, n);
+    if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
+        enter_error(qp, inner, n);
+    }
     inner.engine.as_ref().is_some_and(|e| e.next_deadline().is_some())
 }
 
@@ -1415,13 +1413,7 @@ pub(crate) fn on_tick(qp: &Qp<MetaRoceDriver>) -> bool {
                 fired = true;
             }
         }
-        if fired {
-            reap_send(qp, inner, &mut n);
-            if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
-                enter_error(qp, inner, &mut n);
-            }
-        }
-        timed = has_deadline(inner);
+        timed = settle(qp, inner, &mut n);
     }
     n.deliver(qp);
     if fired {

@@ -18,12 +18,11 @@
 
 use crate::device::MetaRoceDriver;
 use crate::qp;
-use crate::xmit::QpList;
+use crate::xmit::{list_once, QpList};
 use core::sync::atomic::Ordering;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::qp::Qp;
-use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
 use kernel::time::msecs_to_jiffies;
 use kernel::workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem};
@@ -61,15 +60,9 @@ impl Timers {
 /// Lists `qp` for the tick (if it is not listed yet) and makes sure the tick is pending. Any
 /// context: an IRQ-safe spinlock, no allocation, no sleeping.
 pub(crate) fn arm(qp: &Qp<MetaRoceDriver>) {
-    if qp.timer_listed.swap(true, Ordering::AcqRel) {
-        return;
-    }
     let dev = qp.device();
     let timers = dev.timers();
-    if timers.listed.lock().push(ARef::from(qp)).is_err() {
-        // Each QP is listed once and there are fewer QPs than slots.
-        qp.timer_listed.store(false, Ordering::Release);
-        kernel::pr_warn_once!("timer list full\n");
+    if !list_once(&timers.listed, &qp.timer_listed, qp) {
         return;
     }
     // Already pending is fine: the tick visits every listed QP.

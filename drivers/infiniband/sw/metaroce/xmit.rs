@@ -12,7 +12,7 @@
 use crate::device::{Counter, MetaRoceDriver};
 use crate::ns;
 use crate::qp::{pull_tx, OutPacket, MAX_QP};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::qp::Qp;
@@ -85,6 +85,26 @@ impl QpList {
     }
 }
 
+/// Puts `qp` on `list` unless its flag `listed` says it is there already (each QP is listed at
+/// most once, so the list never overflows). Returns whether the QP was listed now; the caller
+/// then makes sure the list's worker runs. Any context: an IRQ-safe spinlock, no allocation.
+pub(crate) fn list_once(
+    list: &SpinLockIrq<QpList>,
+    listed: &AtomicBool,
+    qp: &Qp<MetaRoceDriver>,
+) -> bool {
+    if listed.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    if list.lock().push(ARef::from(qp)).is_err() {
+        // Unreachable while each QP is listed once: there are more slots than QP numbers.
+        listed.store(false, Ordering::Release);
+        kernel::pr_warn_once!("QP list full\n");
+        return false;
+    }
+    true
+}
+
 /// The transmit worker of one device.
 #[pin_data]
 pub(crate) struct TxEngine {
@@ -115,15 +135,9 @@ impl TxEngine {
 /// Puts `qp` on its device's transmit list (if not there yet) and queues the worker. Any
 /// context: takes an IRQ-safe spinlock, never allocates or sleeps.
 pub(crate) fn schedule(qp: &Qp<MetaRoceDriver>) {
-    if qp.tx_queued.swap(true, Ordering::AcqRel) {
-        return;
-    }
     let dev = qp.device();
     let tx = dev.tx();
-    if tx.ready.lock().push(ARef::from(qp)).is_err() {
-        // Each QP is listed once and there are fewer QPs than slots.
-        qp.tx_queued.store(false, Ordering::Release);
-        kernel::pr_warn_once!("transmit list full\n");
+    if !list_once(&tx.ready, &qp.tx_queued, qp) {
         return;
     }
     // Already queued is fine: the worker drains the whole list.
