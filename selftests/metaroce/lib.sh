@@ -74,3 +74,49 @@ mr_pair_run() {
     MR_OUT=$(mr_retry 20 timeout 150 "$tool" "$@" -p "$port" "$(mr_peer)" 2>&1)
   fi
 }
+
+# Wire correctness of a capture (dumpcap -P on a veth): at least $2 RoCEv2 packets, every ICRC
+# verified by our own checker, every opcode listed after $2 present, and tshark's InfiniBand
+# dissector decodes them all with no malformed field or error. Usage: mr_wire_check PCAP MIN [OPCODE...]
+mr_wire_check() {
+  local pcap=$1 least=$2 decoded z; shift 2
+  python3 "$MR_SELFTESTS/pcap_roce.py" "$pcap" "$least" "$@" || { echo "ICRC/opcode check of $pcap failed"; return 1; }
+  # (one tshark run: it takes a minute to start under TCG)
+  tshark -r "$pcap" -V > /tmp/wire.txt 2>&1 || { tail /tmp/wire.txt; echo "tshark -r $pcap failed"; return 1; }
+  decoded=$(grep -c "^InfiniBand" /tmp/wire.txt)
+  [ "$decoded" -ge "$least" ] || { head -60 /tmp/wire.txt; echo "tshark decoded $decoded InfiniBand packets"; return 1; }
+  # RoCEv2 sends a zero UDP checksum over IPv6 too (a tunnel, RFC 6935; the ICRC covers the
+  # packet), which tshark flags as an error of the UDP layer: every other error counts.
+  if grep -Ei "malformed|expert info \(error" /tmp/wire.txt | grep -v "Illegal checksum value (0)" | head -20 | grep .; then
+    echo "tshark reports malformed packets or errors"; return 1
+  fi
+  z=$(grep -c "Illegal checksum value (0)" /tmp/wire.txt)
+  echo "tshark: $decoded InfiniBand packets, none malformed ($z IPv6 zero UDP checksums)"
+}
+
+# Runs rdma-core's own test suite (python3-pyverbs 44, /usr/share/doc/rdma-core/tests; traffic
+# tests run as loopback on one device) against device $1 with GID index $2. Prints every test's
+# line, the tracebacks of failures and errors, and the skip reasons counted; sets PV_RAN, PV_OK,
+# PV_SKIP, PV_FAIL (failures + errors) and PV_FAILED (their names). Returns 1 if the suite did not
+# run to its summary.
+mr_pyverbs() {
+  local dev=$1 gid=$2 dir=/tmp/pyverbs-$1 log summary
+  rm -rf "$dir"; mkdir -p "$dir"
+  cp -r /usr/share/doc/rdma-core/tests "$dir/" && gunzip -f "$dir"/tests/*.gz || { echo "cannot copy the pyverbs tests"; return 1; }
+  log=$dir/log
+  # Debian's python3 (the first python3 on PATH may be another build without pyverbs).
+  (cd "$dir" && timeout 600 /usr/bin/python3 tests/run_tests.py --dev "$dev" --port 1 --gid "$gid" -v) > "$log" 2>&1
+  cat "$log"
+  PV_RAN=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
+  summary=$(grep -E '^(OK|FAILED)( |$)' "$log" | tail -n 1)
+  [ -n "$PV_RAN" ] && [ -n "$summary" ] || { echo "pyverbs: no summary line"; return 1; }
+  local f e
+  num() { local v; v=$(sed -n "s/.*$1=\([0-9]*\).*/\1/p" <<<"$summary"); echo "${v:-0}"; }
+  PV_SKIP=$(num skipped) f=$(num failures) e=$(num errors)
+  PV_FAIL=$((f + e))
+  PV_OK=$((PV_RAN - PV_SKIP - PV_FAIL))
+  PV_FAILED=$(sed -n 's/^\(FAIL\|ERROR\): \([^ ]*\).*/\2/p' "$log" | tr '\n' ' ')
+  echo "pyverbs skip reasons:"
+  grep -oE "skipped '[^']*'|skipped \"[^\"]*\"" "$log" | sed -E 's/^skipped .//; s/.$//; s/ \(.*//' | sort | uniq -c | sort -rn
+  echo "pyverbs on $dev ($(uname -r)): $PV_RAN run, $PV_OK ok, $PV_SKIP skipped, $PV_FAIL failed or errors${PV_FAILED:+: $PV_FAILED}"
+}

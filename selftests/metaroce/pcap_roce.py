@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """Checks every RoCEv2 packet (UDP port 4791) of a pcap capture against our own ICRC code.
 
-  pcap_roce.py FILE MIN   exit 0 if at least MIN RoCEv2 packets were captured and every ICRC
-                          verifies; prints the count and opcodes seen
+  pcap_roce.py FILE MIN [OPCODE...]
+      exit 0 if at least MIN RoCEv2 packets were captured, every ICRC verifies and every
+      listed BTH opcode (e.g. 0x11) occurs; prints the count and the opcodes seen
 
 The ICRC code is roce_inject.py's, which checks itself against rdma_rxe's captured packets.
 Reads classic pcap (dumpcap -F pcap) with Ethernet framing.
@@ -32,6 +33,7 @@ def frames(path):
 def main():
     self_check()
     path, least = sys.argv[1], int(sys.argv[2])
+    need = {int(op, 16) for op in sys.argv[3:]}
     n = bad = 0
     ops = collections.Counter()
     for fr in frames(path):
@@ -59,7 +61,10 @@ def main():
             bad += 1
     print(f"{n} RoCEv2 packets, {bad} bad ICRC, opcodes " +
           ", ".join(f"{op:#04x}x{c}" for op, c in sorted(ops.items())))
-    if bad or n < least:
+    missing = sorted(need - set(ops))
+    if missing:
+        print("missing opcodes: " + ", ".join(f"{op:#04x}" for op in missing))
+    if bad or n < least or missing:
         sys.exit(1)
 
 

@@ -2,7 +2,8 @@
 # directions, requests, responses and ACKs alike) while perftest runs SEND, RDMA WRITE, READ and
 # FETCH_AND_ADD. Every run must complete, and the port counters must show that the loss was
 # recovered by the transport (local ACK timeouts or sequence NAKs, and retransmitted packets), not
-# avoided.
+# avoided. The wire is captured on mrb's side: every packet (requests, responses, ACKs, NAKs and
+# retransmissions) must carry a valid ICRC and decode in tshark's InfiniBand dissector.
 #
 # Not ibv_rc_pingpong: each side exits as soon as its own last work request completes, so when the
 # ACK of the other side's last message is lost, that side retransmits to a QP that no longer exists
@@ -14,6 +15,10 @@ mr_fresh
 mr_two_devices
 ip netns exec mra tc qdisc add dev va root netem loss 5% || fail "netem on va"
 ip netns exec mrb tc qdisc add dev vb root netem loss 5% || fail "netem on vb"
+
+ip netns exec mrb dumpcap -q -i vb -P -w /tmp/rc.pcap -f "udp port 4791" 2>/tmp/dumpcap.log &
+cap=$!
+mr_wait 30 grep -q "Capturing on" /tmp/dumpcap.log || fail "dumpcap did not start"
 
 port=18900
 # run NAME TOOL ARGS...: server in mra on mra0, client in mrb on mrb0.
@@ -37,6 +42,11 @@ run "send_bw 4 KiB x 20" ib_send_bw -s 4096 -n 20 -F
 run "write_bw 64 KiB x 10" ib_write_bw -s 65536 -n 10 -F
 run "read_bw 64 KiB x 10" ib_read_bw -s 65536 -n 10 -F
 run "fetch_add x 20" ib_atomic_bw -A FETCH_AND_ADD -n 20 -F
+sleep 1; kill -INT $cap 2>/dev/null; wait $cap; cat /tmp/dumpcap.log
+# SEND first/middle/last, WRITE first/middle/last, READ request and response first/middle/last,
+# ACK, ATOMIC ACK, FETCH_ADD (4 KiB and 64 KiB messages at the veth's 1024-byte path MTU).
+mr_wire_check /tmp/rc.pcap 1000 0x00 0x01 0x02 0x06 0x07 0x08 0x0c 0x0d 0x0e 0x0f 0x11 0x12 0x14 ||
+  fail "wire check of the RC capture"
 
 stat() { ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }
 for side in "mra mra0" "mrb mrb0"; do
