@@ -67,6 +67,8 @@ pub struct Mem {
     pub reads: Vec<Range>,
     /// Atomics executed: (rkey, va, original value).
     pub atomics: Vec<(u32, u64, u64)>,
+    /// ATOMIC WRITEs executed: (rkey, va, value).
+    pub atomic_writes: Vec<(u32, u64, u64)>,
     /// Memory calls made (checks and atomics, approved or not).
     pub calls: u64,
     words: BTreeMap<u64, u64>,
@@ -118,6 +120,20 @@ impl MemAccess for Mem {
         };
         self.atomics.push((rkey, va, orig));
         Ok(orig)
+    }
+    fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError> {
+        self.calls += 1;
+        assert_eq!(va % 8, 0, "atomic write to an unaligned address");
+        if std::mem::take(&mut self.fail_next) {
+            return Err(AccessError::Operational);
+        }
+        if !MRS.iter().any(|m| m.rkey == rkey && m.access.contains(Access::WRITE) && inside(m, va, 8)) {
+            return Err(AccessError::Access);
+        }
+        let v = u64::from_ne_bytes(value);
+        self.words.insert(va, v);
+        self.atomic_writes.push((rkey, va, v));
+        Ok(())
     }
 }
 

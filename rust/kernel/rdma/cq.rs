@@ -293,6 +293,8 @@ pub enum WcOpcode {
     CompSwap = bindings::ib_wc_opcode_IB_WC_COMP_SWAP,
     /// A fetch-and-add.
     FetchAdd = bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
+    /// An ATOMIC WRITE.
+    AtomicWrite = bindings::ib_wc_opcode_IB_WC_ATOMIC_WRITE,
     /// A memory window bind.
     BindMw = bindings::ib_wc_opcode_IB_WC_BIND_MW,
     /// A local invalidate.

@@ -83,6 +83,12 @@ impl MemAccess for Memory {
         self.atomics += 1;
         Ok(orig)
     }
+    fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError> {
+        let r = self.checked(rkey, va, 8, Access::WRITE)?;
+        self.data[r].copy_from_slice(&value);
+        self.atomics += 1;
+        Ok(())
+    }
 }
 
 /// The receive queue: posted WQEs and their buffers.

@@ -527,11 +527,12 @@ fn post_more(sides: &mut [Side], i: usize, pmtu: Pmtu, recv_len: u32) -> Result<
                     swap: r.next_u64(),
                 },
             },
-            _ => SendOp::Atomic {
+            92..=96 => SendOp::Atomic {
                 va: 0,
                 rkey: 0,
                 op: AtomicOp::FetchAdd { add: r.next_u64() },
             },
+            _ => SendOp::AtomicWrite { va: 0, rkey: 0 },
         };
         let op = match op {
             SendOp::Send | SendOp::SendImm { .. } | SendOp::SendInv { .. } => {
@@ -602,6 +603,16 @@ fn post_more(sides: &mut [Side], i: usize, pmtu: Pmtu, recv_len: u32) -> Result<
                     va: s.peer_base + off as u64,
                     rkey: s.peer_rkey,
                     op: aop,
+                }
+            }
+            SendOp::AtomicWrite { .. } => {
+                len = 8;
+                let off = ATOMIC_BASE + 8 * r.below(ATOMIC_SLOTS) as usize;
+                data = r.next_u64().to_le_bytes().to_vec();
+                shadow[off..off + 8].copy_from_slice(&data);
+                SendOp::AtomicWrite {
+                    va: s.peer_base + off as u64,
+                    rkey: s.peer_rkey,
                 }
             }
         };

@@ -51,6 +51,8 @@ const PKEY_TBL_LEN: u16 = 1;
 const MAX_MSG_SZ: u32 = 0x80_0000;
 /// Local CA ack delay, as rdma_rxe reports it (4.096 µs × 2^15).
 const LOCAL_CA_ACK_DELAY: u8 = 15;
+/// Page sizes memory regions may be described with: every power of two from 4 KiB to 2 GiB.
+const PAGE_SIZE_CAP: u64 = 0xffff_f000;
 /// Bytes of an Ethernet frame's payload taken by RoCE v2 headers at worst: IPv6 (40), UDP (8),
 /// BTH (12), the largest extended header set (RETH+AETH+AtomicETH, 28) and ICRC (4).
 const ROCE_HDR_MAX: u32 = 40 + 8 + 12 + 28 + 4;
@@ -388,6 +390,9 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_ah(MAX_AH)
             .max_mr(MAX_MR - 1)
             .max_mr_size(u64::MAX)
+            // User MRs are pinned page by page, so any power-of-two page size from 4 KiB
+            // (to 2 GiB, as rdma_rxe reports) describes them.
+            .page_size_cap(PAGE_SIZE_CAP)
             // Incoming and outgoing READs/atomics in flight per QP (the core's responder
             // resources).
             .max_qp_rd_atom(crate::qp::RESP_RES as u32)

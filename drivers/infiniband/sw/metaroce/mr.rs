@@ -246,7 +246,8 @@ impl MetaRoceDev {
 
     /// Applies an atomic operation to the 8-byte word at `va` (8-byte aligned) of the user
     /// region of R_Key `rkey`: reads it, stores `op(old)` if that is `Some`, and returns the
-    /// old value (host byte order of the word as stored). Requires remote atomic access.
+    /// old value (host byte order of the word as stored). Requires the `need` rights
+    /// (remote atomic for atomics, remote write for ATOMIC WRITE).
     /// Atomic with respect to every other access of the device to user regions (all go
     /// through the table lock), not to the process's own CPU accesses. Any context.
     pub(crate) fn mr_atomic(
@@ -254,13 +255,14 @@ impl MetaRoceDev {
         rkey: u32,
         pd: PdId,
         va: u64,
+        need: AccessFlags,
         op: impl FnOnce(u64) -> Option<u64>,
     ) -> Result<u64, MrError> {
         if va % 8 != 0 {
             return Err(MrError::Range);
         }
         self.with_user_mr(rkey, |mr| {
-            let off = mr.check(rkey, KeyKind::Remote, pd, va, 8, AccessFlags::REMOTE_ATOMIC)?;
+            let off = mr.check(rkey, KeyKind::Remote, pd, va, 8, need)?;
             let mut b = [0u8; 8];
             mr.umem.copy_from(off, &mut b).map_err(|_| MrError::Range)?;
             let old = u64::from_ne_bytes(b);

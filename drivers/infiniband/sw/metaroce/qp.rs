@@ -1191,10 +1191,18 @@ impl MemAccess for MemCtx<'_> {
     fn atomic(&mut self, rkey: u32, va: u64, op: pwr::AtomicOp) -> Result<u64, AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         self.dev
-            .mr_atomic(rkey, pd, va, |old| match op {
+            .mr_atomic(rkey, pd, va, AccessFlags::REMOTE_ATOMIC, |old| match op {
                 pwr::AtomicOp::CmpSwap { compare, swap } => (old == compare).then_some(swap),
                 pwr::AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
             })
+            .map_err(|_| AccessError::Access)
+    }
+
+    fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError> {
+        let pd = self.pd.ok_or(AccessError::Access)?;
+        self.dev
+            .mr_atomic(rkey, pd, va, AccessFlags::REMOTE_WRITE, |_| Some(u64::from_ne_bytes(value)))
+            .map(|_| ())
             .map_err(|_| AccessError::Access)
     }
 }

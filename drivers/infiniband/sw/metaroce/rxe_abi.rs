@@ -12,7 +12,8 @@
 //! rxe_send_wqe  wr.wr_id 0, wr.opcode 12, wr.send_flags 16, wr.ex 20,
 //!               wr.wr.rdma {remote_addr 24, rkey 32},
 //!               wr.wr.atomic {remote_addr 24, compare_add 32, swap 40, rkey 48},
-//!               dma.length 184, dma.num_sge 196, dma.sge[] / dma.inline_data[] 208
+//!               dma.length 184, dma.num_sge 196,
+//!               dma.sge[] / dma.inline_data[] / dma.atomic_wr[] 208
 //! rxe_recv_wqe  wr_id 0, dma.length 16, dma.num_sge 28, dma.sge[] 40
 //! rxe_sge       addr 0, length 8, lkey 12 (16 bytes)
 //! ```
@@ -37,6 +38,7 @@ const WR_RDMA_READ: u32 = 4;
 const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
 const WR_SEND_WITH_INV: u32 = 9;
+const WR_ATOMIC_WRITE: u32 = 15;
 
 /// `enum ibv_send_flags`.
 const SEND_FENCE: u32 = 1;
@@ -150,11 +152,20 @@ pub(crate) fn parse_send(
             },
             WcOpcode::FetchAdd,
         ),
+        // The 8 bytes to write are in `dma.atomic_wr`, where inline data goes.
+        WR_ATOMIC_WRITE => (
+            pwr::SendOp::AtomicWrite { va: remote_addr, rkey: field(32)? },
+            WcOpcode::AtomicWrite,
+        ),
         _ => return Err(BadWqe::Opcode),
     };
     let length = field(184)?;
     let num_sge = field(196)?;
-    let is_inline = flags & SEND_INLINE != 0;
+    let atomic_write = opcode == WR_ATOMIC_WRITE;
+    if atomic_write && length != 8 {
+        return Err(BadWqe::Length);
+    }
+    let is_inline = flags & SEND_INLINE != 0 || atomic_write;
     let (len, num, inline_len) = if is_inline {
         let n = length as usize;
         let src = b.get(SEND_WQE_HDR..SEND_WQE_HDR + n).ok_or(BadWqe::Length)?;

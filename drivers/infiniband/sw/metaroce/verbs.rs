@@ -358,16 +358,27 @@ pub(crate) struct MetaRoceMr {
     pub(crate) user: bool,
 }
 
+/// A DMA MR with local rights only. ib_core asks for one with remote rights for an
+/// `IB_PD_UNSAFE_GLOBAL_RKEY` PD (MetaRoCE reports `IBK_LOCAL_DMA_LKEY`, so that is the only
+/// reason it calls this hook): such a key would let any peer that learns it read and write any
+/// kernel address, which MetaRoCE does not offer. Those PDs fail with `EOPNOTSUPP`; kernel
+/// consumers register memory for remote access through their own MRs instead.
 pub(crate) fn get_dma_mr(
     pd: &Pd<MetaRoceDriver>,
     access: AccessFlags,
 ) -> Result<(MrKeys, MetaRoceMr)> {
+    let remote = AccessFlags::REMOTE_READ
+        .union(AccessFlags::REMOTE_WRITE)
+        .union(AccessFlags::REMOTE_ATOMIC);
+    if access.intersects(remote) {
+        return Err(EOPNOTSUPP);
+    }
     let dev: &MetaRoceDev = pd.device();
     let index = dev.alloc_mr_index()?;
     // Index 0 is never handed out, so no key is 0 (the device's `local_dma_lkey`).
     let key = (index as u32) << 8;
     Ok((
-        MrKeys { lkey: key, rkey: key },
+        MrKeys { lkey: key, rkey: 0 },
         MetaRoceMr {
             index,
             access,

@@ -19,7 +19,7 @@
 //! responses costs one retry, not many.
 
 use super::ext::{NakCode, Syndrome};
-use super::opcode::{OpKind, Transport};
+use super::opcode::{OpKind, Opcode, Transport};
 use super::packet::Packet;
 use super::psn::Psn;
 use super::qp::{DropReason, QpConfig, RxOutcome};
@@ -257,6 +257,20 @@ impl Completer {
         let Some(w) = wqe(sq, idx).copied() else {
             return RxOutcome::dropped(DropReason::QpError);
         };
+        let ack = pkt
+            .hdr
+            .aeth
+            .map_or(true, |a| matches!(a.syndrome, Syndrome::Ack { .. }));
+        if let SendOp::AtomicWrite { .. } = w.wr.op {
+            // Answered by an empty READ RESPONSE Only at the request's PSN.
+            let only = pkt.hdr.bth.opcode == Opcode::RcReadRespOnly;
+            if !w.started || w.first_psn != p || !only || !pkt.payload.is_empty() || !ack {
+                return self.bad_response(req, sq);
+            }
+            self.complete(req, sq);
+            self.progressed(now, req, sq);
+            return RxOutcome::default();
+        }
         let mtu = self.cfg.pmtu.bytes();
         let off = p
             .since(w.first_psn)
@@ -267,10 +281,6 @@ impl Completer {
         };
         let remaining = w.wr.len.saturating_sub(off);
         let last = remaining <= mtu;
-        let ack = pkt
-            .hdr
-            .aeth
-            .map_or(true, |a| matches!(a.syndrome, Syndrome::Ack { .. }));
         let pos = pkt.hdr.bth.opcode.info().pos;
         if pos.is_end() != last || pkt.payload.len() != remaining.min(mtu) as usize || !ack {
             return self.bad_response(req, sq);

@@ -39,6 +39,9 @@ pub enum OpKind {
     CmpSwap,
     /// FETCH & ADD request.
     FetchAdd,
+    /// ATOMIC WRITE request (IBTA 1.5 A19: 8 bytes written as one unit,
+    /// answered like a zero-length READ).
+    AtomicWrite,
     /// Congestion notification.
     Cnp,
 }
@@ -48,7 +51,12 @@ impl OpKind {
     pub const fn is_request(self) -> bool {
         matches!(
             self,
-            OpKind::Send | OpKind::Write | OpKind::ReadReq | OpKind::CmpSwap | OpKind::FetchAdd
+            OpKind::Send
+                | OpKind::Write
+                | OpKind::ReadReq
+                | OpKind::CmpSwap
+                | OpKind::FetchAdd
+                | OpKind::AtomicWrite
         )
     }
 }
@@ -217,6 +225,7 @@ opcodes! {
     "RC FetchAdd" RcFetchAdd = 0x14: Rc FetchAdd Only [ATOMIC_ETH] false;
     "RC SEND Last with Invalidate" RcSendLastInv = 0x16: Rc Send Last [IETH] true;
     "RC SEND Only with Invalidate" RcSendOnlyInv = 0x17: Rc Send Only [IETH] true;
+    "RC ATOMIC WRITE" RcAtomicWrite = 0x1D: Rc AtomicWrite Only [RETH] true;
     "UC SEND First" UcSendFirst = 0x20: Uc Send First [] true;
     "UC SEND Middle" UcSendMiddle = 0x21: Uc Send Middle [] true;
     "UC SEND Last" UcSendLast = 0x22: Uc Send Last [] true;
@@ -235,12 +244,12 @@ opcodes! {
 }
 
 /// True for opcodes that are defined by the IBTA (or Linux) but that this
-/// core deliberately does not implement: RC FLUSH (0x1C) and RC ATOMIC
-/// WRITE (0x1D) from IBTA 1.5 / the Linux `IB_OPCODE_*` list, and the whole
-/// RD (0x40-0x5F) and XRC (0xA0-0xBF) transports. The parser reports them
+/// core deliberately does not implement: RC FLUSH (0x1C) from IBTA 1.5 /
+/// the Linux `IB_OPCODE_*` list, and the whole RD (0x40-0x5F) and XRC
+/// (0xA0-0xBF) transports. The parser reports them
 /// separately from garbage so the kernel can count them apart.
 pub const fn is_unsupported(v: u8) -> bool {
-    matches!(v, 0x1C | 0x1D | 0x40..=0x5F | 0xA0..=0xBF)
+    matches!(v, 0x1C | 0x40..=0x5F | 0xA0..=0xBF)
 }
 
 #[cfg(test)]
@@ -289,7 +298,8 @@ mod tests {
         let n = (0..=255u8)
             .filter(|v| Opcode::from_u8(*v).is_some())
             .count();
-        assert_eq!(n, 23 + 12 + 2 + 1);
-        assert!(is_unsupported(0x1C) && is_unsupported(0x1D) && !is_unsupported(0x15));
+        assert_eq!(n, 24 + 12 + 2 + 1);
+        assert!(is_unsupported(0x1C) && !is_unsupported(0x1D) && !is_unsupported(0x15));
+        assert_eq!(Opcode::RcAtomicWrite.info().exts.len(), 16);
     }
 }

@@ -135,7 +135,7 @@ impl Requester {
         if wr.len > MAX_MSG_LEN || pmtu.packets(wr.len) > MAX_MSG_PSNS {
             return Err(PostError::InvalidLength);
         }
-        if matches!(wr.op, Atomic { .. }) && wr.len != 8 {
+        if matches!(wr.op, Atomic { .. } | AtomicWrite { .. }) && wr.len != 8 {
             return Err(PostError::InvalidLength);
         }
         if self.cfg.transport == Transport::Ud {
@@ -242,6 +242,16 @@ impl Requester {
                     swap_add,
                     compare,
                 });
+                (1, true)
+            }
+            SendOp::AtomicWrite { va, rkey } => {
+                hdr.bth.opcode = Opcode::RcAtomicWrite;
+                hdr.reth = Some(Reth { va, rkey, len: 8 });
+                payload = PayloadRef::Sq {
+                    slot,
+                    offset: 0,
+                    len: 8,
+                };
                 (1, true)
             }
             op => {

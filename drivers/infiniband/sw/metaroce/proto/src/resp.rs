@@ -62,6 +62,11 @@ pub trait MemAccess {
     /// aligned) and executes `op` on them atomically, returning the
     /// original value.
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// Checks [`Access::WRITE`] access to the 8 bytes at `va` (8-byte
+    /// aligned) and stores `value` there as one unit (ATOMIC WRITE; atomic
+    /// with respect to [`MemAccess::atomic`]).
+    fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError>;
 }
 
 /// Source of receive WQEs (the QP's receive queue or its SRQ).
@@ -131,6 +136,11 @@ enum Res {
     Atomic {
         psn: Psn,
         orig: u64,
+        msn: u32,
+    },
+    /// An executed ATOMIC WRITE, answered with an empty READ RESPONSE Only.
+    AtomicWrite {
+        psn: Psn,
         msn: u32,
     },
 }
@@ -402,7 +412,7 @@ impl<const R: usize> Responder<R> {
             return Err(invalid(DropReason::OpSequence));
         }
         let need = match info.kind {
-            OpKind::Write => Access::WRITE,
+            OpKind::Write | OpKind::AtomicWrite => Access::WRITE,
             OpKind::ReadReq => Access::READ,
             OpKind::CmpSwap | OpKind::FetchAdd => Access::ATOMIC,
             _ => Access::NONE,
@@ -418,6 +428,7 @@ impl<const R: usize> Responder<R> {
             OpKind::Write => self.exec_write(pkt, info.pos, mem, rq),
             OpKind::ReadReq => self.exec_read(pkt, mem),
             OpKind::CmpSwap | OpKind::FetchAdd => self.exec_atomic(pkt, mem),
+            OpKind::AtomicWrite => self.exec_atomic_write(pkt, mem),
             _ => Err(invalid(DropReason::WrongTransport)),
         }
     }
@@ -609,6 +620,35 @@ impl<const R: usize> Responder<R> {
         Ok(RxOutcome::default())
     }
 
+    /// ATOMIC WRITE: exactly 8 bytes of payload (RETH length 8, no pad) to
+    /// an 8-byte aligned address, executed once; duplicates replay the
+    /// response from the resource (IBTA 1.5 oA19-28 ff.).
+    fn exec_atomic_write(
+        &mut self,
+        pkt: &Packet<'_>,
+        mem: &mut impl MemAccess,
+    ) -> Result<RxOutcome, Fail> {
+        let Some(reth) = pkt.hdr.reth else {
+            return Err(invalid(DropReason::Malformed));
+        };
+        let value: [u8; 8] = match pkt.payload.try_into() {
+            Ok(v) if reth.len == 8 && pkt.hdr.bth.pad == 0 => v,
+            _ => return Err(invalid(DropReason::BadLength)),
+        };
+        if reth.va % 8 != 0 {
+            return Err(invalid(DropReason::Misaligned));
+        }
+        if R == 0 {
+            return Err(invalid(DropReason::NoResource));
+        }
+        mem.atomic_write(reth.rkey, reth.va, value)?;
+        let p = pkt.hdr.bth.psn;
+        self.msn = (self.msn + 1) & 0xFF_FFFF;
+        self.push_res(p, Res::AtomicWrite { psn: p, msn: self.msn });
+        self.epsn = p.next();
+        Ok(RxOutcome::default())
+    }
+
     /// Stores a new READ/atomic in the next resource (overwriting the
     /// oldest; a requester honouring `max_rd_atomic` has no response of it
     /// outstanding any more). Its responses acknowledge everything before
@@ -678,11 +718,11 @@ impl<const R: usize> Responder<R> {
         let p = pkt.hdr.bth.psn;
         match pkt.hdr.bth.opcode.info().kind {
             OpKind::ReadReq => self.replay_read(pkt, mem),
-            OpKind::CmpSwap | OpKind::FetchAdd => {
-                let found = self
-                    .res
-                    .iter_mut()
-                    .find(|s| matches!(s.res, Some(Res::Atomic { psn, .. }) if psn == p));
+            OpKind::CmpSwap | OpKind::FetchAdd | OpKind::AtomicWrite => {
+                let found = self.res.iter_mut().find(|s| {
+                    matches!(s.res, Some(Res::Atomic { psn, .. } | Res::AtomicWrite { psn, .. })
+                        if psn == p)
+                });
                 match found {
                     Some(s) => {
                         s.pending = true;
@@ -755,7 +795,7 @@ impl<const R: usize> Responder<R> {
         for (i, s) in self.res.iter().enumerate() {
             let key = match (s.pending, s.res) {
                 (true, Some(Res::Read { psn, next, .. })) => psn.add(next),
-                (true, Some(Res::Atomic { psn, .. })) => psn,
+                (true, Some(Res::Atomic { psn, .. } | Res::AtomicWrite { psn, .. })) => psn,
                 _ => continue,
             };
             let d = key.diff(self.epsn);
@@ -797,6 +837,16 @@ impl<const R: usize> Responder<R> {
                 let mut hdr = Headers::new(self.bth(Opcode::RcAtomicAck, psn, 0));
                 hdr.aeth = Some(ack(msn));
                 hdr.atomic_ack_eth = Some(AtomicAckEth { orig });
+                Some(TxDesc {
+                    hdr,
+                    payload: PayloadRef::None,
+                })
+            }
+            Res::AtomicWrite { psn, msn } => {
+                let (psn, msn) = (*psn, *msn);
+                slot.pending = false;
+                let mut hdr = Headers::new(self.bth(Opcode::RcReadRespOnly, psn, 0));
+                hdr.aeth = Some(ack(msn));
                 Some(TxDesc {
                     hdr,
                     payload: PayloadRef::None,

@@ -121,6 +121,16 @@ pub enum SendOp {
         /// Remote key.
         rkey: u32,
     },
+    /// ATOMIC WRITE (RC only): the WR's 8 bytes of local data (`len` must be
+    /// 8) replace the 8-byte aligned remote word as one unit. The responder
+    /// answers with a zero-length READ response, so it counts against
+    /// `max_rd_atomic` like a READ.
+    AtomicWrite {
+        /// Remote address (8-byte aligned).
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+    },
     /// Atomic operation (RC only); `len` must be 8 and the original value
     /// lands in the WR's local buffer.
     Atomic {
@@ -134,10 +144,14 @@ pub enum SendOp {
 }
 
 impl SendOp {
-    /// True for READ and atomics: operations that get response data, count
-    /// against `max_rd_atomic` and cannot be acknowledged implicitly.
+    /// True for READ, atomics and ATOMIC WRITE: operations that get a
+    /// response of their own, count against `max_rd_atomic` and cannot be
+    /// acknowledged implicitly.
     pub const fn needs_response(&self) -> bool {
-        matches!(self, SendOp::Read { .. } | SendOp::Atomic { .. })
+        matches!(
+            self,
+            SendOp::Read { .. } | SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }
+        )
     }
 }
 

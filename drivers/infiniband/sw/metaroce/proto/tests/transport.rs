@@ -25,6 +25,10 @@ impl MemAccess for AnyMem {
         self.0 += 1;
         Ok(self.0)
     }
+    fn atomic_write(&mut self, _: u32, _: u64, value: [u8; 8]) -> Result<(), AccessError> {
+        self.0 += u64::from_ne_bytes(value);
+        Ok(())
+    }
 }
 
 /// A receive queue with `n` WQEs of 4 KiB.
@@ -344,6 +348,84 @@ fn atomic_replay_does_not_execute_again() {
     assert_eq!(mem.0, 101, "executed once");
     assert_eq!(first, again);
     assert_eq!(first[0].hdr.atomic_ack_eth.map(|a| a.orig), Some(101));
+}
+
+/// Encodes a descriptor with `payload` and parses it back, as the wire would.
+fn wire(d: &TxDesc, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; 4200];
+    let n = build(&d.hdr, payload, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn atomic_write_round_trip_is_executed_once() {
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    let wr = |len| SendWr {
+        wr_id: 9,
+        op: SendOp::AtomicWrite { va: 0x40, rkey: 7 },
+        len,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        ud: None,
+    };
+    assert!(a.post_send(&mut asq, wr(4)).is_err(), "ATOMIC WRITE carries exactly 8 bytes");
+    a.post_send(&mut asq, wr(8)).unwrap();
+    let d = drain(&mut a, &mut asq);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].hdr.bth.opcode, Opcode::RcAtomicWrite);
+    assert_eq!(d[0].hdr.reth, Some(Reth { va: 0x40, rkey: 7, len: 8 }));
+    assert_eq!(d[0].payload, PayloadRef::Sq { slot: 0, offset: 0, len: 8 });
+    assert!(d[0].hdr.bth.ack_req);
+    let req = wire(&d[0], &5u64.to_ne_bytes());
+
+    let mut mem = AnyMem(0);
+    let p = parse(&req).unwrap();
+    assert_eq!(b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop, None);
+    let resp = drain(&mut b, &mut bsq);
+    assert_eq!(resp.len(), 1);
+    assert_eq!(
+        (resp[0].hdr.bth.opcode, resp[0].hdr.bth.psn, resp[0].payload),
+        (Opcode::RcReadRespOnly, psn(0), PayloadRef::None)
+    );
+    // A retried request is answered again but not executed again.
+    assert_eq!(
+        b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop,
+        Some(DropReason::Duplicate)
+    );
+    assert_eq!(drain(&mut b, &mut bsq), resp);
+    assert_eq!(mem.0, 5, "written once");
+
+    assert_eq!(a.poll_send_completion(&asq), None, "not complete before its response");
+    let r = wire(&resp[0], &[]);
+    let out = a.receive(0, &parse(&r).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    assert_eq!((out.drop, out.place), (None, None));
+    let c = a.poll_send_completion(&asq).unwrap();
+    assert_eq!((c.wr_id, c.status, c.byte_len), (9, metaroce_proto::wr::WcStatus::Success, 8));
+}
+
+#[test]
+fn atomic_write_needs_eight_aligned_bytes() {
+    for (va, len) in [(0x1004u64, 8usize), (0x1000, 4), (0x1000, 12)] {
+        let (mut q, mut sq) = qp(Transport::Rc);
+        let (mut h, _) = request(Opcode::RcAtomicWrite, 0, 8);
+        h.reth = Some(Reth { va, rkey: 1, len: 8 });
+        h.bth.pad = pad_for(len);
+        let mut buf = vec![0u8; 4200];
+        let n = build(&h, &vec![1; len], &mut buf).unwrap();
+        buf.truncate(n);
+        let mut mem = AnyMem(0);
+        let out = q.receive(0, &parse(&buf).unwrap(), &mut sq, &mut mem, &mut Rq(0));
+        assert!(out.drop.is_some(), "va {va:#x} len {len}");
+        assert_eq!(mem.0, 0, "nothing written");
+        let d = drain(&mut q, &mut sq);
+        assert_eq!(
+            ack_of(&d[0]),
+            (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::InvalidRequest))
+        );
+    }
 }
 
 #[test]
