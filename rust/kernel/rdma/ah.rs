@@ -6,7 +6,9 @@
 //!
 //! An [`Ah<T>`] is allocated by ib_core (`ops.size_ib_ah`) with `GFP_ATOMIC` unless the creator
 //! may sleep, and holds the C `struct ib_ah` followed by [`Driver::AhData`], initialised in place
-//! from [`Driver::create_ah`] and dropped in `destroy_ah`. Both may run in atomic context.
+//! from [`Driver::create_ah`] (kernel AHs) or [`Driver::create_user_ah`] (user AHs, process
+//! context, with the system call's [`Udata`]) and dropped in `destroy_ah`. Kernel AHs may be
+//! created and destroyed in atomic context.
 
 use super::{
     device::{
@@ -18,6 +20,7 @@ use super::{
         Origin,
         Pd, //
     },
+    udata::Udata,
 };
 use crate::{
     alloc::Flags,
@@ -226,14 +229,30 @@ impl<T: Driver> Ah<T> {
 /// # Invariants
 ///
 /// `ah` is the zeroed `Ah<T>` allocation ib_core is creating, with `device`, `pd`, `type` and
-/// `sgid_attr` set; `init` is valid for `'a`.
+/// `sgid_attr` set; `init` is valid for `'a`; `udata` is the system call's for a user AH.
 pub struct NewAh<'a, T: Driver> {
     ah: *mut bindings::ib_ah,
     init: &'a bindings::rdma_ah_init_attr,
+    udata: Option<Udata<'a>>,
     _p: PhantomData<T>,
 }
 
-impl<T: Driver> NewAh<'_, T> {
+impl<'a, T: Driver> NewAh<'a, T> {
+    /// Who creates the AH.
+    pub fn origin(&self) -> Origin {
+        if self.udata.is_some() {
+            Origin::User
+        } else {
+            Origin::Kernel
+        }
+    }
+
+    /// The driver-specific data of a user AH's system call (the driver writes its response,
+    /// e.g. the AH's number); `None` for a kernel AH.
+    pub fn udata(&self) -> Option<&Udata<'a>> {
+        self.udata.as_ref()
+    }
+
     /// The device of the new AH.
     pub fn device(&self) -> &Device<T> {
         // SAFETY: Set by ib_core before `create_ah`; the device is live.
@@ -272,8 +291,8 @@ impl<T: Driver> Adapter<T> {
     /// # Safety
     ///
     /// `ibah` is a zeroed allocation of `size_ib_ah` bytes prepared by ib_core for a live
-    /// device of this driver; `init` is valid; `udata` is null (`create_user_ah` is not
-    /// installed).
+    /// device of this driver; `init` is valid; `udata` is null (uverbs calls
+    /// `create_user_ah_callback` instead).
     pub(super) unsafe extern "C" fn create_ah_callback(
         ibah: *mut bindings::ib_ah,
         init: *mut bindings::rdma_ah_init_attr,
@@ -284,31 +303,78 @@ impl<T: Driver> Adapter<T> {
             if unsafe { Origin::of_udata(udata)? } != Origin::Kernel {
                 return Err(EOPNOTSUPP);
             }
-            // SAFETY: `init` and its `ah_attr` are valid for the call.
-            let init = unsafe { &*init };
-            if init.ah_attr.is_null() {
-                return Err(EINVAL);
-            }
-            // INVARIANT: As prepared by ib_core.
-            let mut new = NewAh::<T> {
-                ah: ibah,
-                init,
-                _p: PhantomData,
-            };
-            let init = T::create_ah(&mut new)?;
-            // SAFETY: The allocation is an `Ah<T>` whose first field is `ibah`; `data` is
-            // uninitialised until now and stays in place until `destroy_ah`.
-            unsafe {
-                let ah = crate::container_of!(Opaque::cast_from(ibah), Ah<T>, ibah).cast_mut();
-                pin_init::raw_try_init(&raw mut (*ah).data, init)?;
-            }
-            Ok(0)
+            // SAFETY: By the function's requirements.
+            let mut new = unsafe { Self::new_ah(ibah, init, None)? };
+            let data = T::create_ah(&mut new)?;
+            // SAFETY: By the function's requirements.
+            unsafe { Self::store_ah(ibah, data) }
         })
     }
 
     /// # Safety
     ///
-    /// `ibah` was set up by a successful `create_ah_callback` and is not used afterwards.
+    /// As for `create_ah_callback`, except that `udata` is the non-null `driver_udata` of the
+    /// uverbs system call running on this thread (process context).
+    pub(super) unsafe extern "C" fn create_user_ah_callback(
+        ibah: *mut bindings::ib_ah,
+        init: *mut bindings::rdma_ah_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `udata` is the system call's valid udata for the call.
+            let udata = unsafe { Udata::from_raw(udata) }.ok_or(EINVAL)?;
+            // SAFETY: By the function's requirements.
+            let mut new = unsafe { Self::new_ah(ibah, init, Some(udata))? };
+            let data = T::create_user_ah(&mut new)?;
+            // SAFETY: By the function's requirements.
+            unsafe { Self::store_ah(ibah, data) }
+        })
+    }
+
+    /// The [`NewAh`] handed to a driver's constructor.
+    ///
+    /// # Safety
+    ///
+    /// `ibah` and `init` as for `create_ah_callback`, valid for `'a`; `udata` is the system
+    /// call's for a user AH.
+    unsafe fn new_ah<'a>(
+        ibah: *mut bindings::ib_ah,
+        init: *mut bindings::rdma_ah_init_attr,
+        udata: Option<Udata<'a>>,
+    ) -> Result<NewAh<'a, T>> {
+        // SAFETY: `init` is valid for `'a` (function requirement).
+        let init = unsafe { &*init };
+        if init.ah_attr.is_null() {
+            return Err(EINVAL);
+        }
+        // INVARIANT: As prepared by ib_core; `udata` as required.
+        Ok(NewAh {
+            ah: ibah,
+            init,
+            udata,
+            _p: PhantomData,
+        })
+    }
+
+    /// Initialises the driver data of ib_core's AH allocation.
+    ///
+    /// # Safety
+    ///
+    /// `ibah` is the `Ah<T>` allocation of `create_ah_callback`, its data uninitialised.
+    unsafe fn store_ah(ibah: *mut bindings::ib_ah, data: impl PinInit<T::AhData, Error>) -> Result<c_int> {
+        // SAFETY: The allocation is an `Ah<T>` whose first field is `ibah`; `data` is
+        // uninitialised until now and stays in place until `destroy_ah`.
+        unsafe {
+            let ah = crate::container_of!(Opaque::cast_from(ibah), Ah<T>, ibah).cast_mut();
+            pin_init::raw_try_init(&raw mut (*ah).data, data)?;
+        }
+        Ok(0)
+    }
+
+    /// # Safety
+    ///
+    /// `ibah` was set up by a successful `create_ah_callback` or `create_user_ah_callback` and
+    /// is not used afterwards.
     pub(super) unsafe extern "C" fn destroy_ah_callback(
         ibah: *mut bindings::ib_ah,
         flags: u32,

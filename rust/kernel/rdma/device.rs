@@ -268,6 +268,21 @@ impl DeviceCaps {
     /// `IB_DEVICE_SYS_IMAGE_GUID`: the system image GUID is meaningful.
     pub const SYS_IMAGE_GUID: Self =
         Self(bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64);
+    /// `IB_DEVICE_RC_RNR_NAK_GEN`: RC responders send RNR NAKs when no receive is posted.
+    pub const RC_RNR_NAK_GEN: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64);
+}
+
+/// Atomicity guarantee of RDMA atomic operations (`enum ib_atomic_cap`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum AtomicCap {
+    /// No atomic operations.
+    None = bindings::ib_atomic_cap_IB_ATOMIC_NONE,
+    /// Atomic with respect to other atomics of this device only (`IB_ATOMIC_HCA`).
+    Hca = bindings::ib_atomic_cap_IB_ATOMIC_HCA,
+    /// Atomic with respect to every agent, the CPUs included (`IB_ATOMIC_GLOB`).
+    Glob = bindings::ib_atomic_cap_IB_ATOMIC_GLOB,
 }
 
 impl core::ops::BitOr for DeviceCaps {
@@ -365,6 +380,12 @@ impl DeviceAttr {
     /// Sets the system image GUID (network byte order, as the C field).
     pub fn sys_image_guid(&mut self, guid_be: u64) -> &mut Self {
         self.0.sys_image_guid = guid_be;
+        self
+    }
+
+    /// Sets the atomicity guarantee of RDMA atomic operations.
+    pub fn atomic_cap(&mut self, cap: AtomicCap) -> &mut Self {
+        self.0.atomic_cap = cap as u32;
         self
     }
 
@@ -710,9 +731,16 @@ pub trait Driver: Sized + 'static {
     /// **May be called in atomic context** (ib_cm, ib_sa and ib_mad create AHs under spinlocks):
     /// [`NewAh::may_sleep`] tells (`RDMA_CREATE_AH_SLEEPABLE`), and any allocation must use
     /// [`NewAh::gfp`]. ib_core allocated the object itself accordingly. Implementing it
-    /// installs `destroy_ah`, which calls [`Driver::destroy_ah`] and drops the data. User AHs
-    /// (`create_user_ah`) are not installed, so uverbs does not offer the command.
+    /// installs `destroy_ah`, which calls [`Driver::destroy_ah`] and drops the data.
     fn create_ah(_ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<Self::AhData, Error>> {
+        vtable_default::<Result<Self::AhData>>()
+    }
+
+    /// Creates the data of a new user address handle (`create_user_ah`, uverbs'
+    /// `CREATE_AH`). Process context, may sleep; [`NewAh::udata`] is the system call's.
+    /// Only installed together with [`Driver::create_ah`] (which provides `destroy_ah`);
+    /// without it uverbs does not offer the command.
+    fn create_user_ah(_ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<Self::AhData, Error>> {
         vtable_default::<Result<Self::AhData>>()
     }
 
@@ -1408,6 +1436,9 @@ impl<T: Driver> Adapter<T> {
             ops.create_ah = Some(Self::create_ah_callback);
             ops.destroy_ah = Some(Self::destroy_ah_callback);
             ops.size_ib_ah = size_of::<Ah<T>>();
+            if T::HAS_CREATE_USER_AH {
+                ops.create_user_ah = Some(Self::create_user_ah_callback);
+            }
         }
         if T::HAS_QUERY_AH {
             ops.query_ah = Some(Ah::<T>::query_ah_callback);

@@ -85,3 +85,23 @@ mr_two_devices() {
   mr_wait 10 test -n "$(mr_ns_gid mrb mrb0 $MR_ADDR_B)" || fail "no RoCE v2 GID for $MR_ADDR_B on mrb0"
   ga=$(mr_ns_gid mra mra0 $MR_ADDR_A) gb=$(mr_ns_gid mrb mrb0 $MR_ADDR_B)
 }
+
+# Runs one of rdma-core's pingpong examples with received buffers validated (-c), the server in
+# namespace SERVER_NS (at $MR_ADDR_A) and the client in CLIENT_NS, and prints its result line.
+# Usage: mr_pingpong TOOL NAME SERVER_NS SERVER_DEV SERVER_GID CLIENT_NS CLIENT_DEV CLIENT_GID ARGS...
+mr_pp_port=18515
+mr_pingpong() {
+  local tool=$1 name=$2 sns=$3 sdev=$4 sgid=$5 cns=$6 cdev=$7 cgid=$8 port srv; shift 8
+  mr_pp_port=$((mr_pp_port + 1)); port=$mr_pp_port
+  ip netns exec "$sns" timeout 120 "$tool" -d "$sdev" -g "$sgid" -p $port -c "$@" > /tmp/pp-server.log 2>&1 &
+  srv=$!
+  mr_wait 60 sh -c "ip netns exec $sns ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/pp-server.log; fail "$name: server not listening"; }
+  if ! ip netns exec "$cns" timeout 120 "$tool" -d "$cdev" -g "$cgid" -p $port -c "$@" $MR_ADDR_A > /tmp/pp-client.log 2>&1; then
+    cat /tmp/pp-client.log /tmp/pp-server.log
+    ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
+    fail "$name: client"
+  fi
+  wait $srv || { cat /tmp/pp-server.log; fail "$name: server"; }
+  grep -q "iters in" /tmp/pp-client.log || { cat /tmp/pp-client.log; fail "$name: no result line"; }
+  echo "$name: $(grep 'iters in' /tmp/pp-client.log)"
+}

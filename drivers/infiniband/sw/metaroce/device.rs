@@ -4,7 +4,7 @@
 
 use crate::qp::{MetaRoceQp, MAX_QP, MAX_QP_WR, MAX_SGE, MIN_QPN};
 use crate::verbs::{
-    MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRocePd, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_PD,
+    MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRocePd, RoceAv, UserAh, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_PD,
 };
 use core::sync::atomic::{
     AtomicBool,
@@ -19,18 +19,18 @@ use kernel::prelude::*;
 use kernel::rdma::ah::{Ah, NewAh, RoceAhAttr};
 use kernel::rdma::cq::{Cq, CqNotify, NewCq, WcArray};
 use kernel::rdma::device::{
-    CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
+    AtomicCap, CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
     PortAttr, PortImmutable, PortState, StatDesc, UserCommands, DEFAULT_PKEY_FULL,
 };
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
-use kernel::rdma::pd::{Origin, Pd};
+use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
 use crate::timer::Timers;
 use crate::xmit::TxEngine;
 use kernel::new_spinlock_irq;
-use kernel::rbtree::RBTree;
+use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::rdma::udata::Udata;
 use kernel::rdma::workqueue::OwnedQueue;
 use kernel::sync::aref::ARef;
@@ -174,6 +174,12 @@ pub(crate) struct MetaRoceDev {
     /// User memory regions by index (`crate::mr`); any context.
     #[pin]
     pub(crate) user_mrs: SpinLockIrq<MrTable>,
+    /// Numbers of user AHs in use (below [`MAX_AH`] + 1; 0 is never taken).
+    #[pin]
+    ah_nums: Mutex<IdPool>,
+    /// User AHs by number, for UD work requests taken from send rings; any context.
+    #[pin]
+    user_ahs: SpinLockIrq<RBTree<u32, UserAh>>,
 }
 
 impl MetaRoceDev {
@@ -203,6 +209,11 @@ impl MetaRoceDev {
             timers: Timers::new()?,
             epoch: Instant::now(),
             user_mrs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_mrs"),
+            ah_nums <- new_mutex!(
+                IdPool::with_capacity(MAX_AH as usize + 1, GFP_KERNEL)?,
+                "metaroce_ah_nums"
+            ),
+            user_ahs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_ahs"),
         })
     }
 
@@ -284,6 +295,43 @@ impl MetaRoceDev {
             return Err(ENOMEM);
         }
         Ok(id.acquire())
+    }
+
+    /// Numbers a new user AH and enters it in the table; returns its number (never 0).
+    /// Process context.
+    pub(crate) fn add_user_ah(&self, ah: UserAh) -> Result<u32> {
+        let num = {
+            let mut pool = self.ah_nums.lock();
+            let id = pool.find_unused_id(1).ok_or(ENOMEM)?;
+            if id.as_u32() > MAX_AH {
+                return Err(ENOMEM);
+            }
+            id.acquire() as u32
+        };
+        match RBTreeNode::new(num, ah, GFP_KERNEL) {
+            Ok(node) => {
+                // The number was free, so nothing is replaced.
+                drop(self.user_ahs.lock().insert(node));
+                Ok(num)
+            }
+            Err(e) => {
+                self.ah_nums.lock().release_id(num as usize);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Takes user AH `num` out of the table and frees its number. Process context.
+    pub(crate) fn remove_user_ah(&self, num: u32) {
+        // Dropped outside the lock.
+        let old = self.user_ahs.lock().remove_node(&num);
+        drop(old);
+        self.ah_nums.lock().release_id(num as usize);
+    }
+
+    /// The address vector of user AH `num` if it exists and belongs to PD `pd`. Any context.
+    pub(crate) fn user_ah(&self, num: u32, pd: PdId) -> Option<RoceAv> {
+        self.user_ahs.lock().get(&num).filter(|a| a.pd == pd).map(|a| a.av)
     }
 
     /// Gives back an index from [`MetaRoceDev::alloc_mr_index`]. Process context.
@@ -378,7 +426,12 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .sys_image_guid(dev.guid_be)
             .max_pkeys(PKEY_TBL_LEN)
             .local_ca_ack_delay(LOCAL_CA_ACK_DELAY)
-            .device_caps(DeviceCaps::PORT_ACTIVE_EVENT | DeviceCaps::SYS_IMAGE_GUID)
+            .device_caps(
+                DeviceCaps::PORT_ACTIVE_EVENT | DeviceCaps::SYS_IMAGE_GUID | DeviceCaps::RC_RNR_NAK_GEN,
+            )
+            // Remote atomics are serialised by the device's MR table lock, not against the
+            // CPUs' own accesses to the memory (`mr_atomic`).
+            .atomic_cap(AtomicCap::Hca)
             .max_qp(MAX_QP - MIN_QPN)
             .max_qp_wr(MAX_QP_WR)
             .max_send_sge(MAX_SGE)
@@ -536,8 +589,12 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         })
     }
 
+    fn create_user_ah(ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<MetaRoceAh, Error>> {
+        crate::verbs::create_user_ah(ah).map(Ok::<_, Error>)
+    }
+
     fn destroy_ah(ah: &Ah<Self>, _may_sleep: bool) {
-        crate::verbs::give(&ah.device().objects.ahs);
+        crate::verbs::destroy_ah(ah)
     }
 
     fn get_dma_mr(

@@ -485,8 +485,8 @@ impl MetaRoceQp {
 pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceQp, Error>> {
     let user = qp.origin() == Origin::User;
     let qp_type = qp.qp_type();
-    // User UD QPs need user address handles (`ah_num`), not offered yet.
-    if user && !matches!(qp_type, QpType::Rc | QpType::Uc) {
+    // A user GSI QP does not exist (ib_core's MAD layer owns QP1).
+    if user && !matches!(qp_type, QpType::Rc | QpType::Uc | QpType::Ud) {
         return Err(EOPNOTSUPP);
     }
     match qp_type {
@@ -1070,6 +1070,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             let sq = &mut inner.sq;
             crate::rxe_abi::parse_send(
                 &raw[..len],
+                qp.qp_type == QpType::Ud,
                 max_sge,
                 sq.bufs.slot_mut(slot),
                 &mut sq.inline[base..base + max_inline],
@@ -1093,6 +1094,20 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             n.send |= complete(qp, qp.send_cq(), wc, false);
             continue;
         }
+        // A UD request names a user AH of the QP's PD; its address vector is copied now, so
+        // the AH may be destroyed while the request is in flight.
+        let (ud, av) = match &w.ud {
+            None => (None, None),
+            Some(d) => match qp.pd().and_then(|pd| qp.device().user_ah(d.ah_num, pd.id())) {
+                Some(av) => (Some(pwr::UdDest { qpn: d.remote_qpn, qkey: d.remote_qkey }), Some(av)),
+                None => {
+                    let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
+                    n.send |= complete(qp, qp.send_cq(), wc, false);
+                    enter_error(qp, inner, n);
+                    return;
+                }
+            },
+        };
         let cwr = pwr::SendWr {
             wr_id: w.wr_id,
             op: w.op,
@@ -1100,7 +1115,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             signaled: qp.sq_sig_all || w.signaled,
             fence: w.fence,
             solicited: w.solicited,
-            ud: None,
+            ud,
         };
         let Some(engine) = inner.engine.as_mut() else { return };
         if engine.post_send(&mut inner.sq.wqes, cwr).is_err() {
@@ -1113,7 +1128,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             opcode: Some(w.wc_opcode),
             num_sge: w.num_sge,
             inline_len: w.inline_len,
-            av: None,
+            av,
         };
         inner.sq.tail = inner.sq.tail.wrapping_add(1);
     }

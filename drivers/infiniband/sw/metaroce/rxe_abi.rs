@@ -12,6 +12,7 @@
 //! rxe_send_wqe  wr.wr_id 0, wr.opcode 12, wr.send_flags 16, wr.ex 20,
 //!               wr.wr.rdma {remote_addr 24, rkey 32},
 //!               wr.wr.atomic {remote_addr 24, compare_add 32, swap 40, rkey 48},
+//!               wr.wr.ud {remote_qpn 24, remote_qkey 28, pkey_index 32, ah_num 36},
 //!               dma.length 184, dma.num_sge 196,
 //!               dma.sge[] / dma.inline_data[] / dma.atomic_wr[] 208
 //! rxe_recv_wqe  wr_id 0, dma.length 16, dma.num_sge 28, dma.sge[] 40
@@ -94,6 +95,17 @@ pub(crate) struct SendWqe {
     pub(crate) num_sge: u32,
     /// Inline data length, copied to the caller's buffer.
     pub(crate) inline_len: Option<u32>,
+    /// UD QPs: the destination.
+    pub(crate) ud: Option<UdWqe>,
+}
+
+/// The destination fields of a UD send WQE. librxe names the address handle by the number the
+/// driver returned when it was created (`ah_num`, never 0; the address vector copy older
+/// kernels needed, `wr.wr.ud.av`, is not read).
+pub(crate) struct UdWqe {
+    pub(crate) remote_qpn: u32,
+    pub(crate) remote_qkey: u32,
+    pub(crate) ah_num: u32,
 }
 
 /// Why a send WQE was refused.
@@ -105,9 +117,11 @@ pub(crate) enum BadWqe {
     Length,
 }
 
-/// Parses a send WQE, writing its SGEs to `sges` or its inline data to `inline`.
+/// Parses a send WQE, writing its SGEs to `sges` or its inline data to `inline`; `ud` for a
+/// UD QP's ring (whose WQEs carry a destination).
 pub(crate) fn parse_send(
     b: &[u8],
+    ud: bool,
     max_sge: u32,
     sges_out: &mut [Seg],
     inline: &mut [u8],
@@ -178,7 +192,21 @@ pub(crate) fn parse_send(
         let total = sges(b, SEND_WQE_HDR, num_sge as usize, sges_out).ok_or(BadWqe::Length)?;
         (total, num_sge, None)
     };
+    let ud = if ud {
+        let w = UdWqe {
+            remote_qpn: field(24)? & 0xff_ffff,
+            remote_qkey: field(28)?,
+            ah_num: field(36)?,
+        };
+        if w.ah_num == 0 {
+            return Err(BadWqe::Length);
+        }
+        Some(w)
+    } else {
+        None
+    };
     Ok(SendWqe {
+        ud,
         wr_id,
         op,
         wc_opcode,

@@ -17,7 +17,7 @@ use kernel::rdma::cq::{
 };
 use kernel::rdma::device::Device;
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys};
-use kernel::rdma::pd::{Origin, Pd};
+use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::QpId;
 use kernel::rdma::udata::Udata;
 use kernel::sync::SpinLockIrq;
@@ -311,8 +311,18 @@ pub(crate) struct RoceAv {
     pub(crate) sl: u8,
 }
 
-/// An address handle: its RoCE v2 address vector.
+/// An address handle: its RoCE v2 address vector, and for a user AH the number librxe puts in
+/// its UD work requests (`ah_num`; 0 for kernel AHs, which are named by pointer).
 pub(crate) struct MetaRoceAh {
+    pub(crate) av: RoceAv,
+    pub(crate) num: u32,
+}
+
+/// A user AH as the device's table keeps it for the send path: its PD (a UD QP may only use
+/// AHs of its own PD) and its address vector.
+#[derive(Clone, Copy)]
+pub(crate) struct UserAh {
+    pub(crate) pd: PdId,
     pub(crate) av: RoceAv,
 }
 
@@ -343,7 +353,43 @@ pub(crate) fn roce_av(attr: &kernel::rdma::ah::AhAttr) -> Result<RoceAv> {
 pub(crate) fn create_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaRoceAh> {
     let av = roce_av(ah.attr())?;
     take(&ah.device().objects.ahs, MAX_AH)?;
-    Ok(MetaRoceAh { av })
+    Ok(MetaRoceAh { av, num: 0 })
+}
+
+/// Creates a user AH (`create_user_ah`): numbered in the device's table and the number
+/// returned to librxe (`struct rxe_create_ah_resp`: `ah_num`, then 4 reserved bytes), which
+/// names the AH in every UD work request it writes to a send ring. Process context.
+pub(crate) fn create_user_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaRoceAh> {
+    let udata = ah.udata().ok_or(EINVAL)?;
+    udata.expect_no_request()?;
+    let av = roce_av(ah.attr())?;
+    let dev: &MetaRoceDev = ah.device();
+    take(&dev.objects.ahs, MAX_AH)?;
+    let num = match dev.add_user_ah(UserAh { pd: ah.pd().id(), av }) {
+        Ok(num) => num,
+        Err(e) => {
+            give(&dev.objects.ahs);
+            return Err(e);
+        }
+    };
+    let mut resp = [0u8; 8];
+    resp[..4].copy_from_slice(&num.to_ne_bytes());
+    if let Err(e) = udata.write_response(&resp) {
+        dev.remove_user_ah(num);
+        give(&dev.objects.ahs);
+        return Err(e);
+    }
+    Ok(MetaRoceAh { av, num })
+}
+
+/// Destroys an AH: a user AH leaves the device's table (work requests already taken from the
+/// ring carry a copy of its address vector).
+pub(crate) fn destroy_ah(ah: &kernel::rdma::ah::Ah<MetaRoceDriver>) {
+    let dev: &MetaRoceDev = ah.device();
+    if ah.num != 0 {
+        dev.remove_user_ah(ah.num);
+    }
+    give(&dev.objects.ahs);
 }
 
 /// A memory region: a DMA MR (all of kernel memory under one key pair) or a user MR (pinned
