@@ -15,7 +15,9 @@
 //!   past the WR's data), RETH / AtomicETH / immediate / IETH / DETH, AckReq
 //!   on a message's last packet, solicited bit; new PSNs are contiguous (no
 //!   gap) and, on RC, within `max_inflight` of the oldest PSN that could
-//!   still be unacknowledged; nothing is sent in the error state;
+//!   still be unacknowledged, and a READ, atomic or ATOMIC WRITE only while
+//!   fewer than `max_rd_atomic` earlier ones wait for their response;
+//!   nothing is sent in the error state;
 //! * READ response data is placed only into a READ's buffer, in order,
 //!   never past its length, and an atomic result only into its atomic WR,
 //!   once; an ATOMIC WRITE (RETH length 8, its 8 bytes from the send queue)
@@ -382,7 +384,8 @@ struct Wr {
     /// READ: bytes placed, contiguously from 0.
     covered: u32,
     atomic_placed: bool,
-    /// ATOMIC WRITE: its empty READ RESPONSE Only was accepted.
+    /// READ: its last response was accepted; ATOMIC WRITE: its empty READ
+    /// RESPONSE Only was accepted.
     answered: bool,
     /// Every packet went out at least once.
     tx_done: bool,
@@ -699,6 +702,20 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
         _ => 1,
     };
     let last = j + covers == w.npsn;
+    if rc && wr.op.needs_response() {
+        // max_rd_atomic: READs, atomics and ATOMIC WRITEs sent before this
+        // one (in posting order) and still without their response.
+        let open = m.wrs[..k]
+            .iter()
+            .filter(|o| o.wr.op.needs_response() && !o.reported && !o.answered && !o.atomic_placed)
+            .count();
+        assert!(
+            open < usize::from(m.cfg.max_rd_atomic),
+            "{:?} of WR {k} sent with {open} responses outstanding, max_rd_atomic {}",
+            b.opcode,
+            m.cfg.max_rd_atomic
+        );
+    }
     match wr.op {
         SendOp::Read { va, rkey } => {
             assert_eq!(b.opcode, Opcode::RcReadRequest);
@@ -823,6 +840,10 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) 
     }
     if let Some((k, j)) = m.find(l) {
         let w = &mut m.wrs[k];
+        let read_resp = pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp;
+        if matches!(w.wr.op, SendOp::Read { .. }) && read_resp && out.drop.is_none() && j + 1 == w.npsn {
+            w.answered = true;
+        }
         if matches!(w.wr.op, SendOp::AtomicWrite { .. }) && pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp {
             if out.drop.is_none() {
                 // Accepted as the ATOMIC WRITE's answer: it must be one.

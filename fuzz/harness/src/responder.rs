@@ -78,7 +78,7 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pkt {
     /// Bit 7 clear: a request opcode of the QP's transport (index in the
-    /// low bits); set: any of the 38 opcodes.
+    /// low bits); set: any of the 39 opcodes.
     pub op: u8,
     /// PSN offset from the expected PSN (signed).
     pub dpsn: i8,
