@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Target `headers`: structured build/parse round trips for every opcode.
 //!
-//! The input picks an opcode out of the 38 supported ones, every header
+//! The input picks an opcode out of the 39 supported ones, every header
 //! field, a payload and optionally one inconsistency. A consistent packet
 //! must build to exactly `wire_len` bytes and parse back to the same headers
 //! and payload; each inconsistency must be refused with its own error, and

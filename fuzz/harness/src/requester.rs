@@ -15,13 +15,18 @@
 //!   past the WR's data), RETH / AtomicETH / immediate / IETH / DETH, AckReq
 //!   on a message's last packet, solicited bit; new PSNs are contiguous (no
 //!   gap) and, on RC, within `max_inflight` of the oldest PSN that could
-//!   still be unacknowledged; nothing is sent in the error state;
+//!   still be unacknowledged, and a READ, atomic or ATOMIC WRITE only while
+//!   fewer than `max_rd_atomic` earlier ones wait for their response;
+//!   nothing is sent in the error state;
 //! * READ response data is placed only into a READ's buffer, in order,
 //!   never past its length, and an atomic result only into its atomic WR,
-//!   once;
+//!   once; an ATOMIC WRITE (RETH length 8, its 8 bytes from the send queue)
+//!   is accepted as answered only by an empty READ RESPONSE Only with an
+//!   ACK at its PSN, and nothing is placed for it;
 //! * send completions come in posting order, each WR at most once, with its
 //!   length; a success needs an acknowledgement covering the WR (RC), its
-//!   complete READ data or atomic result, or its full transmission (UC/UD);
+//!   complete READ data, atomic result or ATOMIC WRITE response, or its
+//!   full transmission (UC/UD);
 //!   signaled successes and every error are reported, unsignaled successes
 //!   retired silently; after the first error only flushes follow;
 //! * RC with a timeout: while work is outstanding and the QP is not in
@@ -80,16 +85,16 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Post {
     /// 0 SEND, 1 SEND imm, 2 SEND inv, 3 WRITE, 4 WRITE imm, 5 READ, 6
-    /// CmpSwap, 7 FetchAdd (modulo 8).
+    /// CmpSwap, 7 FetchAdd, 8 ATOMIC WRITE (modulo 9).
     pub op: u8,
-    /// Length (modulo 1100 unless bit 7 of `flags`; atomics: 8 unless bit
-    /// 5).
+    /// Length (modulo 1100 unless bit 7 of `flags`; atomics and ATOMIC
+    /// WRITE: 8 unless bit 5).
     pub len: u16,
     /// Bit 0 signaled, 1 fence, 2 solicited, 3 UD: use the QP's Q_Key, 4
     /// a length above 2^31, 5 atomics keep `len`, 6 UD: no destination, 7
     /// `len` as is (else modulo 1100).
     pub flags: u8,
-    /// Remote address (atomics: aligned down unless odd).
+    /// Remote address (atomics and ATOMIC WRITE: aligned down unless odd).
     pub va: u64,
     /// Remote key, immediate data, invalidate key.
     pub key: u32,
@@ -297,7 +302,7 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
 /// The work request a `Post` stands for.
 pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
     let atomic_va = if p.va & 1 != 0 { p.va } else { p.va & !7 };
-    let op = match p.op % 8 {
+    let op = match p.op % 9 {
         0 => SendOp::Send,
         1 => SendOp::SendImm { imm: p.key },
         2 => SendOp::SendInv { rkey: p.key },
@@ -309,11 +314,12 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
             rkey: p.key,
             op: AtomicOp::CmpSwap { compare: p.va, swap: !p.va },
         },
-        _ => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
+        7 => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
+        _ => SendOp::AtomicWrite { va: atomic_va, rkey: p.key },
     };
     // Mostly messages of up to four 256-byte packets (bit 7: up to 64 KiB).
     let mut len = if p.flags & 0x80 != 0 { u32::from(p.len) } else { u32::from(p.len) % 1100 };
-    if matches!(op, SendOp::Atomic { .. }) && p.flags & 0x20 == 0 {
+    if matches!(op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && p.flags & 0x20 == 0 {
         len = 8;
     }
     if p.flags & 0x10 != 0 {
@@ -353,7 +359,7 @@ pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Re
     if wr.len > MAX_MSG_LEN || u64::from(wr.len).div_ceil(u64::from(cfg.pmtu.bytes())) > 1 << 22 {
         return Err(PostError::InvalidLength);
     }
-    if matches!(wr.op, SendOp::Atomic { .. }) && wr.len != 8 {
+    if matches!(wr.op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && wr.len != 8 {
         return Err(PostError::InvalidLength);
     }
     if cfg.transport == Transport::Ud {
@@ -378,6 +384,9 @@ struct Wr {
     /// READ: bytes placed, contiguously from 0.
     covered: u32,
     atomic_placed: bool,
+    /// READ: its last response was accepted; ATOMIC WRITE: its empty READ
+    /// RESPONSE Only was accepted.
+    answered: bool,
     /// Every packet went out at least once.
     tx_done: bool,
 }
@@ -527,11 +536,20 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
     assert_eq!(got, want, "post_send of {wr:?}");
     if got.is_ok() {
         let npsn = match wr.op {
-            SendOp::Atomic { .. } => 1,
+            SendOp::Atomic { .. } | SendOp::AtomicWrite { .. } => 1,
             _ => m.cfg.pmtu.packets(wr.len),
         };
         let first = m.wrs.last().map_or(0, |w| w.end());
-        m.wrs.push(Wr { wr, first, npsn, reported: false, covered: 0, atomic_placed: false, tx_done: false });
+        m.wrs.push(Wr {
+            wr,
+            first,
+            npsn,
+            reported: false,
+            covered: 0,
+            atomic_placed: false,
+            answered: false,
+            tx_done: false,
+        });
     }
 }
 
@@ -544,8 +562,11 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
         (0, false) => {
             let w = &live[usize::from(r.k) % live.len()];
             let j = if r.j & 0x8000 != 0 { w.npsn - 1 } else { u32::from(r.j) % w.npsn };
-            let left = w.wr.len.saturating_sub(j.saturating_mul(mtu));
+            // An ATOMIC WRITE's right answer is an empty READ RESPONSE Only.
+            let aw = matches!(w.wr.op, SendOp::AtomicWrite { .. });
+            let left = if aw { 0 } else { w.wr.len.saturating_sub(j.saturating_mul(mtu)) };
             let fit = match (j == 0, j + 1 == w.npsn) {
+                _ if aw => 3,
                 (true, true) => 3,
                 (true, false) => 0,
                 (false, false) => 1,
@@ -623,7 +644,8 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
 }
 
 /// What a correct responder sends next for live WR `r.k`: the next READ
-/// response, the atomic ACK, or the ACK of the WR's last PSN.
+/// response, the atomic ACK, the empty READ RESPONSE Only of an ATOMIC
+/// WRITE, or the ACK of the WR's last PSN.
 fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
     let live = &m.wrs[m.next_report.min(m.wrs.len())..];
     let w = live.get(usize::from(r.k) % live.len().max(1))?;
@@ -640,6 +662,7 @@ fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
             (op, m.psn(w.first + j), w.wr.len.saturating_sub(j * mtu).min(mtu))
         }
         SendOp::Atomic { .. } => (Opcode::RcAtomicAck, m.psn(w.first), 0),
+        SendOp::AtomicWrite { .. } => (Opcode::RcReadRespOnly, m.psn(w.first), 0),
         _ => (Opcode::RcAck, m.psn(w.end() - 1), 0),
     })
 }
@@ -679,6 +702,20 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
         _ => 1,
     };
     let last = j + covers == w.npsn;
+    if rc && wr.op.needs_response() {
+        // max_rd_atomic: READs, atomics and ATOMIC WRITEs sent before this
+        // one (in posting order) and still without their response.
+        let open = m.wrs[..k]
+            .iter()
+            .filter(|o| o.wr.op.needs_response() && !o.reported && !o.answered && !o.atomic_placed)
+            .count();
+        assert!(
+            open < usize::from(m.cfg.max_rd_atomic),
+            "{:?} of WR {k} sent with {open} responses outstanding, max_rd_atomic {}",
+            b.opcode,
+            m.cfg.max_rd_atomic
+        );
+    }
     match wr.op {
         SendOp::Read { va, rkey } => {
             assert_eq!(b.opcode, Opcode::RcReadRequest);
@@ -701,6 +738,18 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
                     assert_eq!(a.swap_add, add);
                 }
             }
+            assert_eq!(d.payload, PayloadRef::None, "atomic request with payload");
+        }
+        SendOp::AtomicWrite { va, rkey } => {
+            assert_eq!((j, b.opcode), (0, Opcode::RcAtomicWrite));
+            let reth = d.hdr.reth.expect("ATOMIC WRITE without RETH");
+            assert_eq!((reth.va, reth.rkey, reth.len), (va, rkey, 8));
+            assert_eq!(wr.len, 8);
+            // The WR's 8 bytes, from its own send queue slot.
+            assert_eq!(d.payload, PayloadRef::Sq { slot: k as u32 % depth, offset: 0, len: 8 });
+            assert_eq!(b.pad, 0);
+            assert_eq!((b.dest_qp, b.solicited), (DEST_QPN, false));
+            assert!(d.hdr.atomic_eth.is_none() && d.hdr.imm.is_none() && d.hdr.ieth.is_none());
         }
         op => {
             let len = wr.len.saturating_sub(off).min(mtu);
@@ -789,6 +838,31 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) 
         );
         return;
     }
+    if let Some((k, j)) = m.find(l) {
+        let w = &mut m.wrs[k];
+        let read_resp = pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp;
+        if matches!(w.wr.op, SendOp::Read { .. }) && read_resp && out.drop.is_none() && j + 1 == w.npsn {
+            w.answered = true;
+        }
+        if matches!(w.wr.op, SendOp::AtomicWrite { .. }) && pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp {
+            if out.drop.is_none() {
+                // Accepted as the ATOMIC WRITE's answer: it must be one.
+                let ack = pkt.hdr.aeth.map(|a| a.syndrome);
+                assert!(
+                    j == 0
+                        && pkt.hdr.bth.opcode == Opcode::RcReadRespOnly
+                        && pkt.payload.is_empty()
+                        && matches!(ack, Some(Syndrome::Ack { .. })),
+                    "ATOMIC WRITE {k} answered by {:?} with {} bytes, {ack:?}",
+                    pkt.hdr.bth.opcode,
+                    pkt.payload.len()
+                );
+                assert!(out.place.is_none(), "placement for an ATOMIC WRITE: {out:?}");
+                assert!(!w.reported, "ATOMIC WRITE {k} answered after its completion was reported");
+                w.answered = true;
+            }
+        }
+    }
     match out.place {
         None => {}
         Some(Place::ReadResp { slot, offset, len }) => {
@@ -864,6 +938,7 @@ fn check_success(m: &Model, k: usize) {
             match w.wr.op {
                 SendOp::Read { .. } => assert_eq!(w.covered, w.wr.len, "READ {k} completed without its data"),
                 SendOp::Atomic { .. } => assert!(w.atomic_placed, "atomic {k} completed without its result"),
+                SendOp::AtomicWrite { .. } => assert!(w.answered, "ATOMIC WRITE {k} completed without its response"),
                 _ => {}
             }
         }
@@ -885,6 +960,9 @@ impl metaroce_proto::resp::MemAccess for NoMem {
     }
     fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> core::result::Result<u64, metaroce_proto::resp::AccessError> {
         panic!("requester target ran an atomic")
+    }
+    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
+        panic!("requester target ran an ATOMIC WRITE")
     }
 }
 

@@ -11,6 +11,11 @@
 //!   payloads lie inside an approved READ check; atomics only on aligned
 //!   addresses (asserted by the memory model) and only for an accepted
 //!   atomic request, never for a duplicate;
+//! * ATOMIC WRITE: executed exactly once, for the expected PSN only, with
+//!   the request's key, aligned address and 8 bytes of payload (RETH length
+//!   8, no pad), placing nothing and taking no receive WQE; a duplicate
+//!   executes nothing; a wrong length or alignment is refused with an
+//!   Invalid Request NAK before any memory call;
 //! * a dropped packet places nothing, and sequence errors and duplicates
 //!   take no receive WQE;
 //! * receive completions come in the order the WQEs were taken, each WQE
@@ -19,8 +24,12 @@
 //! * RC: only the expected PSN executes (model of the expected PSN), ACKs
 //!   acknowledge only PSNs before it, NAKs name it, READ responses and
 //!   atomic ACKs belong to an accepted request and carry the value the
-//!   atomic returned, MSNs never exceed the messages completed, and in the
-//!   error state only the final NAK is sent; UC and UD send nothing;
+//!   atomic returned, an ATOMIC WRITE is answered by an empty READ RESPONSE
+//!   Only with an ACK AETH at its PSN carrying its MSN, MSNs never exceed
+//!   the messages completed, and in the error state only the final NAK is
+//!   sent, with the code of the refusal that caused it (access: Remote
+//!   Access, operational: Remote Operational, else Invalid Request); UC and
+//!   UD send nothing;
 //! * everything sent encodes and parses back.
 
 use super::enc::{bytes, steps, Enc, Wire};
@@ -69,7 +78,7 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pkt {
     /// Bit 7 clear: a request opcode of the QP's transport (index in the
-    /// low bits); set: any of the 38 opcodes.
+    /// low bits); set: any of the 39 opcodes.
     pub op: u8,
     /// PSN offset from the expected PSN (signed).
     pub dpsn: i8,
@@ -362,6 +371,11 @@ struct Model {
     reads: Vec<(Psn, u32)>,
     /// Executed atomics: PSN and original value.
     atomics: Vec<(Psn, u64)>,
+    /// Executed ATOMIC WRITEs: PSN and the MSN that completed them.
+    atomic_writes: Vec<(Psn, u32)>,
+    /// RC: the NAK code the request that moved the QP to the error state
+    /// must be answered with.
+    nak: Option<NakCode>,
 }
 
 /// Runs one input.
@@ -387,7 +401,16 @@ fn run_with<const R: usize>(input: &Input) {
     let mut sq = vec![SendWqe::default(); cfg.sq_depth as usize];
     let mut mem = Mem::default();
     let mut rq = Rq::default();
-    let mut m = Model { cfg, epsn: cfg.rq_psn, uc_epsn: None, msn: 0, reads: Vec::new(), atomics: Vec::new() };
+    let mut m = Model {
+        cfg,
+        epsn: cfg.rq_psn,
+        uc_epsn: None,
+        msn: 0,
+        reads: Vec::new(),
+        atomics: Vec::new(),
+        atomic_writes: Vec::new(),
+        nak: None,
+    };
     let mut now = 0u64;
     for step in &input.steps {
         now += 1000;
@@ -428,6 +451,7 @@ fn run_with<const R: usize>(input: &Input) {
     super::count(|| "stat seq_naks".into(), st.seq_naks);
     super::count(|| "stat rnr_naks".into(), st.rnr_naks);
     super::count(|| "stat atomics executed".into(), mem.atomics.len() as u64);
+    super::count(|| "stat atomic writes executed".into(), mem.atomic_writes.len() as u64);
     super::count(|| "input ended in error state".into(), u64::from(qp.is_error()));
     qp.set_error();
     assert!(qp.poll_tx(now, &mut sq).is_none(), "sent after the error transition");
@@ -464,6 +488,9 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
                 && b.opcode == Opcode::RcAck,
             "sent {d:?} in the error state"
         );
+        if let (Some(want), Some(Syndrome::Nak(c))) = (m.nak, aeth.map(|a| a.syndrome)) {
+            assert_eq!(c, want, "final NAK code");
+        }
     }
     if let Some(a) = aeth {
         assert!(a.msn <= m.msn, "MSN {} above the {} messages completed", a.msn, m.msn);
@@ -479,6 +506,25 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
         },
         OpKind::ReadResp => {
             assert!(b.psn.is_before(m.epsn), "READ response ahead of the expected PSN");
+            let syn = aeth.map(|a| a.syndrome);
+            if let Some(a) = aeth {
+                assert!(matches!(a.syndrome, Syndrome::Ack { .. }), "READ response with {syn:?}");
+            }
+            let empty_only = b.opcode == Opcode::RcReadRespOnly && d.payload == PayloadRef::None;
+            if empty_only && m.atomic_writes.iter().any(|&(p, _)| p == b.psn) {
+                // The answer to an ATOMIC WRITE (first or replayed): its
+                // own PSN and MSN, an ACK AETH, no payload, no pad.
+                let a = aeth.expect("ATOMIC WRITE response without AETH");
+                assert!(
+                    m.atomic_writes.iter().any(|&(p, msn)| p == b.psn && msn & 0xFF_FFFF == a.msn),
+                    "ATOMIC WRITE response {:?} with MSN {} (executed: {:?})",
+                    b.psn,
+                    a.msn,
+                    m.atomic_writes
+                );
+                assert_eq!(b.pad, 0, "ATOMIC WRITE response with pad");
+                return true;
+            }
             assert!(
                 m.reads.iter().any(|&(p, n)| b.psn.since(p) < n),
                 "READ response {:?} for no accepted READ",
@@ -516,6 +562,8 @@ fn receive<const R: usize>(
 ) {
     let was_error = qp.is_error();
     let (calls, taken, atomics) = (mem.calls, rq.taken, mem.atomics.len());
+    let atomic_writes = mem.atomic_writes.len();
+    let epsn = m.epsn;
     let info = pkt.hdr.bth.opcode.info();
     let p = pkt.hdr.bth.psn;
     let out: RxOutcome = qp.receive(now, pkt, sq, mem, rq);
@@ -562,6 +610,56 @@ fn receive<const R: usize>(
         assert!(matches!(info.kind, OpKind::CmpSwap | OpKind::FetchAdd));
         m.atomics.push((p, mem.atomics[atomics].2));
     }
+    let aw_executed = mem.atomic_writes.len() - atomic_writes;
+    if aw_executed > 0 {
+        assert_eq!(aw_executed, 1, "one packet, several ATOMIC WRITEs");
+        assert!(out.drop.is_none(), "ATOMIC WRITE executed for a dropped packet: {out:?}");
+        assert_eq!(info.kind, OpKind::AtomicWrite, "{:?} executed an ATOMIC WRITE", pkt.hdr.bth.opcode);
+        assert_eq!(executed, 0);
+        let reth = pkt.hdr.reth.expect("ATOMIC WRITE without RETH");
+        let (rkey, va, value) = mem.atomic_writes[atomic_writes];
+        assert_eq!((rkey, va), (reth.rkey, reth.va), "ATOMIC WRITE to another place than the RETH's");
+        assert!(reth.len == 8 && pkt.hdr.bth.pad == 0, "ATOMIC WRITE executed with RETH length {} pad {}", reth.len, pkt.hdr.bth.pad);
+        assert_eq!(&value.to_ne_bytes()[..], pkt.payload, "ATOMIC WRITE of other bytes than the payload");
+    }
+    if info.kind == OpKind::AtomicWrite && info.transport == m.cfg.transport {
+        let reth = pkt.hdr.reth.expect("ATOMIC WRITE without RETH");
+        let well_formed =
+            pkt.payload.len() == 8 && reth.len == 8 && pkt.hdr.bth.pad == 0 && reth.va % 8 == 0;
+        if out.drop.is_none() {
+            assert!(well_formed, "ATOMIC WRITE accepted with {} bytes, RETH {reth:?}", pkt.payload.len());
+            assert_eq!(aw_executed, 1, "ATOMIC WRITE accepted but not executed");
+            assert!(out.place.is_none() && out.completion.is_none() && rq.taken == taken, "ATOMIC WRITE placed or completed: {out:?}");
+        }
+        if p == epsn && !well_formed {
+            assert!(
+                matches!(
+                    out.drop,
+                    Some(DropReason::BadLength | DropReason::Misaligned | DropReason::QpAccess | DropReason::OpSequence)
+                ),
+                "malformed ATOMIC WRITE (payload {}, RETH {reth:?}, pad {}): {out:?}",
+                pkt.payload.len(),
+                pkt.hdr.bth.pad
+            );
+            assert_eq!(mem.calls, calls, "malformed ATOMIC WRITE reached memory");
+            assert!(qp.is_error(), "malformed ATOMIC WRITE left the QP working");
+        }
+    }
+    if m.cfg.transport == Transport::Rc && info.transport == Transport::Rc && info.kind.is_request() && qp.is_error() {
+        if p == epsn && out.drop.is_some() {
+            // Class C: the QP is in the error state and answers with one
+            // NAK whose code follows the refusal.
+            let code = match out.drop {
+                Some(DropReason::AccessDenied) => NakCode::RemoteAccess,
+                Some(DropReason::Operational) => NakCode::RemoteOperational,
+                _ => NakCode::InvalidRequest,
+            };
+            m.nak = Some(code);
+            if info.kind == OpKind::AtomicWrite && matches!(out.drop, Some(DropReason::BadLength | DropReason::Misaligned)) {
+                assert_eq!(code, NakCode::InvalidRequest);
+            }
+        }
+    }
     if info.transport != m.cfg.transport || !info.kind.is_request() {
         assert!(out.drop.is_some(), "non-request accepted by the responder: {out:?}");
         return;
@@ -581,6 +679,9 @@ fn receive<const R: usize>(
                 };
                 if info.pos.is_end() {
                     m.msn += 1;
+                }
+                if info.kind == OpKind::AtomicWrite {
+                    m.atomic_writes.push((p, m.msn));
                 }
             }
         }
@@ -652,7 +753,7 @@ fn receive<const R: usize>(
             s => panic!("receive completion with status {s:?}"),
         }
     }
-    if out.drop.is_none() {
+    if out.drop.is_none() && info.kind != OpKind::AtomicWrite {
         assert!(
             out.place.is_some() || pkt.payload.is_empty(),
             "accepted payload placed nowhere: {out:?}"

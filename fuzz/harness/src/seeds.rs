@@ -191,6 +191,31 @@ pub fn responder() -> Seeds {
             ],
         ),
         resp_seed(
+            "rc-atomic-write-and-replay",
+            rc_cfg,
+            vec![
+                // 8 bytes to an aligned address, RETH length 8 (the payload
+                // length), executed; the same PSN again is only answered.
+                p(Pkt { off: 0x18, ..with_len(rc(RcAtomicWrite), 8) }),
+                p(Pkt { off: 0x20, swap: 5, ..rc(RcFetchAdd) }),
+                PollTx(4),
+                p(Pkt { dpsn: -2, off: 0x18, ..with_len(rc(RcAtomicWrite), 8) }),
+                PollTx(4),
+                p(Pkt { off: 0x28, ..with_len(rc(RcAtomicWrite), 8) }),
+                PollTx(4),
+            ],
+        ),
+        resp_seed(
+            "rc-atomic-write-misaligned",
+            RespCfg { res: 1, ..rc_cfg },
+            vec![p(Pkt { off: 0x1C, ..with_len(rc(RcAtomicWrite), 8) }), PollTx(2)],
+        ),
+        resp_seed(
+            "rc-atomic-write-short",
+            rc_cfg,
+            vec![p(Pkt { off: 0x10, ..with_len(rc(RcAtomicWrite), 4) }), PollTx(2)],
+        ),
+        resp_seed(
             "rc-write-then-imm",
             rc_cfg,
             vec![
@@ -328,6 +353,34 @@ pub fn requester() -> Seeds {
                 ReqStep::Resp(Resp { kind: 4, k: 0, value: 41, aux: 0x1F, ..Default::default() }),
                 ReqStep::Resp(Resp { kind: 4, k: 0, value: 42, aux: 0x1F, ..Default::default() }),
                 PollComp(4),
+            ],
+        ),
+        req_seed(
+            "rc-atomic-write",
+            rc_cfg,
+            vec![
+                post(8, 8, 1),
+                post(0, 10, 1),
+                post(8, 8, 1),
+                PollTx(8),
+                // The first one's empty READ RESPONSE Only (the right
+                // length for it is 0), then the SEND's ACK, then the last
+                // one answered like a correct responder would.
+                read_resp(0, 0, 0),
+                ack(0, 1, LAST),
+                ReqStep::Resp(Resp { kind: 6, k: 2, aux: 0x1F, ..Default::default() }),
+                PollComp(4),
+            ],
+        ),
+        req_seed(
+            "rc-atomic-write-bad-response",
+            rc_cfg,
+            vec![
+                post(8, 8, 1),
+                PollTx(2),
+                // A READ response with data is no answer to an ATOMIC WRITE.
+                ReqStep::Resp(Resp { kind: 3, plen: 1, ..Default::default() }),
+                PollComp(2),
             ],
         ),
         req_seed(
