@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 """Checks every RoCEv2 packet (UDP port 4791) of a pcap capture against our own ICRC code.
 
-  pcap_roce.py FILE MIN [OPCODE...]
+  pcap_roce.py [--sample OUT K] FILE MIN [OPCODE...]
       exit 0 if at least MIN RoCEv2 packets were captured, every ICRC verifies and every
-      listed BTH opcode (e.g. 0x11) occurs; prints the count and the opcodes seen
+      listed BTH opcode (e.g. 0x11) occurs; prints the count and the opcodes seen. With
+      --sample, also writes the first K packets of each opcode to the pcap file OUT (for a
+      dissector, which is too slow under TCG for thousands of packets)
 
 The ICRC code is roce_inject.py's, which checks itself against rdma_rxe's captured packets.
 Reads classic pcap (dumpcap -F pcap) with Ethernet framing.
@@ -26,17 +28,22 @@ def frames(path):
     off = 24
     while off + 16 <= len(data):
         incl = struct.unpack_from(endian + "I", data, off + 8)[0]
-        yield data[off + 16:off + 16 + incl]
+        yield data[off + 16:off + 16 + incl], data[:24], data[off:off + 16 + incl]
         off += 16 + incl
 
 
 def main():
     self_check()
-    path, least = sys.argv[1], int(sys.argv[2])
-    need = {int(op, 16) for op in sys.argv[3:]}
+    args = sys.argv[1:]
+    sample = None
+    if args[:1] == ["--sample"]:
+        sample, per_op, args = args[1], int(args[2]), args[3:]
+    path, least = args[0], int(args[1])
+    need = {int(op, 16) for op in args[2:]}
     n = bad = 0
     ops = collections.Counter()
-    for fr in frames(path):
+    head, picked = b"", []
+    for fr, head, record in frames(path):
         etype = struct.unpack_from(">H", fr, 12)[0]
         l3 = fr[14:]
         if etype == 0x0800:
@@ -57,10 +64,16 @@ def main():
         udp, ib = rest[:8], rest[8:]
         n += 1
         ops[ib[0]] += 1
+        if sample and ops[ib[0]] <= per_op:
+            picked.append(record)
         if icrc(ip, udp, ib[:-4]) != ib[-4:]:
             bad += 1
     print(f"{n} RoCEv2 packets, {bad} bad ICRC, opcodes " +
           ", ".join(f"{op:#04x}x{c}" for op, c in sorted(ops.items())))
+    if sample:
+        with open(sample, "wb") as f:
+            f.write(head + b"".join(picked))
+        print(f"sample of {len(picked)} packets written to {sample}")
     missing = sorted(need - set(ops))
     if missing:
         print("missing opcodes: " + ", ".join(f"{op:#04x}" for op in missing))

@@ -40,6 +40,9 @@ mr_teardown() {
   done
   ip link del v0 2>/dev/null
   ip link del v2 2>/dev/null
+  # Left over by an earlier test that was killed before its exit trap ran.
+  ip netns del mra 2>/dev/null
+  ip netns del mrb 2>/dev/null
   true
 }
 

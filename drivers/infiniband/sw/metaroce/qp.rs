@@ -324,13 +324,23 @@ impl RecvRing {
         }
     }
 
-    /// Removes every entry, returning the `wr_id`s to flush in order.
+    /// Removes every entry, returning the `wr_id`s to flush in order: those moved here and
+    /// those still in a user ring (a consumer may wait for their flush completions, e.g. a
+    /// thread blocked on the CQ after `rdma_disconnect`). Malformed user entries are consumed
+    /// and counted, without a completion (their `wr_id` cannot be trusted).
     fn drain(&mut self, mut f: impl FnMut(u64)) {
-        while self.head != self.tail {
-            f(self.entries[self.slot(self.head)].wr_id);
-            self.head = self.head.wrapping_add(1);
+        loop {
+            while self.head != self.tail {
+                f(self.entries[self.slot(self.head)].wr_id);
+                self.head = self.head.wrapping_add(1);
+            }
+            self.taken = self.head;
+            // Each round consumes one user entry, so this ends with the ring.
+            let errors = self.user_errors;
+            if self.pull_user().is_none() && self.user_errors == errors {
+                break;
+            }
         }
-        self.taken = self.head;
     }
 }
 
