@@ -496,6 +496,7 @@ impl<'a> Iterator for RecvWrList<'a> {
 pub struct PostError<W> {
     /// The error returned to the consumer.
     pub error: Error,
-    /// The first request not posted; those before it were.
-    pub bad_wr: W,
+    /// The first request not posted; those before it were. `None` when the chain was empty
+    /// (a user QP's doorbell: uverbs `POST_SEND` without requests), so there is none to name.
+    pub bad_wr: Option<W>,
 }

@@ -14,10 +14,4 @@ for side in "mra mra0" "mrb mrb0"; do
   set -- $side
   ip netns exec "$1" rdma statistic show link "$2/1"
 done
-# No AH may outlive its process.
-for side in "mra mra0" "mrb mrb0"; do
-  set -- $side
-  n=$(ip netns exec "$1" rdma res show 2>/dev/null | sed -n "s/.*$2: .*ah \([0-9]*\).*/\1/p")
-  echo "$2: AHs in use after the runs: ${n:-?}"
-done
 mr_dmesg_clean

@@ -230,6 +230,20 @@ impl MetaRoceDev {
     /// Copies bytes at `va` of the user region of `key` into `out`, after checking PD, bounds
     /// and the read right of `kind` (none for an L_Key, remote read for an R_Key). Any context,
     /// never sleeps.
+    /// Checks that `len` bytes at `va` lie in the user region of L_Key `lkey` of PD `pd`,
+    /// with local write access if `write`. Any context.
+    pub(crate) fn mr_check_local(
+        &self,
+        lkey: u32,
+        pd: PdId,
+        va: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<(), MrError> {
+        let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::NONE };
+        self.with_user_mr(lkey, |mr| mr.check(lkey, KeyKind::Local, pd, va, len, need).map(|_| ()))
+    }
+
     pub(crate) fn mr_copy_from(
         &self,
         key: u32,

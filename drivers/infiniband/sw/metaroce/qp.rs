@@ -1038,12 +1038,18 @@ pub(crate) fn post_send<'a>(
     {
         let mut g = qp.inner.lock();
         if g.sq.user.is_some() {
-            // librxe's doorbell: an empty list; the requests are in the send ring.
-            drain_user_sq(qp, &mut g, &mut n);
+            // librxe's doorbell: an empty list; the requests are in the send ring. Before RTS
+            // the doorbell fails (librxe's `ibv_post_send` returns the error, as rdma_rxe's).
+            match g.state {
+                QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {
+                    drain_user_sq(qp, &mut g, &mut n)
+                }
+                _ => res = Err(PostError { error: EINVAL, bad_wr: None }),
+            }
         }
         for wr in wrs {
             if let Err(error) = post_one(qp, &mut g, &wr, &mut n) {
-                res = Err(PostError { error, bad_wr: wr });
+                res = Err(PostError { error, bad_wr: Some(wr) });
                 break;
             }
         }
@@ -1103,6 +1109,26 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::WrFlushErr, w.wc_opcode, qp.id());
             n.send |= complete(qp, qp.send_cq(), wc, false);
             continue;
+        }
+        // The local buffers must be registered to the QP's PD, writable where a READ or an
+        // atomic places its result: checked now, before anything is sent (a bad L_Key
+        // completes with IB_WC_LOC_PROT_ERR and the QP enters the error state).
+        let write = matches!(w.op, pwr::SendOp::Read { .. } | pwr::SendOp::Atomic { .. });
+        let sges_ok = w.inline_len.is_some()
+            || inner.sq.bufs.get(slot, w.num_sge).iter().all(|s| match s {
+                Seg::User { addr, len, lkey } => {
+                    *len == 0
+                        || qp.pd().is_some_and(|pd| {
+                            qp.device().mr_check_local(*lkey, pd.id(), *addr, *len as usize, write).is_ok()
+                        })
+                }
+                Seg::Kernel(_) => false,
+            });
+        if !sges_ok {
+            let wc = WorkCompletion::new(w.wr_id, WcStatus::LocProtErr, w.wc_opcode, qp.id());
+            n.send |= complete(qp, qp.send_cq(), wc, false);
+            enter_error(qp, inner, n);
+            return;
         }
         // A UD request names a user AH of the QP's PD; its address vector is copied now, so
         // the AH may be destroyed while the request is in flight.
@@ -1187,7 +1213,7 @@ pub(crate) fn post_recv<'a>(
                 }
             })();
             if let Err(error) = posted {
-                res = Err(PostError { error, bad_wr: wr });
+                res = Err(PostError { error, bad_wr: Some(wr) });
                 break;
             }
         }
