@@ -13,11 +13,11 @@ mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t configfs configfs /sys/kernel/config 2>/dev/null
 p9="trans=virtio,version=9p2000.L,msize=512000"
 mkdir -p /tmp/out && mount -t 9p -o "$p9" out /tmp/out
-mount -t 9p -o "$p9,ro" mods /lib/modules
+mount -t 9p -o "$p9,ro,cache=loose" mods /lib/modules
 # The repository may live under a directory the tmpfs mounts above just hid (a clone in /tmp, say):
 # it is shared read-only as tag "repo" and mounted back at its host path.
 repo=$(sed -n 's/.*mrguest\.repo=\([^ ]*\).*/\1/p' /proc/cmdline)
-if [ -n "$repo" ] && [ ! -d "$repo/selftests" ]; then mkdir -p "$repo" && mount -t 9p -o "$p9,ro" repo "$repo"; fi
+if [ -n "$repo" ] && [ ! -d "$repo/selftests" ]; then mkdir -p "$repo" && mount -t 9p -o "$p9,ro,cache=loose" repo "$repo"; fi
 # Coldplug: load the drivers of the devices present (a modular kernel needs virtio_net; ours has
 # everything built in and loads nothing here).
 sort -u /sys/bus/*/devices/*/modalias 2>/dev/null | xargs -r modprobe -abq 2>/dev/null
