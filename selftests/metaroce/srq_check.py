@@ -10,7 +10,8 @@
 - two RC QPs receiving through the one SRQ (loopback on the device), requests taken in posting
   order whichever QP a message arrives on, every payload checked;
 - a request with an L_Key that names no memory region completes in error on the QP that took it,
-  and the request behind it is not flushed with that QP: the other QP receives into it.
+  and the request behind it is not flushed with that QP: the other QP receives into it;
+- a UC QP and a UD QP (GRH area) receive through an SRQ.
 
 Usage: srq_check.py DEV GID_INDEX. Prints one line per check; exits non-zero on the first failure.
 """
@@ -18,7 +19,7 @@ import errno
 import sys
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -234,6 +235,53 @@ def main():
         qp.close()
     srq.close()
     ok("QPs and SRQ destroyed")
+
+    # UC and UD QPs receive through an SRQ too (a UD request holds the 40-byte GRH area first).
+    cq2 = CQ(ctx, 16)
+    srq2 = SRQ(pd, SrqInitAttr(SrqAttr(max_wr=8, max_sge=1)))
+
+    def qp_of(qp_type, with_srq):
+        cap = QPCap(max_send_wr=4, max_recv_wr=0 if with_srq else 4, max_send_sge=1, max_recv_sge=1)
+        return QP(pd, QPInitAttr(qp_type=qp_type, scq=cq2, rcq=cq2, srq=srq2 if with_srq else None, cap=cap))
+
+    uc_r, uc_s = qp_of(e.IBV_QPT_UC, True), qp_of(e.IBV_QPT_UC, False)
+    connect(uc_r, uc_s)
+    connect(uc_s, uc_r)
+    ud_r, ud_s = qp_of(e.IBV_QPT_UD, True), qp_of(e.IBV_QPT_UD, False)
+    qkey = 0x11111111
+    for qp in (ud_r, ud_s):
+        a = QPAttr(port_num=PORT)
+        a.qkey = qkey
+        qp.to_rts(a)
+    grh = 40
+    srq2.post_recv(RecvWR(wr_id=31, num_sge=1, sg=[SGE(rmr.buf, MSG, rmr.lkey)]))
+    srq2.post_recv(RecvWR(wr_id=32, num_sge=1, sg=[SGE(rmr.buf + 4 * MSG, grh + MSG, rmr.lkey)]))
+    uc_data, ud_data = bytes([0x3c] * MSG), bytes([0xc3] * MSG)
+    smr.write(uc_data, MSG, 0)
+    smr.write(ud_data, MSG, MSG)
+    uc_s.post_send(SendWR(wr_id=41, opcode=e.IBV_WR_SEND, num_sge=1,
+                          sg=[SGE(smr.buf, MSG, smr.lkey)], send_flags=e.IBV_SEND_SIGNALED))
+    wcs = poll(cq2, 2, "UC SEND")
+    rwc = [w for w in wcs if w.opcode == e.IBV_WC_RECV]
+    if any(w.status != e.IBV_WC_SUCCESS for w in wcs) or len(rwc) != 1 or rwc[0].wr_id != 31 \
+            or rwc[0].qp_num != uc_r.qp_num or rmr.read(MSG, 0) != uc_data:
+        fail(f"UC through the SRQ: {[(w.wr_id, w.status, w.qp_num) for w in wcs]}")
+    ok("UC QP received through the SRQ, payload checked")
+    ah = AH(pd, attr=AHAttr(port_num=PORT, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=gid_index)))
+    wr = SendWR(wr_id=42, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(smr.buf + MSG, MSG, smr.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_ud(ah, ud_r.qp_num, qkey)
+    ud_s.post_send(wr)
+    wcs = poll(cq2, 2, "UD SEND")
+    rwc = [w for w in wcs if w.opcode == e.IBV_WC_RECV]
+    if any(w.status != e.IBV_WC_SUCCESS for w in wcs) or len(rwc) != 1 or rwc[0].wr_id != 32 \
+            or rwc[0].qp_num != ud_r.qp_num or rwc[0].byte_len != grh + MSG \
+            or not rwc[0].wc_flags & e.IBV_WC_GRH or rmr.read(MSG, 4 * MSG + grh) != ud_data:
+        fail(f"UD through the SRQ: {[(w.wr_id, w.status, w.qp_num, w.byte_len) for w in wcs]}")
+    ok("UD QP received through the SRQ (GRH area, payload checked)")
+    for qp in (uc_r, uc_s, ud_r, ud_s):
+        qp.close()
+    srq2.close()
 
 
 if __name__ == "__main__":

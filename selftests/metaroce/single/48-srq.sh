@@ -1,6 +1,7 @@
 # Shared receive queues through the stock librxe provider: the SRQ verbs on one device with pyverbs
 # (create/query, resize with requests posted, limit event fired once then disarmed, two RC QPs
-# taking from one SRQ in posting order; srq_check.py), then between two namespaces
+# taking from one SRQ, a bad L_Key breaking only the QP that took it, UC and UD QPs on an SRQ;
+# srq_check.py), then between two namespaces
 # (exclusive netns mode), received buffers validated (-c): ibv_srq_pingpong with four QPs sharing
 # one SRQ, and perftest's ib_send_bw --use-srq.
 . "$MR_SELFTESTS/lib.sh"
