@@ -755,7 +755,8 @@ pub trait Driver: Sized + 'static {
 
     /// Modifies an SRQ (`modify_srq`): with [`SrqAttrMask::MAX_WR`] resizes it to at least
     /// `attr.max_wr` requests (keeping those posted), with [`SrqAttrMask::LIMIT`] arms the
-    /// limit at `attr.srq_limit`; the driver writes the resulting values back into `attr`.
+    /// limit at `attr.srq_limit` (`attr.max_sge` reads 0: uverbs does not pass it); the driver
+    /// writes the resulting values back into `attr`.
     /// `udata` is the system call's for a user SRQ (e.g. librxe's `rxe_modify_srq_cmd`, whose
     /// new ring information is written with [`Udata::write_user_at`]), `None` for a kernel
     /// caller. Process context, may sleep. uverbs does not serialise it with other

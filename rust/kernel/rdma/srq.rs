@@ -301,8 +301,8 @@ impl<T: Driver> Adapter<T> {
 
     /// # Safety
     ///
-    /// `ibsrq` is a live SRQ of this driver; `attr` is valid for reads and writes; `udata` is
-    /// null or the system call's.
+    /// `ibsrq` is a live SRQ of this driver; `attr` is valid for writes and its `max_wr` and
+    /// `srq_limit` for reads; `udata` is null or the system call's.
     pub(super) unsafe extern "C" fn modify_srq_callback(
         ibsrq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
@@ -316,12 +316,28 @@ impl<T: Driver> Adapter<T> {
             }
             // SAFETY: `udata` is null or the system call's valid udata, for the call.
             let udata = unsafe { Udata::from_raw(udata) };
-            // SAFETY: The SRQ is alive for the call; `attr` is valid.
-            let (srq, raw) = unsafe { (Srq::<T>::from_raw(ibsrq), &mut *attr) };
-            let mut a = SrqAttr::from_raw(raw);
+            // SAFETY: The SRQ is alive for the call.
+            let srq = unsafe { Srq::<T>::from_raw(ibsrq) };
+            // uverbs fills only `max_wr` and `srq_limit` (its `max_sge` is uninitialised stack
+            // memory), so only those two fields are read, by value, and no reference to the
+            // whole structure is formed.
+            // SAFETY: `attr` is valid for reads of its initialised fields (function
+            // requirement).
+            let mut a = unsafe {
+                SrqAttr {
+                    max_wr: (&raw const (*attr).max_wr).read(),
+                    max_sge: 0,
+                    srq_limit: (&raw const (*attr).srq_limit).read(),
+                }
+            };
             T::modify_srq(srq, &mut a, mask, udata.as_ref())?;
-            // `ib_modify_srq` returns the resulting sizes to the caller.
-            a.write(raw);
+            // `ib_modify_srq` returns the resulting values to the caller.
+            // SAFETY: `attr` is valid for writes (function requirement).
+            unsafe {
+                (&raw mut (*attr).max_wr).write(a.max_wr);
+                (&raw mut (*attr).max_sge).write(a.max_sge);
+                (&raw mut (*attr).srq_limit).write(a.srq_limit);
+            }
             Ok(0)
         })
     }
