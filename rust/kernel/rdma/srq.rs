@@ -378,7 +378,7 @@ impl<T: Driver> Adapter<T> {
             Ok(()) => 0,
             Err(e) => {
                 // SAFETY: `bad_wr` is valid for writes.
-                unsafe { bad_wr.write(e.bad_wr.as_raw()) };
+                unsafe { bad_wr.write(e.bad_wr.map_or(core::ptr::null(), |w| w.as_raw())) };
                 e.error.to_errno()
             }
         }

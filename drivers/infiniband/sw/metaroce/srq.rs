@@ -418,7 +418,7 @@ pub(crate) fn post_srq_recv<'a>(
             Ok(())
         })();
         if let Err(error) = posted {
-            return Err(PostError { error, bad_wr: wr });
+            return Err(PostError { error, bad_wr: Some(wr) });
         }
     }
     Ok(())
