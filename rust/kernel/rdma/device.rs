@@ -71,6 +71,12 @@ use crate::{
             QpAttrOut,
             QpInitAttrOut, //
         },
+        srq::{
+            NewSrq,
+            Srq,
+            SrqAttr,
+            SrqAttrMask, //
+        },
         udata::Udata,
         wr::{
             PostError,
@@ -271,6 +277,8 @@ impl DeviceCaps {
     /// `IB_DEVICE_RC_RNR_NAK_GEN`: RC responders send RNR NAKs when no receive is posted.
     pub const RC_RNR_NAK_GEN: Self =
         Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64);
+    /// `IB_DEVICE_SRQ_RESIZE`: shared receive queues can be resized (`IB_SRQ_MAX_WR`).
+    pub const SRQ_RESIZE: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64);
 }
 
 /// Atomicity guarantee of RDMA atomic operations (`enum ib_atomic_cap`).
@@ -606,7 +614,7 @@ pub trait Driver: Sized + 'static {
     /// ib_core itself zaps the user mappings made through `rdma_user_mmap_entry`. May sleep.
     fn disassociate_ucontext(_dev: &Device<Self>, _ctx: &Self::UcontextData) {}
 
-    // Verbs objects (`kernel::rdma::{pd, cq, qp, ah, mr, wr}`). Each object is allocated by
+    // Verbs objects (`kernel::rdma::{pd, cq, qp, srq, ah, mr, wr}`). Each object is allocated by
     // ib_core (MRs: by the abstraction) with the driver data after the C struct; the data is
     // initialised in place by the `create`/`alloc` hook's initialiser and dropped by the
     // matching destroy, after the optional driver hook of that name ran.
@@ -622,6 +630,9 @@ pub trait Driver: Sized + 'static {
 
     /// The driver's data in each address handle ([`Ah`]).
     type AhData: Send + Sync;
+
+    /// The driver's data in each shared receive queue ([`Srq`]).
+    type SrqData: Send + Sync;
 
     /// The driver's data in each memory region ([`Mr`]).
     type MrData: Send + Sync;
@@ -723,6 +734,56 @@ pub trait Driver: Sized + 'static {
     /// Posts a chain of receive work requests (`post_recv`). **Must not sleep** (same contexts
     /// as [`Driver::post_send`]).
     fn post_recv<'a>(_qp: &Qp<Self>, _wrs: RecvWrList<'a>) -> Result<(), PostError<RecvWr<'a>>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the data of a new shared receive queue (`create_srq`). Process context, may
+    /// sleep.
+    ///
+    /// Only basic SRQs reach the hook (the abstraction refuses XRC and tag-matching ones with
+    /// `EOPNOTSUPP`). The driver reports the sizes it granted ([`NewSrq::set_attr`]).
+    /// Implementing it installs `destroy_srq`, which calls [`Driver::destroy_srq`] and drops
+    /// the data. For user SRQs the driver handles the driver-specific request and response
+    /// ([`NewSrq::udata`]).
+    fn create_srq(_srq: &mut NewSrq<'_, Self>) -> Result<impl PinInit<Self::SrqData, Error>> {
+        vtable_default::<Result<Self::SrqData>>()
+    }
+
+    /// Called before an SRQ's data is dropped (`destroy_srq`). Process context, may sleep.
+    /// ib_core destroys an SRQ only once no QP uses it.
+    fn destroy_srq(_srq: &Srq<Self>) {}
+
+    /// Modifies an SRQ (`modify_srq`): with [`SrqAttrMask::MAX_WR`] resizes it to at least
+    /// `attr.max_wr` requests (keeping those posted), with [`SrqAttrMask::LIMIT`] arms the
+    /// limit at `attr.srq_limit` (`attr.max_sge` reads 0: uverbs does not pass it); the driver
+    /// writes the resulting values back into `attr`.
+    /// `udata` is the system call's for a user SRQ (e.g. librxe's `rxe_modify_srq_cmd`, whose
+    /// new ring information is written with [`Udata::write_user_at`]), `None` for a kernel
+    /// caller. Process context, may sleep. uverbs does not serialise it with other
+    /// `modify_srq` calls on the same SRQ (it looks the SRQ up for reading only), nor with
+    /// receive work requests being taken.
+    fn modify_srq(
+        _srq: &Srq<Self>,
+        _attr: &mut SrqAttr,
+        _mask: SrqAttrMask,
+        _udata: Option<&Udata<'_>>,
+    ) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reports an SRQ's sizes and current limit (`query_srq`). Process context, may sleep.
+    fn query_srq(_srq: &Srq<Self>) -> Result<SrqAttr> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of receive work requests to an SRQ (`post_srq_recv`). **Must not
+    /// sleep** (same contexts as [`Driver::post_recv`]: kernel consumers post with spinlocks
+    /// held and IRQs disabled, and from their completion handlers). On error, report the
+    /// first request not posted.
+    fn post_srq_recv<'a>(
+        _srq: &Srq<Self>,
+        _wrs: RecvWrList<'a>,
+    ) -> Result<(), PostError<RecvWr<'a>>> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -1396,6 +1457,7 @@ impl<T: Driver> Adapter<T> {
         assert!(align_of::<Cq<T>>() <= align_of::<u64>());
         assert!(align_of::<Qp<T>>() <= align_of::<u64>());
         assert!(align_of::<Ah<T>>() <= align_of::<u64>());
+        assert!(align_of::<Srq<T>>() <= align_of::<u64>());
         if T::HAS_ALLOC_PD {
             ops.alloc_pd = Some(Self::alloc_pd_callback);
             ops.dealloc_pd = Some(Self::dealloc_pd_callback);
@@ -1431,6 +1493,20 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_POST_RECV {
             ops.post_recv = Some(Self::post_recv_callback);
+        }
+        if T::HAS_CREATE_SRQ {
+            ops.create_srq = Some(Self::create_srq_callback);
+            ops.destroy_srq = Some(Self::destroy_srq_callback);
+            ops.size_ib_srq = size_of::<Srq<T>>();
+        }
+        if T::HAS_MODIFY_SRQ {
+            ops.modify_srq = Some(Self::modify_srq_callback);
+        }
+        if T::HAS_QUERY_SRQ {
+            ops.query_srq = Some(Self::query_srq_callback);
+        }
+        if T::HAS_POST_SRQ_RECV {
+            ops.post_srq_recv = Some(Self::post_srq_recv_callback);
         }
         if T::HAS_CREATE_AH {
             ops.create_ah = Some(Self::create_ah_callback);

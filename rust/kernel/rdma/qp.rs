@@ -22,6 +22,7 @@ use super::{
         Origin,
         Pd, //
     },
+    srq::Srq,
     wr::{
         RecvWrList,
         SendWrList, //
@@ -422,6 +423,17 @@ impl<T: Driver> Qp<T> {
         (!cq.is_null()).then(|| unsafe { Cq::from_raw(cq) })
     }
 
+    /// The shared receive queue the QP takes its receive work requests from, if it was
+    /// created with one.
+    pub fn srq(&self) -> Option<&Srq<T>> {
+        // SAFETY: `srq` is set by ib_core before `create_qp` and never changes; a non-null one
+        // is an SRQ of this driver that ib_core keeps alive while the QP exists (its `usecnt`
+        // makes `ib_destroy_srq_user` fail with `EBUSY`).
+        let srq = unsafe { (*self.as_raw()).srq };
+        // SAFETY: As above.
+        (!srq.is_null()).then(|| unsafe { Srq::from_raw(srq) })
+    }
+
     /// Reports an asynchronous event on the QP to its consumer (`ib_qp::event_handler`).
     ///
     /// Process context only, with no driver lock held: consumers' handlers expect workqueue
@@ -524,6 +536,15 @@ impl<'a, T: Driver> NewQp<'a, T> {
     /// Whether the QP receives through a shared receive queue.
     pub fn has_srq(&self) -> bool {
         !self.attr.srq.is_null()
+    }
+
+    /// The shared receive queue the QP will take its receive work requests from, if any.
+    pub fn srq(&self) -> Option<&Srq<T>> {
+        let srq = self.attr.srq;
+        // SAFETY: ib_core (uverbs: `create_qp` with the SRQ's object looked up for reading)
+        // checked that the SRQ belongs to the device, so it is an `Srq<T>`; the creator holds
+        // it for the call, and afterwards ib_core counts the QP's use of it.
+        (!srq.is_null()).then(|| unsafe { Srq::from_raw(srq) })
     }
 
     /// The creation flags (`IB_QP_CREATE_*`).

@@ -101,6 +101,19 @@ impl<'a> Udata<'a> {
         })
     }
 
+    /// Writes `data` to address `addr` of the calling process, for the few provider ABIs that
+    /// return data outside the response buffer (librxe's SRQ resize: `struct mminfo` at the
+    /// address its `rxe_modify_srq_cmd` names). `EFAULT` for an unwritable range. May sleep
+    /// (user memory).
+    pub fn write_user_at(&self, addr: u64, data: &[u8]) -> Result {
+        let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+        // A `Udata` exists only during the system call, on the calling process's thread, so
+        // the address is resolved in that process's address space.
+        crate::uaccess::UserSlice::new(crate::uaccess::UserPtr::from_addr(addr), data.len())
+            .writer()
+            .write_slice(data)
+    }
+
     /// The user context of the system call (`rdma_udata_to_drv_context`).
     pub(crate) fn ucontext_raw(&self) -> *mut bindings::ib_ucontext {
         // SAFETY: `raw` is the `driver_udata` of a `uverbs_attr_bundle` (type invariant).

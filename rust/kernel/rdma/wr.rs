@@ -77,7 +77,16 @@ impl KernelBuf {
     /// The buffer of `sge`, posted to a kernel QP. `EINVAL` if the range is not direct-mapped
     /// kernel memory (an address from user space, vmalloc space or nowhere).
     pub fn from_sge<T: Driver>(qp: &super::qp::Qp<T>, sge: &Sge) -> Result<Self> {
-        if qp.origin() != super::pd::Origin::Kernel {
+        Self::of_kernel_sge(qp.origin(), sge)
+    }
+
+    /// The buffer of `sge`, posted to a kernel SRQ; as [`KernelBuf::from_sge`].
+    pub fn from_srq_sge<T: Driver>(srq: &super::srq::Srq<T>, sge: &Sge) -> Result<Self> {
+        Self::of_kernel_sge(srq.origin(), sge)
+    }
+
+    fn of_kernel_sge(origin: super::pd::Origin, sge: &Sge) -> Result<Self> {
+        if origin != super::pd::Origin::Kernel {
             return Err(EINVAL);
         }
         let len = sge.length();

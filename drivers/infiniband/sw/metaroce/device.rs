@@ -25,6 +25,8 @@ use kernel::rdma::device::{
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
 use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
+use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
+use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
 use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
 use crate::timer::Timers;
@@ -134,6 +136,7 @@ pub(crate) struct ObjectCounts {
     pub(crate) pds: AtomicU32,
     pub(crate) cqs: AtomicU32,
     pub(crate) ahs: AtomicU32,
+    pub(crate) srqs: AtomicU32,
 }
 
 /// The driver data of one MetaRoCE device.
@@ -196,6 +199,7 @@ impl MetaRoceDev {
                 pds: AtomicU32::new(0),
                 cqs: AtomicU32::new(0),
                 ahs: AtomicU32::new(0),
+                srqs: AtomicU32::new(0),
             },
             gsi: AtomicBool::new(false),
             qpns <- new_mutex!(IdPool::with_capacity(MAX_QP as usize, GFP_KERNEL)?, "metaroce_qpns"),
@@ -412,6 +416,7 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     type QpData = MetaRoceQp;
     type AhData = MetaRoceAh;
     type MrData = MetaRoceMr;
+    type SrqData = MetaRoceSrq;
 
     // MetaRoCE implements rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so that the
     // stock librxe provider drives it; Kconfig keeps RDMA_RXE out of the same kernel.
@@ -427,7 +432,10 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_pkeys(PKEY_TBL_LEN)
             .local_ca_ack_delay(LOCAL_CA_ACK_DELAY)
             .device_caps(
-                DeviceCaps::PORT_ACTIVE_EVENT | DeviceCaps::SYS_IMAGE_GUID | DeviceCaps::RC_RNR_NAK_GEN,
+                DeviceCaps::PORT_ACTIVE_EVENT
+                    | DeviceCaps::SYS_IMAGE_GUID
+                    | DeviceCaps::RC_RNR_NAK_GEN
+                    | DeviceCaps::SRQ_RESIZE,
             )
             // Remote atomics are serialised by the device's MR table lock, not against the
             // CPUs' own accesses to the memory (`mr_atomic`).
@@ -441,6 +449,9 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_cqe(MAX_CQE)
             .max_pd(MAX_PD)
             .max_ah(MAX_AH)
+            .max_srq(MAX_SRQ)
+            .max_srq_wr(MAX_SRQ_WR)
+            .max_srq_sge(MAX_SRQ_SGE)
             .max_mr(MAX_MR - 1)
             .max_mr_size(u64::MAX)
             // User MRs are pinned page by page, so any power-of-two page size from 4 KiB
@@ -569,6 +580,34 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn post_recv<'a>(qp: &Qp<Self>, wrs: RecvWrList<'a>) -> Result<(), PostError<RecvWr<'a>>> {
         crate::qp::post_recv(qp, wrs)
+    }
+
+    fn create_srq(srq: &mut NewSrq<'_, Self>) -> Result<impl PinInit<MetaRoceSrq, Error>> {
+        crate::srq::create_srq(srq)
+    }
+
+    fn destroy_srq(srq: &Srq<Self>) {
+        crate::srq::destroy_srq(srq)
+    }
+
+    fn modify_srq(
+        srq: &Srq<Self>,
+        attr: &mut SrqAttr,
+        mask: SrqAttrMask,
+        udata: Option<&Udata<'_>>,
+    ) -> Result {
+        crate::srq::modify_srq(srq, attr, mask, udata)
+    }
+
+    fn query_srq(srq: &Srq<Self>) -> Result<SrqAttr> {
+        crate::srq::query_srq(srq)
+    }
+
+    fn post_srq_recv<'a>(
+        srq: &Srq<Self>,
+        wrs: RecvWrList<'a>,
+    ) -> Result<(), PostError<RecvWr<'a>>> {
+        crate::srq::post_srq_recv(srq, wrs)
     }
 
     fn create_ah(ah: &mut NewAh<'_, Self>) -> Result<impl PinInit<MetaRoceAh, Error>> {

@@ -16,6 +16,7 @@ mod ns;
 pub mod proto;
 mod qp;
 mod rxe_abi;
+mod srq;
 mod timer;
 mod uqueue;
 mod verbs;

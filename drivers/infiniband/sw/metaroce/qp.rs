@@ -30,6 +30,7 @@ use crate::proto::wr as pwr;
 use crate::proto::packet::Packet;
 use crate::device::MetaRoceDev;
 use crate::mr::KeyKind;
+use crate::srq::Taken;
 use crate::uqueue::{Role, UQueue};
 use crate::verbs::{roce_av, CqPush, RoceAv};
 use crate::timer;
@@ -41,9 +42,10 @@ use kernel::rdma::device::Mtu;
 use kernel::rdma::mr::AccessFlags;
 use kernel::rdma::pd::{Origin, PdId};
 use kernel::rdma::qp::{
-    modify_is_ok, NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpCap, QpInitAttrOut, QpState,
-    QpType,
+    modify_is_ok, NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpCap, QpEvent, QpInitAttrOut,
+    QpState, QpType,
 };
+use kernel::rdma::srq::{Srq, SrqEvent};
 use kernel::rdma::wr::{
     KernelBuf, PostError, RecvWr, RecvWrList, SendOp, SendWr, SendWrList, Sge,
 };
@@ -72,6 +74,9 @@ const RECV_WQE_MAX: usize = crate::rxe_abi::RECV_WQE_HDR + MAX_SGE as usize * cr
 const USER_MIN_INLINE: u32 = 256;
 /// Most inline data (and SGE bytes) a user QP's send WQE slot holds.
 const USER_MAX_INLINE: u32 = 512;
+/// Requests a QP with an SRQ holds at once, taken from the SRQ and not yet completed: the
+/// message being received (RC, UC) and the one a UC QP keeps from a dropped message.
+const SRQ_IN_PROGRESS: u32 = 4;
 /// The Q_Key of the GSI QP (`IB_QP1_QKEY`).
 const QP1_QKEY: u32 = 0x8001_0000;
 
@@ -306,6 +311,30 @@ impl RecvRing {
         }
     }
 
+    /// Moves the oldest request of `srq` (if any) to the tail of this ring; sets `*limit` if
+    /// that made the SRQ's limit fire. A malformed request is consumed from the SRQ, counted
+    /// here and not moved.
+    fn pull_srq(&mut self, srq: &Srq<MetaRoceDriver>, limit: &mut bool) -> Option<()> {
+        if self.is_full() {
+            return None;
+        }
+        let slot = (self.tail as usize) & (self.entries.len() - 1);
+        let (taken, fired) = srq.take(self.bufs.slot_mut(slot));
+        *limit |= fired;
+        match taken {
+            Taken::Empty => None,
+            Taken::Entry { wr_id, num_sge, len } => {
+                self.entries[slot] = RecvEntry { wr_id, num_sge, len };
+                self.tail = self.tail.wrapping_add(1);
+                Some(())
+            }
+            Taken::Malformed => {
+                self.user_errors += 1;
+                None
+            }
+        }
+    }
+
     fn is_full(&self) -> bool {
         self.tail.wrapping_sub(self.head) as usize >= self.entries.len()
     }
@@ -344,14 +373,27 @@ impl RecvRing {
     }
 }
 
-impl RecvQueue for RecvRing {
+/// Where the responder takes receive requests: the QP's ring, fed from its user ring or, for a
+/// QP with a shared receive queue, from the SRQ.
+struct RecvSource<'a> {
+    rq: &'a mut RecvRing,
+    srq: Option<&'a Srq<MetaRoceDriver>>,
+    /// The SRQ's limit fired: raise the event once the QP lock is released.
+    srq_limit: bool,
+}
+
+impl RecvQueue for RecvSource<'_> {
     fn take(&mut self) -> Option<pwr::RecvWqe> {
-        if self.taken == self.tail {
-            self.pull_user()?;
+        let rq = &mut *self.rq;
+        if rq.taken == rq.tail {
+            match self.srq {
+                Some(srq) => rq.pull_srq(srq, &mut self.srq_limit)?,
+                None => rq.pull_user()?,
+            }
         }
-        let e = self.entries[self.slot(self.taken)];
-        let id = u64::from(self.taken);
-        self.taken = self.taken.wrapping_add(1);
+        let e = rq.entries[rq.slot(rq.taken)];
+        let id = u64::from(rq.taken);
+        rq.taken = rq.taken.wrapping_add(1);
         Some(pwr::RecvWqe { id, len: e.len })
     }
 }
@@ -509,13 +551,23 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         // RoCE has no QP0; raw packet and XRC QPs are not offered.
         _ => return Err(EOPNOTSUPP),
     }
-    if qp.has_srq() || qp.create_flags() != 0 {
+    if qp.create_flags() != 0 {
         return Err(EOPNOTSUPP);
+    }
+    // A QP with an SRQ takes its receive requests from it (RC, UC, UD); QP1 has its own.
+    let srq_sge = qp.srq().map(|srq| srq.max_sge);
+    if srq_sge.is_some() && qp_type == QpType::Gsi {
+        return Err(EINVAL);
     }
     if qp.send_cq().is_none() || qp.recv_cq().is_none() {
         return Err(EINVAL);
     }
     let mut cap = qp.cap();
+    if srq_sge.is_some() {
+        // The SRQ's sizes apply; the QP has no receive queue of its own.
+        cap.max_recv_wr = 0;
+        cap.max_recv_sge = 0;
+    }
     if cap.max_send_wr > MAX_QP_WR
         || cap.max_recv_wr > MAX_QP_WR
         || cap.max_send_sge > MAX_SGE
@@ -528,6 +580,11 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
     if !user && cap.max_inline_data != 0 {
         return Err(EINVAL);
     }
+    // The private ring of a QP with an SRQ holds the requests it took and has not completed.
+    let (rq_depth, rq_sge) = match srq_sge {
+        Some(sge) => (SRQ_IN_PROGRESS, sge),
+        None => (cap.max_recv_wr, cap.max_recv_sge),
+    };
     let (mut rq, mut sq) = if user {
         // A send slot holds the SGEs or the inline data, whichever is larger (as rdma_rxe
         // sizes it); report what fits.
@@ -539,31 +596,41 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         cap.max_inline_data = data;
         cap.max_send_sge = core::cmp::min(data / crate::rxe_abi::SGE_LEN as u32, MAX_SGE);
         (
-            RecvRing::new(cap.max_recv_wr, cap.max_recv_sge)?,
+            RecvRing::new(rq_depth, rq_sge)?,
             SendRing::new(cap.max_send_wr, cap.max_send_sge, data)?,
         )
     } else {
         (
-            RecvRing::new(cap.max_recv_wr, cap.max_recv_sge)?,
+            RecvRing::new(rq_depth, rq_sge)?,
             SendRing::new(cap.max_send_wr, cap.max_send_sge, 0)?,
         )
     };
     if let Some(udata) = qp.udata() {
         // librxe sends no request and expects `struct rxe_create_qp_resp`: the mminfo of the
-        // receive ring, then of the send ring.
+        // receive ring (zero for a QP with an SRQ, which librxe then does not map), then of
+        // the send ring.
         udata.expect_no_request()?;
-        let rq_elem = crate::rxe_abi::RECV_WQE_HDR + cap.max_recv_sge as usize * crate::rxe_abi::SGE_LEN;
         let sq_elem = crate::rxe_abi::SEND_WQE_HDR + cap.max_inline_data as usize;
-        let urq = UQueue::new(udata, core::cmp::max(cap.max_recv_wr, 1), rq_elem, Role::KernelConsumes)?;
+        let urq = if srq_sge.is_none() {
+            let rq_elem =
+                crate::rxe_abi::RECV_WQE_HDR + cap.max_recv_sge as usize * crate::rxe_abi::SGE_LEN;
+            Some(UQueue::new(udata, core::cmp::max(cap.max_recv_wr, 1), rq_elem, Role::KernelConsumes)?)
+        } else {
+            None
+        };
         let usq = UQueue::new(udata, core::cmp::max(cap.max_send_wr, 1), sq_elem, Role::KernelConsumes)?;
         let mut resp = [0u8; 32];
-        resp[..16].copy_from_slice(&urq.mminfo());
+        if let Some(urq) = &urq {
+            resp[..16].copy_from_slice(&urq.mminfo());
+        }
         resp[16..].copy_from_slice(&usq.mminfo());
         udata.write_response(&resp)?;
         // The rings may hold more than asked for; report their capacity.
-        cap.max_recv_wr = urq.capacity();
+        if let Some(urq) = &urq {
+            cap.max_recv_wr = urq.capacity();
+        }
         cap.max_send_wr = usq.capacity();
-        rq.user = Some(urq);
+        rq.user = urq;
         sq.user = Some(usq);
     }
     let sq_sig_all = qp.sq_sig_all();
@@ -627,6 +694,8 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
 pub(crate) struct Notify {
     send: bool,
     recv: bool,
+    /// The QP's SRQ reached its limit.
+    srq_limit: bool,
 }
 
 impl Notify {
@@ -639,6 +708,11 @@ impl Notify {
         if self.recv {
             if let Some(cq) = qp.recv_cq() {
                 cq.notify_completion();
+            }
+        }
+        if self.srq_limit {
+            if let Some(srq) = qp.srq() {
+                srq.dispatch_event(SrqEvent::LimitReached);
             }
         }
     }
@@ -898,6 +972,11 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         inner.state = next;
     }
     n.deliver(qp);
+    // A QP with an SRQ that is put in the error state takes no more requests from it:
+    // ib_drain_qp waits for this event (IBA 10.3.1) before draining the CQ.
+    if qp.srq().is_some() && mask.contains(QpAttrMask::STATE) && matches!(attr.qp_state(), Ok(QpState::Err)) {
+        qp.dispatch_event(QpEvent::LastWqeReached);
+    }
     if mask.contains(QpAttrMask::STATE) {
         // Make the QP reachable by the receive path once it can receive; it stays so until
         // it is destroyed.
@@ -1182,6 +1261,10 @@ pub(crate) fn post_recv<'a>(
         let inner = &mut *g;
         for wr in wrs {
             let posted = (|| {
+                // A QP with an SRQ takes its receive requests from the SRQ only.
+                if qp.srq().is_some() {
+                    return Err(EINVAL);
+                }
                 let sges = wr.sges()?;
                 match inner.state {
                     QpState::Reset => Err(EINVAL),
@@ -1300,7 +1383,15 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         let Some(engine) = inner.engine.as_mut() else { return false };
         let now = qp.device().now_ns();
         let mut mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()) };
-        let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut mem, &mut inner.rq);
+        let srq = qp.srq();
+        let mut src = RecvSource { rq: &mut inner.rq, srq, srq_limit: false };
+        let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut mem, &mut src);
+        n.srq_limit |= src.srq_limit;
+        // Receive requests of an SRQ name memory of the SRQ's protection domain.
+        let rmem = match srq {
+            Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()) },
+            None => mem,
+        };
         let ud = qp.transport() == Transport::Ud;
         let mut network_type = 0;
         let mut place_failed = false;
@@ -1309,7 +1400,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 pwr::Place::Recv { id, offset, len } => {
                     let (_, bufs) = inner.rq.entry(id);
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
-                    data.and_then(|d| scatter(&mem, bufs, offset as usize, d))
+                    data.and_then(|d| scatter(&rmem, bufs, offset as usize, d))
                 }
                 pwr::Place::ReadResp { slot, offset, len } => {
                     let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
@@ -1358,7 +1449,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     match grh_area(ip) {
                         Some((grh, ty)) => {
                             network_type = ty;
-                            if scatter(&mem, bufs, 0, &grh).is_err() {
+                            if scatter(&rmem, bufs, 0, &grh).is_err() {
                                 wc.status = WcStatus::LocLenErr;
                             }
                         }
