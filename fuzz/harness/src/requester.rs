@@ -484,7 +484,7 @@ pub fn run_input(input: &Input) {
             }
             Step::PollComp(n) => {
                 for _ in 0..=(n % 16) {
-                    if !poll_comp(&mut qp, &mut m, &sq) {
+                    if !poll_comp(&mut qp, &mut m, &mut sq) {
                         break;
                     }
                 }
@@ -502,7 +502,7 @@ pub fn run_input(input: &Input) {
         }
     }
     // No stall: outstanding work can make progress.
-    while poll_comp(&mut qp, &mut m, &sq) {}
+    while poll_comp(&mut qp, &mut m, &mut sq) {}
     let st = qp.stats();
     super::count(|| "stat retransmits".into(), st.req.retransmits);
     super::count(|| "stat timeouts".into(), st.comp.timeouts);
@@ -521,7 +521,7 @@ pub fn run_input(input: &Input) {
     }
     qp.set_error();
     assert!(qp.poll_tx(m.now, &mut sq).is_none(), "sent after the error transition");
-    while poll_comp(&mut qp, &mut m, &sq) {}
+    while poll_comp(&mut qp, &mut m, &mut sq) {}
     assert_eq!(qp.sq_used(), 0, "WRs not retired after the error transition");
     for (k, w) in m.wrs.iter().enumerate() {
         assert!(w.reported || !w.wr.signaled, "signaled WR {k} never reported");
@@ -894,7 +894,7 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) 
     }
 }
 
-fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &[SendWqe]) -> bool {
+fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
     let Some(c) = qp.poll_send_completion(sq) else {
         return false;
     };

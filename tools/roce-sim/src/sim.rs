@@ -381,7 +381,7 @@ fn describe(pkt: &[u8]) -> String {
 /// Drains send completions of side `s` and checks them.
 fn reap(s: &mut Side, cfg: &SimConfig, rep: &mut Report) -> Result<bool, String> {
     let mut any = false;
-    while let Some(c) = s.ep.qp.poll_send_completion(&s.ep.sq) {
+    while let Some(c) = s.ep.qp.poll_send_completion(&mut s.ep.sq) {
         any = true;
         loop {
             let p = s
@@ -527,11 +527,12 @@ fn post_more(sides: &mut [Side], i: usize, pmtu: Pmtu, recv_len: u32) -> Result<
                     swap: r.next_u64(),
                 },
             },
-            92..=96 => SendOp::Atomic {
+            92..=94 => SendOp::Atomic {
                 va: 0,
                 rkey: 0,
                 op: AtomicOp::FetchAdd { add: r.next_u64() },
             },
+            95..=96 => SendOp::Local,
             _ => SendOp::AtomicWrite { va: 0, rkey: 0 },
         };
         let op = match op {
@@ -604,6 +605,13 @@ fn post_more(sides: &mut [Side], i: usize, pmtu: Pmtu, recv_len: u32) -> Result<
                     rkey: s.peer_rkey,
                     op: aop,
                 }
+            }
+            // A memory registration or local invalidate: no packet, only a
+            // completion in posting order.
+            SendOp::Local => {
+                len = 0;
+                data = Vec::new();
+                SendOp::Local
             }
             SendOp::AtomicWrite { .. } => {
                 len = 8;

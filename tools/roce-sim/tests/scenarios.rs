@@ -134,7 +134,7 @@ impl Pair {
 
     fn completions(&mut self, i: usize) -> Vec<SendCompletion> {
         let e = &mut self.ep[i];
-        std::iter::from_fn(|| e.qp.poll_send_completion(&e.sq)).collect()
+        std::iter::from_fn(|| e.qp.poll_send_completion(&mut e.sq)).collect()
     }
 
     fn statuses(&mut self, i: usize) -> Vec<(u64, WcStatus)> {

@@ -147,8 +147,9 @@ impl Completer {
     pub(super) fn poll_completion(
         &mut self,
         req: &Requester,
-        sq: &[SendWqe],
+        sq: &mut [SendWqe],
     ) -> Option<SendCompletion> {
+        self.pass_local(req, sq);
         while self.head != req.tail {
             let w = wqe(sq, self.head)?;
             let status = match w.status {
@@ -166,6 +167,26 @@ impl Completer {
             }
         }
         None
+    }
+
+    /// RC: completes local WQEs that the requester has passed and whose
+    /// predecessors are all acknowledged (their empty PSN range starts at
+    /// `una`). They carry no PSN, so no ACK would retire them; until they
+    /// are retired here or by an ACK they have no status (so the error
+    /// state flushes them, and their slots are not reused early).
+    fn pass_local(&mut self, req: &Requester, sq: &mut [SendWqe]) {
+        if self.cfg.transport != Transport::Rc || self.error {
+            return;
+        }
+        while self.una_idx != req.cur {
+            match wqe_mut(sq, self.una_idx) {
+                Some(w) if w.wr.op == SendOp::Local && w.started && w.first_psn == self.una => {
+                    w.status = Some(WcStatus::Success);
+                    self.una_idx = self.una_idx.wrapping_add(1);
+                }
+                _ => return,
+            }
+        }
     }
 
     /// Processes a response packet.

@@ -295,7 +295,7 @@ impl<const R: usize> Qp<R> {
     }
 
     /// Returns the next send completion, in posting order.
-    pub fn poll_send_completion(&mut self, sq: &[SendWqe]) -> Option<SendCompletion> {
+    pub fn poll_send_completion(&mut self, sq: &mut [SendWqe]) -> Option<SendCompletion> {
         if !self.sq_ok(sq) {
             return None;
         }

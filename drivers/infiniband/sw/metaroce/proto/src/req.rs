@@ -114,6 +114,8 @@ impl Requester {
         self.validate(&wr)?;
         *wqe_mut(sq, self.tail).ok_or(PostError::BadQueue)? = SendWqe::new(wr);
         self.tail = self.tail.wrapping_add(1);
+        // An idle requester passes it at once (nothing may poll it soon).
+        self.skip_local(sq);
         Ok(())
     }
 
@@ -123,7 +125,7 @@ impl Requester {
             Transport::Rc => true,
             Transport::Uc => matches!(
                 wr.op,
-                Send | SendImm { .. } | Write { .. } | WriteImm { .. }
+                Send | SendImm { .. } | Write { .. } | WriteImm { .. } | Local
             ),
             Transport::Ud => matches!(wr.op, Send | SendImm { .. }),
             Transport::Cnp => false,
@@ -136,6 +138,9 @@ impl Requester {
             return Err(PostError::InvalidLength);
         }
         if matches!(wr.op, Atomic { .. } | AtomicWrite { .. }) && wr.len != 8 {
+            return Err(PostError::InvalidLength);
+        }
+        if wr.op == Local && wr.len != 0 {
             return Err(PostError::InvalidLength);
         }
         if self.cfg.transport == Transport::Ud {
@@ -168,12 +173,38 @@ impl Requester {
         };
     }
 
+    /// Moves the send position past local WQEs: each is given an empty PSN
+    /// range at the current PSN (`last_psn` just before `first_psn`), so the
+    /// RC completer retires it as soon as everything before it is
+    /// acknowledged; UC ones are done at once, like UC sends.
+    fn skip_local(&mut self, sq: &mut [SendWqe]) {
+        while self.cur != self.tail && self.off == 0 {
+            let Some(w) = wqe_mut(sq, self.cur) else {
+                return;
+            };
+            if w.wr.op != SendOp::Local {
+                return;
+            }
+            w.first_psn = self.psn;
+            w.last_psn = self.psn.sub(1);
+            w.started = true;
+            if self.cfg.transport != Transport::Rc {
+                w.status = Some(WcStatus::Success);
+            }
+            self.cur = self.cur.wrapping_add(1);
+        }
+    }
+
     /// Produces the next request packet, if the send queue has one that the
     /// flow-control limits allow: READ/atomic limit (`max_rd_atomic`),
     /// fences, the PSN window (`max_inflight`, RC only) and the completer's
     /// RNR wait or error state.
     pub(super) fn poll_tx(&mut self, comp: &Completer, sq: &mut [SendWqe]) -> Option<TxDesc> {
-        if comp.blocks_tx() || self.cur == self.tail {
+        if comp.blocks_tx() {
+            return None;
+        }
+        self.skip_local(sq);
+        if self.cur == self.tail {
             return None;
         }
         let idx = self.cur;

@@ -141,6 +141,13 @@ pub enum SendOp {
         /// Operation.
         op: AtomicOp,
     },
+    /// A local operation (memory registration, local invalidate) that the
+    /// caller carries out itself (RC and UC; `len` must be 0). It sends
+    /// nothing: it holds its place in the send queue so that its completion
+    /// is reported in posting order, successful once the requester passed
+    /// it and everything before it completed, flushed if the QP enters the
+    /// error state first.
+    Local,
 }
 
 impl SendOp {

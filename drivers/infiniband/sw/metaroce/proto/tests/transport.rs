@@ -398,11 +398,11 @@ fn atomic_write_round_trip_is_executed_once() {
     assert_eq!(drain(&mut b, &mut bsq), resp);
     assert_eq!(mem.0, 5, "written once");
 
-    assert_eq!(a.poll_send_completion(&asq), None, "not complete before its response");
+    assert_eq!(a.poll_send_completion(&mut asq), None, "not complete before its response");
     let r = wire(&resp[0], &[]);
     let out = a.receive(0, &parse(&r).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
     assert_eq!((out.drop, out.place), (None, None));
-    let c = a.poll_send_completion(&asq).unwrap();
+    let c = a.poll_send_completion(&mut asq).unwrap();
     assert_eq!((c.wr_id, c.status, c.byte_len), (9, metaroce_proto::wr::WcStatus::Success, 8));
 }
 
@@ -523,11 +523,133 @@ proptest! {
                 prop_assert!(build(&d.hdr, &vec![0; plen], &mut out).is_ok());
                 prop_assert!(d.hdr.bth.opcode.info().pos != Position::Middle || plen == 256);
             }
-            while q.poll_send_completion(&sq).is_some() {}
+            while q.poll_send_completion(&mut sq).is_some() {}
             if let Some(t) = q.next_deadline() {
                 now = now.max(t);
                 q.on_timer(now, &mut sq);
             }
         }
     }
+}
+
+/// A send work request with `wr_id` and no local data unless `len`.
+fn swr(wr_id: u64, op: SendOp, len: u32) -> SendWr {
+    SendWr {
+        wr_id,
+        op,
+        len,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        ud: None,
+    }
+}
+
+/// Delivers `a`'s packets to `b` and `b`'s answers back to `a`.
+fn exchange(a: &mut Qp<4>, asq: &mut [SendWqe], b: &mut Qp<4>, bsq: &mut [SendWqe]) {
+    for d in drain(a, asq) {
+        let pkt = wire(&d, &vec![0x5A; d.payload.len() as usize]);
+        b.receive(0, &parse(&pkt).unwrap(), bsq, &mut AnyMem(0), &mut Rq(64));
+    }
+    for d in drain(b, bsq) {
+        let pkt = wire(&d, &vec![0x5A; d.payload.len() as usize]);
+        a.receive(0, &parse(&pkt).unwrap(), asq, &mut AnyMem(0), &mut Rq(0));
+    }
+}
+
+fn completions(q: &mut Qp<4>, sq: &mut [SendWqe]) -> Vec<u64> {
+    std::iter::from_fn(|| q.poll_send_completion(sq).map(|c| c.wr_id)).collect()
+}
+
+#[test]
+fn local_wqe_sends_nothing_and_completes_in_posting_order() {
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    // Idle requester: a local WQE completes at once.
+    a.post_send(&mut asq, swr(1, SendOp::Local, 0)).unwrap();
+    assert!(drain(&mut a, &mut asq).is_empty(), "a local WQE sends no packet");
+    assert_eq!(completions(&mut a, &mut asq), [1]);
+    // Behind an unacknowledged SEND it waits for the SEND's ACK.
+    a.post_send(&mut asq, swr(2, SendOp::Send, 300)).unwrap();
+    a.post_send(&mut asq, swr(3, SendOp::Local, 0)).unwrap();
+    a.post_send(&mut asq, swr(4, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
+    let d = drain(&mut a, &mut asq);
+    assert_eq!(
+        d.iter().map(|d| (d.hdr.bth.opcode, d.hdr.bth.psn)).collect::<Vec<_>>(),
+        [(Opcode::RcSendFirst, psn(0)), (Opcode::RcSendLast, psn(1)), (Opcode::RcWriteOnly, psn(2))],
+        "the local WQE takes no PSN"
+    );
+    assert_eq!(completions(&mut a, &mut asq), [] as [u64; 0]);
+    for x in d {
+        let pkt = wire(&x, &vec![0; x.payload.len() as usize]);
+        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+    }
+    exchange(&mut a, &mut asq, &mut b, &mut bsq);
+    assert_eq!(completions(&mut a, &mut asq), [2, 3, 4]);
+    assert_eq!(a.sq_used(), 0);
+}
+
+#[test]
+fn local_wqe_slots_are_not_reused_while_the_completer_needs_them() {
+    // Send queue of 8: after a local WQE at every other slot the queue wraps
+    // several times; every completion arrives once, in order.
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    let mut next = 0u64;
+    let mut seen = Vec::new();
+    for round in 0..10 {
+        while a.sq_used() < 8 {
+            let op = if next % 2 == 1 { SendOp::Local } else { SendOp::Send };
+            a.post_send(&mut asq, swr(next, op, if op == SendOp::Local { 0 } else { 20 })).unwrap();
+            next += 1;
+        }
+        assert!(a.post_send(&mut asq, swr(99, SendOp::Local, 0)).is_err(), "round {round}: full");
+        exchange(&mut a, &mut asq, &mut b, &mut bsq);
+        seen.extend(completions(&mut a, &mut asq));
+    }
+    assert_eq!(seen, (0..next).collect::<Vec<_>>());
+    // A local WQE posted on an idle QP, then a full queue of SENDs before
+    // any ACK: the SENDs must not take the local WQE's slot early.
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(100, SendOp::Local, 0)).unwrap();
+    assert_eq!(completions(&mut a, &mut asq), [100]);
+    for i in 0..8 {
+        a.post_send(&mut asq, swr(101 + i, SendOp::Send, 20)).unwrap();
+    }
+    // Seven of the eight go out and are acknowledged; the eighth (in the
+    // local WQE's old slot) has not been sent yet.
+    for _ in 0..7 {
+        let x = a.poll_tx(0, &mut asq).unwrap();
+        let pkt = wire(&x, &vec![0; x.payload.len() as usize]);
+        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+    }
+    for x in drain(&mut b, &mut bsq) {
+        let pkt = wire(&x, &[]);
+        a.receive(0, &parse(&pkt).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    }
+    assert_eq!(completions(&mut a, &mut asq), (101..108).collect::<Vec<_>>());
+    exchange(&mut a, &mut asq, &mut b, &mut bsq);
+    assert_eq!(completions(&mut a, &mut asq), [108]);
+}
+
+#[test]
+fn local_wqes_are_flushed_in_order_on_error_and_refused_on_ud() {
+    let (mut a, mut asq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(1, SendOp::Send, 10)).unwrap();
+    a.post_send(&mut asq, swr(2, SendOp::Local, 0)).unwrap();
+    assert!(a.post_send(&mut asq, swr(3, SendOp::Local, 4)).is_err(), "no local data");
+    drain(&mut a, &mut asq);
+    a.set_error();
+    let st: Vec<_> = std::iter::from_fn(|| a.poll_send_completion(&mut asq).map(|c| (c.wr_id, c.status)))
+        .collect();
+    use metaroce_proto::wr::WcStatus::*;
+    assert_eq!(st, [(1, WrFlushErr), (2, WrFlushErr)]);
+    let (mut u, mut usq) = qp(Transport::Ud);
+    assert!(u.post_send(&mut usq, swr(1, SendOp::Local, 0)).is_err());
+    let (mut c, mut csq) = qp(Transport::Uc);
+    c.post_send(&mut csq, swr(1, SendOp::Send, 10)).unwrap();
+    c.post_send(&mut csq, swr(2, SendOp::Local, 0)).unwrap();
+    assert_eq!(drain(&mut c, &mut csq).len(), 1);
+    assert_eq!(completions(&mut c, &mut csq), [1, 2]);
 }
