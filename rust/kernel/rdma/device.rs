@@ -57,6 +57,8 @@ use crate::{
             AccessFlags,
             Mr,
             MrKeys,
+            MrSgList,
+            MrType,
             UserMrRequest, //
         },
         pd::{
@@ -79,6 +81,7 @@ use crate::{
         },
         udata::Udata,
         wr::{
+            KernelBuf,
             PostError,
             RecvWr,
             RecvWrList,
@@ -279,6 +282,10 @@ impl DeviceCaps {
         Self(bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64);
     /// `IB_DEVICE_SRQ_RESIZE`: shared receive queues can be resized (`IB_SRQ_MAX_WR`).
     pub const SRQ_RESIZE: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64);
+    /// `IB_DEVICE_MEM_MGT_EXTENSIONS`: fast registration (`alloc_mr`, `map_mr_sg`,
+    /// `IB_WR_REG_MR`), local invalidate and SEND with invalidate.
+    pub const MEM_MGT_EXTENSIONS: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64);
 }
 
 /// Atomicity guarantee of RDMA atomic operations (`enum ib_atomic_cap`).
@@ -380,6 +387,8 @@ attr_setters!(DeviceAttr {
     max_srq_sge: u32,
     /// Maximum number of P_Keys.
     max_pkeys: u16,
+    /// Maximum pages of a fast-register MR.
+    max_fast_reg_page_list_len: u32,
     /// Local CA ack delay (4.096 µs × 2^value).
     local_ca_ack_delay: u8,
 });
@@ -832,6 +841,32 @@ pub trait Driver: Sized + 'static {
         _req: &UserMrRequest,
     ) -> Result<(MrKeys, impl PinInit<Self::MrData, Error>)> {
         vtable_default::<(MrKeys, Result<Self::MrData>)>()
+    }
+
+    /// Allocates a fast-register MR of `pd` (`alloc_mr`, kernel consumers only) able to hold
+    /// `max_num_sg` pages; it becomes usable once a registration work request
+    /// ([`super::wr::SendOp::RegMr`]) of pages mapped by [`Driver::map_mr_sg`] executes.
+    /// Process context, may sleep.
+    fn alloc_mr(
+        _pd: &Pd<Self>,
+        _mr_type: MrType,
+        _max_num_sg: u32,
+    ) -> Result<(MrKeys, impl PinInit<Self::MrData, Error>)> {
+        vtable_default::<(MrKeys, Result<Self::MrData>)>()
+    }
+
+    /// Maps a scatter/gather list into the pages of a fast-register MR (`map_mr_sg`); a driver
+    /// typically resets its page list and calls [`MrSgList::to_pages`], which calls
+    /// [`Driver::mr_set_page`] per page. Returns the number of list entries mapped. Process
+    /// context (consumers call it from any context that may not sleep as well: no sleeping).
+    fn map_mr_sg(_mr: &Mr<Self>, _sg: MrSgList<'_, Self>) -> Result<u32> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Appends one page (of the MR's page size) to a fast-register MR's page list, for
+    /// [`MrSgList::to_pages`]; fails when the list is full. Must not sleep.
+    fn mr_set_page(_mr: &Mr<Self>, _page: KernelBuf) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
     }
 
     /// Called before an MR's data is dropped and its object freed (`dereg_mr`). Process
@@ -1525,7 +1560,13 @@ impl<T: Driver> Adapter<T> {
         if T::HAS_REG_USER_MR {
             ops.reg_user_mr = Some(Self::reg_user_mr_callback);
         }
-        if T::HAS_GET_DMA_MR || T::HAS_REG_USER_MR {
+        if T::HAS_ALLOC_MR {
+            ops.alloc_mr = Some(Self::alloc_mr_callback);
+        }
+        if T::HAS_MAP_MR_SG {
+            ops.map_mr_sg = Some(Self::map_mr_sg_callback);
+        }
+        if T::HAS_GET_DMA_MR || T::HAS_REG_USER_MR || T::HAS_ALLOC_MR {
             ops.dereg_mr = Some(Self::dereg_mr_callback);
         }
     }

@@ -15,6 +15,7 @@ use super::{
         Driver, //
     },
     pd::Pd,
+    wr::KernelBuf,
 };
 use crate::{
     bindings,
@@ -107,6 +108,16 @@ pub struct UserMrRequest {
     pub access: AccessFlags,
 }
 
+/// The kind of a memory region allocated by `alloc_mr` (`enum ib_mr_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MrType {
+    /// `IB_MR_TYPE_MEM_REG`: registered by a fast-register work request over pages mapped
+    /// with `ib_map_mr_sg` (page-aligned scatter/gather lists).
+    MemReg,
+    /// Any other type (SG_GAPS, integrity, ...), by its C value.
+    Other(u32),
+}
+
 /// A memory region: the C `struct ib_mr` followed by the driver's data.
 ///
 /// # Invariants
@@ -157,6 +168,37 @@ impl<T: Driver> Mr<T> {
     pub fn rkey(&self) -> u32 {
         // SAFETY: Set at allocation and never changed by ib_core.
         unsafe { (*self.ibmr.get()).rkey }
+    }
+
+    /// The I/O virtual address the region starts at. For a fast-register MR, set by
+    /// `ib_map_mr_sg` and possibly changed by the consumer before it posts the registration
+    /// (read it when executing that work request).
+    pub fn iova(&self) -> u64 {
+        // SAFETY: A plain integer field of the live MR; ib_core and consumers change it only
+        // while no work request uses the MR (the verbs contract), so a read sees a whole value.
+        unsafe { (*self.ibmr.get()).iova }
+    }
+
+    /// The region's length in bytes (for a fast-register MR, set by `ib_map_mr_sg`).
+    pub fn length(&self) -> u64 {
+        // SAFETY: As in `iova`.
+        unsafe { (*self.ibmr.get()).length }
+    }
+
+    /// The page size of a fast-register MR's page list (set by `ib_map_mr_sg`).
+    pub fn page_size(&self) -> u32 {
+        // SAFETY: As in `iova`.
+        unsafe { (*self.ibmr.get()).page_size }
+    }
+
+    /// Converts a raw MR pointer of this driver back to its wrapper.
+    ///
+    /// # Safety
+    ///
+    /// `ibmr` is the `ibmr` field of a live `Mr<T>` allocated by this module, valid for `'a`.
+    pub(super) unsafe fn from_raw<'a>(ibmr: *mut bindings::ib_mr) -> &'a Self {
+        // SAFETY: By the function's requirements, `ibmr` is the first field of an `Mr<T>`.
+        unsafe { &*crate::container_of!(Opaque::cast_from(ibmr), Mr<T>, ibmr) }
     }
 
     /// Allocates an MR of `pd` with `keys` and the driver data from `init` and hands it over
@@ -235,8 +277,50 @@ impl<T: Driver> Adapter<T> {
 
     /// # Safety
     ///
-    /// `ibmr` was returned by `get_dma_mr_callback` or `reg_user_mr_callback` and is not used
-    /// afterwards.
+    /// `ibpd` is a live PD of this driver.
+    pub(super) unsafe extern "C" fn alloc_mr_callback(
+        ibpd: *mut bindings::ib_pd,
+        mr_type: bindings::ib_mr_type,
+        max_num_sg: u32,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: The PD is alive for the call.
+        let pd = unsafe { Pd::<T>::from_raw(ibpd) };
+        let ty = match mr_type {
+            bindings::ib_mr_type_IB_MR_TYPE_MEM_REG => MrType::MemReg,
+            other => MrType::Other(other),
+        };
+        let res = T::alloc_mr(pd, ty, max_num_sg).and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
+        res.unwrap_or_else(|e| e.to_ptr())
+    }
+
+    /// # Safety
+    ///
+    /// `ibmr` is a live MR of this driver from `alloc_mr_callback`; `sg` holds `sg_nents`
+    /// DMA-mapped entries and `sg_offset` is null or valid (ib_core's `ib_map_mr_sg` contract).
+    pub(super) unsafe extern "C" fn map_mr_sg_callback(
+        ibmr: *mut bindings::ib_mr,
+        sg: *mut bindings::scatterlist,
+        sg_nents: c_int,
+        sg_offset: *mut c_uint,
+    ) -> c_int {
+        // SAFETY: By the function's requirements.
+        let mr = unsafe { Mr::<T>::from_raw(ibmr) };
+        let list = MrSgList {
+            mr,
+            sg,
+            sg_nents,
+            sg_offset,
+        };
+        match T::map_mr_sg(mr, list) {
+            Ok(n) => n as c_int,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `ibmr` was returned by `get_dma_mr_callback`, `reg_user_mr_callback` or
+    /// `alloc_mr_callback` and is not used afterwards.
     pub(super) unsafe extern "C" fn dereg_mr_callback(
         ibmr: *mut bindings::ib_mr,
         _udata: *mut bindings::ib_udata,
@@ -250,5 +334,56 @@ impl<T: Driver> Adapter<T> {
             drop(KBox::from_raw(mr));
         }
         0
+    }
+}
+
+/// The scatter/gather list handed to [`Driver::map_mr_sg`], to be split into the pages of a
+/// fast-register MR.
+///
+/// # Invariants
+///
+/// `sg`, `sg_nents` and `sg_offset` are the arguments of a `map_mr_sg` call on `mr`, valid
+/// for its duration.
+pub struct MrSgList<'a, T: Driver> {
+    mr: &'a Mr<T>,
+    sg: *mut bindings::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut c_uint,
+}
+
+impl<T: Driver> MrSgList<'_, T> {
+    /// Splits the list into pages of the MR's page size with `ib_sg_to_pages`, which sets the
+    /// MR's I/O virtual address and length and calls [`Driver::mr_set_page`] once per page,
+    /// in order; it stops at the first gap or when `mr_set_page` fails (the page list is
+    /// full). Returns the number of list entries mapped. Process context, may not sleep
+    /// inside `mr_set_page`.
+    pub fn to_pages(self) -> Result<u32> {
+        // SAFETY: The arguments are those of the `map_mr_sg` call (type invariant); the
+        // callback only receives this MR.
+        let n = unsafe {
+            bindings::ib_sg_to_pages(
+                Opaque::cast_into(&raw const self.mr.ibmr),
+                self.sg,
+                self.sg_nents,
+                self.sg_offset,
+                Some(set_page_callback::<T>),
+            )
+        };
+        u32::try_from(n).map_err(|_| Error::from_errno(n))
+    }
+}
+
+/// `ib_sg_to_pages`'s page callback: hands the page to the driver as a [`KernelBuf`].
+///
+/// # Safety
+///
+/// `ibmr` is a live MR of driver `T` from `alloc_mr_callback` whose `page_size` is set.
+unsafe extern "C" fn set_page_callback<T: Driver>(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
+    // SAFETY: By the function's requirements.
+    let mr = unsafe { Mr::<T>::from_raw(ibmr) };
+    let res = KernelBuf::of_mr_page(addr, mr.page_size()).and_then(|page| T::mr_set_page(mr, page));
+    match res {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }

@@ -13,6 +13,10 @@
 use super::{
     ah::Ah,
     device::Driver,
+    mr::{
+        AccessFlags,
+        Mr, //
+    },
     qp::QpType, //
 };
 use crate::{
@@ -89,8 +93,24 @@ impl KernelBuf {
         if origin != super::pd::Origin::Kernel {
             return Err(EINVAL);
         }
-        let len = sge.length();
-        let addr = usize::try_from(sge.addr()).map_err(|_| EINVAL)?;
+        Self::of_range(sge.addr(), sge.length())
+    }
+
+    /// A page of a fast-register MR, as `ib_sg_to_pages` reports it: `page_size` bytes at the
+    /// "DMA address" `addr` (a kernel virtual address on a device without a DMA device).
+    ///
+    /// The page belongs to the device from the registration work request until the MR is
+    /// invalidated (the consumer's promise when it registers memory for remote access), so a
+    /// driver may use the buffer only while the registration it was mapped for is valid.
+    pub(super) fn of_mr_page(addr: u64, page_size: u32) -> Result<Self> {
+        if page_size == 0 {
+            return Err(EINVAL);
+        }
+        Self::of_range(addr, page_size)
+    }
+
+    fn of_range(addr: u64, len: u32) -> Result<Self> {
+        let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         if len != 0 {
             let last = addr.checked_add(len as usize - 1).ok_or(EINVAL)?;
             // SAFETY: `virt_addr_valid` only computes on the address values.
@@ -264,8 +284,21 @@ pub enum SendOp {
         /// Addend.
         add: u64,
     },
-    /// Any other opcode (memory registration, local invalidate, masked atomics, ...), by its
-    /// C value; its structure is not read.
+    /// `IB_WR_REG_MR`: registers the pages mapped into a fast-register MR (see
+    /// [`SendWr::reg_mr`] for the MR) under `key` with `access`.
+    RegMr {
+        /// The new key (L_Key and R_Key; its low 8 bits are the consumer's).
+        key: u32,
+        /// The access rights.
+        access: AccessFlags,
+    },
+    /// `IB_WR_LOCAL_INV`: invalidates the MR or memory window of `rkey`.
+    LocalInv {
+        /// The key to invalidate.
+        rkey: u32,
+    },
+    /// Any other opcode (masked atomics, flush, ...), by its C value; its structure is not
+    /// read.
     Other(u32),
 }
 
@@ -363,6 +396,19 @@ impl<'a, T: Driver> SendWr<'a, T> {
                     swap: a.swap,
                 }
             }
+            bindings::ib_wr_opcode_IB_WR_REG_MR => {
+                // SAFETY: ib_core's contract: a REG_MR work request is the `wr` field (offset
+                // 0) of a `struct ib_reg_wr` (type invariant).
+                let r = unsafe { &*wr.cast::<bindings::ib_reg_wr>() };
+                SendOp::RegMr {
+                    key: r.key,
+                    access: AccessFlags::from_raw(r.access as u32),
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_LOCAL_INV => SendOp::LocalInv {
+                // SAFETY: Both union members are 32-bit integers.
+                rkey: unsafe { self.wr.ex.invalidate_rkey },
+            },
             bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
                 // SAFETY: See above.
                 let a = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
@@ -374,6 +420,23 @@ impl<'a, T: Driver> SendWr<'a, T> {
             }
             other => SendOp::Other(other),
         }
+    }
+
+    /// The MR of a registration work request (`IB_WR_REG_MR`): `None` for other opcodes;
+    /// `EINVAL` if the request names no MR.
+    pub fn reg_mr(&self) -> Result<Option<&'a Mr<T>>> {
+        if self.wr.opcode != bindings::ib_wr_opcode_IB_WR_REG_MR {
+            return Ok(None);
+        }
+        let wr: *const bindings::ib_send_wr = self.wr;
+        // SAFETY: A REG_MR work request is embedded in a `struct ib_reg_wr` (type invariant).
+        let r = unsafe { &*wr.cast::<bindings::ib_reg_wr>() };
+        if r.mr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: A kernel consumer registers an MR it allocated on this device (driver `T`)
+        // and keeps it for the call.
+        Ok(Some(unsafe { Mr::from_raw(r.mr) }))
     }
 
     /// The destination, on a datagram QP (UD, GSI, SMI); `None` on connected QPs. `EINVAL`

@@ -22,12 +22,12 @@ use kernel::rdma::device::{
     AtomicCap, CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
     PortAttr, PortImmutable, PortState, StatDesc, UserCommands, DEFAULT_PKEY_FULL,
 };
-use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
+use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest};
 use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
-use kernel::rdma::wr::{PostError, RecvWr, RecvWrList, SendWr, SendWrList};
+use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
 use crate::timer::Timers;
 use crate::xmit::TxEngine;
@@ -174,9 +174,9 @@ pub(crate) struct MetaRoceDev {
     timers: Arc<Timers>,
     /// Time zero of the transport's clock.
     epoch: Instant<Monotonic>,
-    /// User memory regions by index (`crate::mr`); any context.
+    /// User and fast-register memory regions by index (`crate::mr`); any context.
     #[pin]
-    pub(crate) user_mrs: SpinLockIrq<MrTable>,
+    pub(crate) mrs: SpinLockIrq<MrTable>,
     /// Numbers of user AHs in use (below [`MAX_AH`] + 1; 0 is never taken).
     #[pin]
     ah_nums: Mutex<IdPool>,
@@ -212,7 +212,7 @@ impl MetaRoceDev {
             tx: TxEngine::new()?,
             timers: Timers::new()?,
             epoch: Instant::now(),
-            user_mrs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_mrs"),
+            mrs <- new_spinlock_irq!(RBTree::new(), "metaroce_mrs"),
             ah_nums <- new_mutex!(
                 IdPool::with_capacity(MAX_AH as usize + 1, GFP_KERNEL)?,
                 "metaroce_ah_nums"
@@ -435,7 +435,8 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
                 DeviceCaps::PORT_ACTIVE_EVENT
                     | DeviceCaps::SYS_IMAGE_GUID
                     | DeviceCaps::RC_RNR_NAK_GEN
-                    | DeviceCaps::SRQ_RESIZE,
+                    | DeviceCaps::SRQ_RESIZE
+                    | DeviceCaps::MEM_MGT_EXTENSIONS,
             )
             // Remote atomics are serialised by the device's MR table lock, not against the
             // CPUs' own accesses to the memory (`mr_atomic`).
@@ -453,6 +454,7 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_srq_wr(MAX_SRQ_WR)
             .max_srq_sge(MAX_SRQ_SGE)
             .max_mr(MAX_MR - 1)
+            .max_fast_reg_page_list_len(crate::mr::MAX_FAST_REG_PAGES)
             .max_mr_size(u64::MAX)
             // User MRs are pinned page by page, so any power-of-two page size from 4 KiB
             // (to 2 GiB, as rdma_rxe reports) describes them.
@@ -640,14 +642,30 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         pd: &Pd<Self>,
         access: AccessFlags,
     ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
-        crate::verbs::get_dma_mr(pd, access).map(|(keys, mr)| (keys, Ok::<_, Error>(mr)))
+        crate::verbs::get_dma_mr(pd, access)
     }
 
     fn reg_user_mr(
         pd: &Pd<Self>,
         req: &UserMrRequest,
     ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
-        crate::mr::reg_user_mr(pd, req).map(|(keys, mr)| (keys, Ok::<_, Error>(mr)))
+        crate::mr::reg_user_mr(pd, req)
+    }
+
+    fn alloc_mr(
+        pd: &Pd<Self>,
+        mr_type: MrType,
+        max_num_sg: u32,
+    ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
+        crate::mr::alloc_mr(pd, mr_type, max_num_sg)
+    }
+
+    fn map_mr_sg(mr: &Mr<Self>, sg: MrSgList<'_, Self>) -> Result<u32> {
+        crate::mr::map_mr_sg(mr, sg)
+    }
+
+    fn mr_set_page(mr: &Mr<Self>, page: KernelBuf) -> Result {
+        crate::mr::mr_set_page(mr, page)
     }
 
     fn dereg_mr(mr: &Mr<Self>) {

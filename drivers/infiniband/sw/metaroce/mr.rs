@@ -1,21 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! User memory regions: registration over pinned user memory, and the lookup the transport
-//! uses to validate an (L_Key or R_Key, PD, virtual address, length, access) tuple and move
-//! bytes at a virtual address of the region.
+//! Memory regions the transport can address by key: user MRs (registration over pinned user
+//! memory) and fast-register MRs of kernel consumers (pages mapped with `ib_map_mr_sg`, made
+//! valid by a REG_MR work request and invalid again by a local invalidate or a SEND with
+//! invalidate), and the lookup the transport uses to validate an (L_Key or R_Key, PD, virtual
+//! address, length, access) tuple and move bytes at a virtual address of the region.
 //!
-//! Registered regions live in the device's table, keyed by their index (`key >> 8`), under an
+//! Regions live in the device's table, keyed by their index (`key >> 8`), under an
 //! IRQ-disabling spinlock. Lookups copy while holding it and never hand the region out, so
-//! deregistration (which takes the region out of the table under the lock) knows nobody is
-//! still copying, and the pinned memory is released in process context.
+//! deregistration and invalidation (which change the table under the lock) know nobody is
+//! still copying; pinned user memory is released in process context.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver};
 use crate::verbs::MetaRoceMr;
+use core::num::NonZeroUsize;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNode};
-use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, UserMrRequest};
+use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest};
 use kernel::rdma::pd::{Pd, PdId};
 use kernel::rdma::umem::Umem;
+use kernel::rdma::wr::KernelBuf;
 
 /// The access rights a MetaRoCE MR may have (beyond the optional hints, which are ignored).
 const SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
@@ -23,8 +27,29 @@ const SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_READ)
     .union(AccessFlags::REMOTE_ATOMIC);
 
-/// A registered user memory region.
-pub(crate) struct UserMr {
+/// The remote rights.
+const REMOTE: AccessFlags = AccessFlags::REMOTE_READ
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_ATOMIC);
+
+/// Most pages of a fast-register MR (`max_fast_reg_page_list_len`; rdma_rxe's figure).
+pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
+
+/// The memory behind a region.
+enum Backing {
+    /// Pinned user memory.
+    User(Umem),
+    /// The pages of a kernel consumer's fast-register MR, as its last registration mapped
+    /// them; `first_off` is the region's offset in the first page.
+    Fast {
+        pages: KVec<KernelBuf>,
+        page_size: usize,
+        first_off: usize,
+    },
+}
+
+/// An addressable memory region.
+pub(crate) struct Region {
     lkey: u32,
     /// 0 when the region grants no remote access (the R_Key is then unusable).
     rkey: u32,
@@ -32,11 +57,14 @@ pub(crate) struct UserMr {
     access: AccessFlags,
     iova: u64,
     len: u64,
-    umem: Umem,
+    /// Fast-register MRs are invalid (unusable) until registered and after invalidation;
+    /// user MRs are always valid.
+    valid: bool,
+    mem: Backing,
 }
 
-/// The device's user memory regions, by index.
-pub(crate) type MrTable = RBTree<u32, UserMr>;
+/// The device's addressable memory regions, by index.
+pub(crate) type MrTable = RBTree<u32, Region>;
 
 /// Which key of a region a request names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +78,7 @@ pub(crate) enum KeyKind {
 /// Why a memory access was refused (the transport maps it to a completion status or NAK).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MrError {
-    /// No user region has this key (or it names a region of another kind).
+    /// No valid region has this key (or it names a region of another kind).
     BadKey,
     /// The region belongs to another PD.
     BadPd,
@@ -75,37 +103,11 @@ fn check_access(access: AccessFlags) -> Result {
     Ok(())
 }
 
-/// Registers user memory (`reg_user_mr`): pins it, takes a key and enters the region in the
-/// device's table. Process context of the owning process, may sleep.
-pub(crate) fn reg_user_mr(
-    pd: &Pd<MetaRoceDriver>,
-    req: &UserMrRequest,
-) -> Result<(MrKeys, MetaRoceMr)> {
-    check_access(req.access)?;
-    if req.length == 0 || req.iova.checked_add(req.length).is_none() {
-        return Err(EINVAL);
-    }
-    let umem = Umem::pin(pd, req.start, req.length, req.access)?;
-    let dev: &MetaRoceDev = pd.device();
+/// Enters `region` in the device's table under a new index; returns its keys' index.
+fn insert(dev: &MetaRoceDev, make: impl FnOnce(u32) -> Region) -> Result<usize> {
     let index = dev.alloc_mr_index()?;
     // Index 0 is never handed out, so no key is 0.
-    let lkey = (index as u32) << 8;
-    let remote = req.access.intersects(
-        AccessFlags::REMOTE_READ
-            .union(AccessFlags::REMOTE_WRITE)
-            .union(AccessFlags::REMOTE_ATOMIC),
-    );
-    let rkey = if remote { lkey } else { 0 };
-    let mr = UserMr {
-        lkey,
-        rkey,
-        pd: pd.id(),
-        access: req.access,
-        iova: req.iova,
-        len: req.length,
-        umem,
-    };
-    let node = match RBTreeNode::new(index as u32, mr, GFP_KERNEL) {
+    let node = match RBTreeNode::new(index as u32, make((index as u32) << 8), GFP_KERNEL) {
         Ok(node) => node,
         Err(e) => {
             dev.free_mr_index(index);
@@ -113,27 +115,191 @@ pub(crate) fn reg_user_mr(
         }
     };
     // The index was free, so nothing is replaced.
-    let old = dev.user_mrs.lock().insert(node);
+    let old = dev.mrs.lock().insert(node);
     drop(old);
+    Ok(index)
+}
+
+/// Registers user memory (`reg_user_mr`): pins it, takes a key and enters the region in the
+/// device's table. Process context of the owning process, may sleep.
+pub(crate) fn reg_user_mr(
+    pd: &Pd<MetaRoceDriver>,
+    req: &UserMrRequest,
+) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
+    check_access(req.access)?;
+    if req.length == 0 || req.iova.checked_add(req.length).is_none() {
+        return Err(EINVAL);
+    }
+    let umem = Umem::pin(pd, req.start, req.length, req.access)?;
+    let remote = req.access.intersects(REMOTE);
+    let index = insert(pd.device(), |key| Region {
+        lkey: key,
+        rkey: if remote { key } else { 0 },
+        pd: pd.id(),
+        access: req.access,
+        iova: req.iova,
+        len: req.length,
+        valid: true,
+        mem: Backing::User(umem),
+    })?;
+    let lkey = (index as u32) << 8;
     Ok((
-        MrKeys { lkey, rkey },
-        MetaRoceMr {
-            index,
-            access: req.access,
-            user: true,
-        },
+        MrKeys { lkey, rkey: if remote { lkey } else { 0 } },
+        MetaRoceMr::new(index, req.access, true, KVec::new()),
     ))
 }
 
-/// Takes a user region out of the table (`dereg_mr`); its memory is unpinned when the
+/// Allocates a fast-register MR (`alloc_mr`) with room for `max_num_sg` pages: an invalid
+/// region in the table until a REG_MR work request registers it. Process context.
+pub(crate) fn alloc_mr(
+    pd: &Pd<MetaRoceDriver>,
+    mr_type: MrType,
+    max_num_sg: u32,
+) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
+    if mr_type != MrType::MemReg {
+        return Err(EINVAL);
+    }
+    if max_num_sg == 0 || max_num_sg > MAX_FAST_REG_PAGES {
+        return Err(EINVAL);
+    }
+    let n = max_num_sg as usize;
+    // The registered list and the one `map_mr_sg` fills next, both allocated here so that
+    // neither mapping nor registering allocates.
+    let pages = KVec::with_capacity(n, GFP_KERNEL)?;
+    let staging = KVec::with_capacity(n, GFP_KERNEL)?;
+    let index = insert(pd.device(), |key| Region {
+        lkey: key,
+        rkey: key,
+        pd: pd.id(),
+        access: AccessFlags::NONE,
+        iova: 0,
+        len: 0,
+        valid: false,
+        mem: Backing::Fast {
+            pages,
+            page_size: 0,
+            first_off: 0,
+        },
+    })?;
+    let key = (index as u32) << 8;
+    Ok((
+        MrKeys { lkey: key, rkey: key },
+        MetaRoceMr::new(index, AccessFlags::NONE, true, staging),
+    ))
+}
+
+/// Maps a scatter/gather list into a fast-register MR's next page list (`map_mr_sg`).
+pub(crate) fn map_mr_sg(mr: &Mr<MetaRoceDriver>, sg: MrSgList<'_, MetaRoceDriver>) -> Result<u32> {
+    mr.staging.lock().clear();
+    sg.to_pages()
+}
+
+/// Appends a page to the list `map_mr_sg` is filling; `ENOMEM` when it is full.
+pub(crate) fn mr_set_page(mr: &Mr<MetaRoceDriver>, page: KernelBuf) -> Result {
+    let mut st = mr.staging.lock();
+    if st.len() == st.capacity() {
+        return Err(ENOMEM);
+    }
+    // Within the capacity reserved at allocation: no allocation happens.
+    st.push(page, GFP_ATOMIC).map_err(|_| ENOMEM)
+}
+
+/// Executes a REG_MR work request of a kernel QP of PD `pd`: the MR's mapped pages become
+/// a valid region under `key` with `access`, at the MR's I/O virtual address and length as
+/// they are now. The MR must be invalid (`EINVAL` otherwise, as for a foreign PD, a key
+/// whose index is not the MR's, or rights MetaRoCE does not offer). Any context.
+pub(crate) fn register(
+    mr: &Mr<MetaRoceDriver>,
+    pd: PdId,
+    key: u32,
+    access: AccessFlags,
+) -> Result {
+    check_access(access)?;
+    let page_size = mr.page_size() as usize;
+    let (iova, len) = (mr.iova(), mr.length());
+    if key >> 8 != mr.index as u32 || mr.pd_id() != pd || !page_size.is_power_of_two() {
+        return Err(EINVAL);
+    }
+    let first_off = (iova & (page_size as u64 - 1)) as usize;
+    let staging = mr.staging.lock();
+    let span = (first_off as u64).checked_add(len).ok_or(EINVAL)?;
+    if span > (staging.len() as u64).saturating_mul(page_size as u64) {
+        return Err(EINVAL);
+    }
+    let mut table = mr.device().mrs.lock();
+    let r = table.get_mut(&(mr.index as u32)).ok_or(EINVAL)?;
+    let Backing::Fast { pages, page_size: ps, first_off: fo } = &mut r.mem else {
+        return Err(EINVAL);
+    };
+    if r.valid {
+        return Err(EINVAL);
+    }
+    pages.clear();
+    // The capacity of both lists is `max_num_sg`: no allocation happens.
+    pages.extend_from_slice(&staging, GFP_ATOMIC)?;
+    *ps = page_size;
+    *fo = first_off;
+    r.lkey = key;
+    r.rkey = if access.intersects(REMOTE) { key } else { 0 };
+    r.access = access;
+    r.iova = iova;
+    r.len = len;
+    r.valid = true;
+    Ok(())
+}
+
+/// Takes a region out of the table (`dereg_mr`); pinned user memory is unpinned when the
 /// returned value drops, outside the table lock. Process context.
-pub(crate) fn dereg_user_mr(mr: &Mr<MetaRoceDriver>) {
+pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) {
     let dev = mr.device();
-    let taken = dev.user_mrs.lock().remove(&(mr.index as u32));
+    let taken = dev.mrs.lock().remove(&(mr.index as u32));
     drop(taken);
 }
 
-impl UserMr {
+impl Backing {
+    /// Copies `data` to byte `off` of the region's memory (checked against the region).
+    fn copy_to(&self, off: usize, data: &[u8]) -> Result {
+        match self {
+            Backing::User(umem) => umem.copy_to(off, data),
+            Backing::Fast { pages, page_size, first_off } => {
+                let ps = NonZeroUsize::new(*page_size).ok_or(EINVAL)?;
+                let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
+                let mut rest = data;
+                while !rest.is_empty() {
+                    let (page, at) = (pos / ps, pos % ps);
+                    let n = core::cmp::min(ps.get() - at, rest.len());
+                    pages.get(page).ok_or(EINVAL)?.write_at(at, &rest[..n])?;
+                    rest = &rest[n..];
+                    pos += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies bytes at byte `off` of the region's memory into `out`.
+    fn copy_from(&self, off: usize, out: &mut [u8]) -> Result {
+        match self {
+            Backing::User(umem) => umem.copy_from(off, out),
+            Backing::Fast { pages, page_size, first_off } => {
+                let ps = NonZeroUsize::new(*page_size).ok_or(EINVAL)?;
+                let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
+                let mut rest = out;
+                while !rest.is_empty() {
+                    let (page, at) = (pos / ps, pos % ps);
+                    let n = core::cmp::min(ps.get() - at, rest.len());
+                    let (now, later) = rest.split_at_mut(n);
+                    pages.get(page).ok_or(EINVAL)?.read_at(at, now)?;
+                    rest = later;
+                    pos += n;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Region {
     /// Validates a request for `len` bytes at `va` needing `need`, and returns the offset of
     /// `va` in the region.
     fn check(
@@ -149,7 +315,7 @@ impl UserMr {
             KeyKind::Local => self.lkey == key,
             KeyKind::Remote => self.rkey != 0 && self.rkey == key,
         };
-        if !ok_key {
+        if !ok_key || !self.valid {
             return Err(MrError::BadKey);
         }
         if self.pd != pd {
@@ -185,13 +351,13 @@ fn read_right(kind: KeyKind) -> AccessFlags {
 }
 
 impl MetaRoceDev {
-    /// Runs `f` on the user region of `key`, with the table locked.
+    /// Runs `f` on the region of `key`, with the table locked.
     fn with_user_mr<R>(
         &self,
         key: u32,
-        f: impl FnOnce(&UserMr) -> Result<R, MrError>,
+        f: impl FnOnce(&Region) -> Result<R, MrError>,
     ) -> Result<R, MrError> {
-        let table = self.user_mrs.lock();
+        let table = self.mrs.lock();
         let mr = table.get(&(key >> 8)).ok_or(MrError::BadKey)?;
         f(mr)
     }
@@ -223,13 +389,10 @@ impl MetaRoceDev {
     ) -> Result<(), MrError> {
         self.with_user_mr(key, |mr| {
             let off = mr.check(key, kind, pd, va, data.len(), write_right(kind))?;
-            mr.umem.copy_to(off, data).map_err(|_| MrError::Range)
+            mr.mem.copy_to(off, data).map_err(|_| MrError::Range)
         })
     }
 
-    /// Copies bytes at `va` of the user region of `key` into `out`, after checking PD, bounds
-    /// and the read right of `kind` (none for an L_Key, remote read for an R_Key). Any context,
-    /// never sleeps.
     /// Checks that `len` bytes at `va` lie in the user region of L_Key `lkey` of PD `pd`,
     /// with local write access if `write`. Any context.
     pub(crate) fn mr_check_local(
@@ -244,6 +407,9 @@ impl MetaRoceDev {
         self.with_user_mr(lkey, |mr| mr.check(lkey, KeyKind::Local, pd, va, len, need).map(|_| ()))
     }
 
+    /// Copies bytes at `va` of the region of `key` into `out`, after checking PD, bounds
+    /// and the read right of `kind` (none for an L_Key, remote read for an R_Key). Any context,
+    /// never sleeps.
     pub(crate) fn mr_copy_from(
         &self,
         key: u32,
@@ -254,7 +420,7 @@ impl MetaRoceDev {
     ) -> Result<(), MrError> {
         self.with_user_mr(key, |mr| {
             let off = mr.check(key, kind, pd, va, out.len(), read_right(kind))?;
-            mr.umem.copy_from(off, out).map_err(|_| MrError::Range)
+            mr.mem.copy_from(off, out).map_err(|_| MrError::Range)
         })
     }
 
@@ -278,14 +444,46 @@ impl MetaRoceDev {
         self.with_user_mr(rkey, |mr| {
             let off = mr.check(rkey, KeyKind::Remote, pd, va, 8, need)?;
             let mut b = [0u8; 8];
-            mr.umem.copy_from(off, &mut b).map_err(|_| MrError::Range)?;
+            mr.mem.copy_from(off, &mut b).map_err(|_| MrError::Range)?;
             let old = u64::from_ne_bytes(b);
             if let Some(new) = op(old) {
-                mr.umem
+                mr.mem
                     .copy_to(off, &new.to_ne_bytes())
                     .map_err(|_| MrError::Range)?;
             }
             Ok(old)
         })
+    }
+}
+
+/// Why an invalidation was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InvalidateError {
+    /// No region has this key, or it is not valid.
+    BadKey,
+    /// The region cannot be invalidated (a user MR: only fast-register MRs can).
+    NotInvalidatable,
+    /// The region belongs to another PD.
+    BadPd,
+}
+
+impl MetaRoceDev {
+    /// Invalidates the fast-register MR of `rkey` (a LOCAL_INV work request, or a received
+    /// SEND with invalidate) for a QP of PD `pd`: later accesses with its keys fail until it
+    /// is registered again. Any context.
+    pub(crate) fn mr_invalidate(&self, rkey: u32, pd: PdId) -> Result<(), InvalidateError> {
+        let mut table = self.mrs.lock();
+        let r = table.get_mut(&(rkey >> 8)).ok_or(InvalidateError::BadKey)?;
+        if !matches!(r.mem, Backing::Fast { .. }) {
+            return Err(InvalidateError::NotInvalidatable);
+        }
+        if !r.valid || r.lkey != rkey {
+            return Err(InvalidateError::BadKey);
+        }
+        if r.pd != pd {
+            return Err(InvalidateError::BadPd);
+        }
+        r.valid = false;
+        Ok(())
     }
 }

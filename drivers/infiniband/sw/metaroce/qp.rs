@@ -744,6 +744,8 @@ fn send_wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
         SendOp::CmpSwap { .. } => WcOpcode::CompSwap,
         SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        SendOp::RegMr { .. } => WcOpcode::RegMr,
+        SendOp::LocalInv { .. } => WcOpcode::LocalInv,
         _ => WcOpcode::Send,
     }
 }
@@ -790,7 +792,7 @@ fn account(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner) {
 fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     account(qp, inner);
     let Some(engine) = inner.engine.as_mut() else { return };
-    while let Some(c) = engine.poll_send_completion(&inner.sq.wqes) {
+    while let Some(c) = engine.poll_send_completion(&mut inner.sq.wqes) {
         // The completed request is the last one retired: completions come in posting order.
         let retired = inner.sq.tail.wrapping_sub(engine.sq_used());
         let slot = inner.sq.slot(retired.wrapping_sub(1));
@@ -1038,8 +1040,10 @@ fn core_op(op: &SendOp) -> Result<pwr::SendOp> {
             rkey,
             op: pwr::AtomicOp::FetchAdd { add },
         },
-        // Memory registration and other work requests are not offered.
-        _ => return Err(EINVAL),
+        // Carried out by `post_one` before the core queues them.
+        SendOp::RegMr { .. } | SendOp::LocalInv { .. } => pwr::SendOp::Local,
+        // Masked atomics, flush and other work requests are not offered.
+        SendOp::Other(_) => return Err(EINVAL),
     })
 }
 
@@ -1083,6 +1087,27 @@ fn post_one(
         return Err(EINVAL);
     }
     let engine = inner.engine.as_mut().ok_or(EINVAL)?;
+    if cop == pwr::SendOp::Local {
+        // Registration and local invalidate take effect now, in posting order with the
+        // requests around them (a consumer may hand out a key only in a later request); the
+        // core reports the completion in order. Everything that could refuse the request is
+        // checked first, so a refused request has had no effect.
+        let connected = matches!(qp.qp_type, QpType::Rc | QpType::Uc);
+        if !connected || len != 0 || engine.sq_used() >= inner.sq.depth() {
+            return Err(if connected && len == 0 { ENOMEM } else { EINVAL });
+        }
+        let pd = qp.pd().ok_or(EINVAL)?.id();
+        match op {
+            SendOp::RegMr { key, access } => {
+                let mr = wr.reg_mr()?.ok_or(EINVAL)?;
+                crate::mr::register(mr, pd, key, access)?;
+            }
+            SendOp::LocalInv { rkey } => {
+                qp.device().mr_invalidate(rkey, pd).map_err(|_| EINVAL)?;
+            }
+            _ => return Err(EINVAL),
+        }
+    }
     let cwr = pwr::SendWr {
         wr_id: wr.wr_id(),
         op: cop,
@@ -1438,9 +1463,20 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             );
             wc.byte_len = c.byte_len;
             wc.imm = c.imm;
-            wc.invalidate_rkey = c.invalidate;
             if place_failed && wc.status == WcStatus::Success {
                 wc.status = WcStatus::LocProtErr;
+            }
+            // SEND with invalidate: the named fast-register MR of this QP's PD becomes
+            // invalid before the consumer sees the completion. A key that cannot be
+            // invalidated fails the receive and breaks the QP (rdma_rxe does the same).
+            if let (Some(rkey), WcStatus::Success) = (c.invalidate, wc.status) {
+                let done = mem.pd.map(|pd| qp.device().mr_invalidate(rkey, pd));
+                if matches!(done, Some(Ok(()))) {
+                    wc.invalidate_rkey = Some(rkey);
+                } else {
+                    wc.status = WcStatus::RemInvReqErr;
+                    place_failed = true;
+                }
             }
             if ud {
                 wc.src_qp = c.src_qp.unwrap_or(0);

@@ -21,6 +21,7 @@ use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::QpId;
 use kernel::rdma::udata::Udata;
 use kernel::sync::SpinLockIrq;
+use kernel::rdma::wr::KernelBuf;
 
 /// Most PDs per device.
 pub(crate) const MAX_PD: u32 = 0x1_0000;
@@ -392,16 +393,38 @@ pub(crate) fn destroy_ah(ah: &kernel::rdma::ah::Ah<MetaRoceDriver>) {
     give(&dev.objects.ahs);
 }
 
-/// A memory region: a DMA MR (all of kernel memory under one key pair) or a user MR (pinned
-/// user memory, kept in the device's table: `crate::mr`).
+/// A memory region: a DMA MR (all of kernel memory under one key pair, local only), a user MR
+/// (pinned user memory) or a fast-register MR of a kernel consumer; the last two have a region
+/// in the device's table (`crate::mr`).
+#[pin_data]
 pub(crate) struct MetaRoceMr {
-    /// Index of the keys (`lkey == index << 8`; `rkey` the same or 0).
+    /// Index of the keys (`key >> 8`).
     pub(crate) index: usize,
-    /// Access rights.
-    #[allow(dead_code)] // Checked by the transport (issue 6).
+    /// Access rights at creation (fast-register MRs get theirs at each registration).
+    #[allow(dead_code)] // Checked through the region table.
     pub(crate) access: AccessFlags,
-    /// Whether this is a user MR (in the device's table).
-    pub(crate) user: bool,
+    /// Whether the MR has a region in the device's table.
+    pub(crate) in_table: bool,
+    /// Fast-register MRs: the page list `map_mr_sg` fills for the next registration
+    /// (capacity `max_num_sg`, reserved at allocation); empty for other MRs.
+    #[pin]
+    pub(crate) staging: SpinLockIrq<KVec<KernelBuf>>,
+}
+
+impl MetaRoceMr {
+    pub(crate) fn new(
+        index: usize,
+        access: AccessFlags,
+        in_table: bool,
+        staging: KVec<KernelBuf>,
+    ) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            index,
+            access,
+            in_table,
+            staging <- new_spinlock_irq!(staging, "metaroce_mr_staging"),
+        }? Error)
+    }
 }
 
 /// A DMA MR with local rights only. ib_core asks for one with remote rights for an
@@ -412,7 +435,7 @@ pub(crate) struct MetaRoceMr {
 pub(crate) fn get_dma_mr(
     pd: &Pd<MetaRoceDriver>,
     access: AccessFlags,
-) -> Result<(MrKeys, MetaRoceMr)> {
+) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
     let remote = AccessFlags::REMOTE_READ
         .union(AccessFlags::REMOTE_WRITE)
         .union(AccessFlags::REMOTE_ATOMIC);
@@ -425,17 +448,13 @@ pub(crate) fn get_dma_mr(
     let key = (index as u32) << 8;
     Ok((
         MrKeys { lkey: key, rkey: 0 },
-        MetaRoceMr {
-            index,
-            access,
-            user: false,
-        },
+        MetaRoceMr::new(index, access, false, KVec::new()),
     ))
 }
 
 pub(crate) fn dereg_mr(mr: &Mr<MetaRoceDriver>) {
-    if mr.user {
-        crate::mr::dereg_user_mr(mr);
+    if mr.in_table {
+        crate::mr::remove(mr);
     }
     mr.device().free_mr_index(mr.index);
 }
