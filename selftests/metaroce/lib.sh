@@ -37,13 +37,20 @@ mr_dmesg_clean() {
 # True when running on MetaRoCE's own kernel (its release carries the -mr suffix).
 mr_our_kernel() { uname -r | grep -q -- '-mr'; }
 
-# The index of the RoCE v2 GID of IPv4 address $2 in device $1's table (empty if none yet).
+# The index of the RoCE v2 GID of IPv4 address $2 in device $1's table (empty if none yet). An
+# IPv6 address is given in full (2001:0db8:0000:...:0001), as sysfs prints GIDs. The table has
+# 1024 entries, searched in index order with the shell's own `read` (no process per entry).
 mr_gid_index() {
   local want g n
-  want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' $(tr . ' ' <<<"$2"))
-  for g in /sys/class/infiniband/$1/ports/1/gids/*; do
-    n=${g##*/}
-    [ "$(cat "$g")" = "$want" ] && [ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$n" 2>/dev/null)" = 'RoCE v2' ] \
+  case $2 in
+    *:*) want=$2;;
+    *) want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' $(tr . ' ' <<<"$2"));;
+  esac
+  for ((n = 0; ; n++)); do
+    g=/sys/class/infiniband/$1/ports/1/gids/$n
+    [ -e "$g" ] || return
+    read -r g <"$g"
+    [ "$g" = "$want" ] && [ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$n" 2>/dev/null)" = 'RoCE v2' ] \
       && { echo "$n"; return; }
   done
 }

@@ -8,6 +8,9 @@
 # Between two MetaRoCE guests (suite pair) guest a is the target; against Debian's rdma_rxe (suite
 # interop, MR_BOTH_WAYS) each guest is the target once (and never twice: see the end).
 . "$MR_SELFTESTS/lib.sh"
+# make check runs it against rdma_rxe both ways (interop/45-nvmeof), which covers MetaRoCE as
+# target and as host; two MetaRoCE guests add the pairing of both in check-full.
+[ -n "${MR_BOTH_WAYS:-}${MR_FULL:-}" ] || skip "two MetaRoCE guests: make check-full (make check runs interop/45-nvmeof)"
 mr_rdma_dev || fail "RDMA device"
 nqn=nqn.2026-11.org.example:metaroce
 cfg=/sys/kernel/config/nvmet

@@ -676,6 +676,8 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
 }
 
 pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
+    // Acknowledgements and responses already due leave first.
+    xmit::flush(qp);
     // No new packet or transmit run can find the QP after this; the abstraction then waits
     // for the ones in progress.
     qp.device().unpublish_qp(qp.qpn);

@@ -173,6 +173,19 @@ fn requeue(this: Arc<TxEngine>) {
     }
 }
 
+/// Sends what `qp` has ready now (at most a few batches), from the caller's context: used when
+/// the QP is destroyed, so that the acknowledgement of a message the consumer has already seen
+/// is not lost with the QP (a ping-pong client exits as soon as its last receive completes,
+/// before the transmit worker ran; the peer would then retry into a QP that is gone). Process
+/// context.
+pub(crate) fn flush(qp: &Qp<MetaRoceDriver>) {
+    for _ in 0..4 {
+        if !transmit_batch(qp) {
+            return;
+        }
+    }
+}
+
 /// Sends one batch of `qp`'s packets; returns whether it may have more. Process context.
 fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
     let dev = qp.device();
