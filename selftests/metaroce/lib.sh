@@ -90,11 +90,12 @@ mr_cm_listening() {
 # Both guests of a pair run one rdma_cm tool: the server on role $2, the client on the other role.
 # The client starts only once the server's rdma_cm ID listens on port $3 (seen in `rdma res show
 # cm_id`; one barrier named NAME then releases the client), so no retry can hide a failed
-# connection. Each command runs under `timeout ${MR_CM_TIMEOUT:-120}`; its stdout is left in
-# MR_OUT, its stderr in MR_ERR, its exit status is returned.
+# connection. Each command runs under `timeout ${MR_CM_TIMEOUT:-120}` (600 s with MR_FULL); its
+# stdout is left in MR_OUT, its stderr in MR_ERR, its exit status is returned.
 # Usage: mr_cm_pair NAME SERVER_ROLE PORT SERVER_CMD... -- CLIENT_CMD...
 mr_cm_pair() {
-  local name=$1 srole=$2 port=$3 t=${MR_CM_TIMEOUT:-120} pid i rc; shift 3
+  local name=$1 srole=$2 port=$3 t=${MR_CM_TIMEOUT:-${MR_FULL:+600}} pid i rc; shift 3
+  t=${t:-120}
   local -a srv=() cli=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
   [ $# -gt 0 ] && shift; cli=("$@")

@@ -1,12 +1,12 @@
 # rdma_server / rdma_client (librdmacm's synchronous endpoint API: rdma_getaddrinfo,
 # rdma_create_ep, rdma_get_request, one inline 16-byte SEND each way, rdma_disconnect). The server
 # listens on the wildcard address (every device). Both ends must exit 0 and print "end 0"; one
-# connection (ten in a row in check-full). Server a between two MetaRoCE guests (both ways in
+# connection (five in a row in check-full). Server a between two MetaRoCE guests (both ways in
 # check-full), each side as server and as client against rdma_rxe (MR_BOTH_WAYS).
 . "$MR_SELFTESTS/lib.sh"
 mr_rdma_dev || fail "RDMA device"
 port=19020 failed=0 n=1
-[ -n "${MR_FULL:-}" ] && n=10
+[ -n "${MR_FULL:-}" ] && n=5
 both=${MR_BOTH_WAYS:-${MR_FULL:-}}
 for srole in a ${both:+b}; do
   [ "$MR_ROLE" = "$srole" ] && me=server || me=client
