@@ -18,7 +18,7 @@ mr_link_up() {
 }
 
 # Both guests of a pair wait here until the other arrives with the same name.
-mr_barrier() { python3 "$MR_SELFTESTS/barrier.py" "$MR_ROLE" "$MR_ADDR_A" "$1" "${2:-240}"; }
+mr_barrier() { python3 -S "$MR_SELFTESTS/barrier.py" "$MR_ROLE" "$MR_ADDR_A" "$1" "${2:-240}"; }
 
 # Runs a command and retries while it fails (the peer's server may not listen yet).
 mr_retry() { local n=$1; shift; local i; for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 1; done; return 1; }
@@ -80,6 +80,72 @@ mr_pair_run() {
   else
     MR_OUT=$(mr_retry 20 timeout 150 "$tool" "$@" -p "$port" "$(mr_peer)" 2>&1)
   fi
+}
+
+# This guest's and the peer's IPv6 addresses in a two-guest shape.
+mr_self6() { [ "$MR_ROLE" = a ] && echo $MR_ADDR6_A || echo $MR_ADDR6_B; }
+mr_peer6() { [ "$MR_ROLE" = a ] && echo $MR_ADDR6_B || echo $MR_ADDR6_A; }
+
+# True while an rdma_cm ID of this guest listens on port $1 (bound or wildcard, any port space).
+# (Few processes: each exec costs up to a second in a KASAN guest under TCG.)
+mr_cm_listening() {
+  local l
+  while IFS= read -r l; do [[ $l == *"state LISTEN "*":$1 "* ]] && return 0; done < <(rdma res show cm_id 2>/dev/null)
+  return 1
+}
+
+# Both guests of a pair run one rdma_cm tool: the server on role $2, the client on the other role.
+# The client starts only once the server's rdma_cm ID listens on port $3 (seen in `rdma res show
+# cm_id`; one barrier named NAME then releases the client), so no retry can hide a failed
+# connection. Each command runs under `timeout ${MR_CM_TIMEOUT:-120}` (600 s with MR_FULL); its
+# stdout is left in MR_OUT, its stderr in MR_ERR, its exit status is returned.
+# Usage: mr_cm_pair NAME SERVER_ROLE PORT SERVER_CMD... -- CLIENT_CMD...
+mr_cm_pair() {
+  local name=$1 srole=$2 port=$3 t=${MR_CM_TIMEOUT:-${MR_FULL:+600}} pid i rc; shift 3
+  t=${t:-120}
+  local -a srv=() cli=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+  [ $# -gt 0 ] && shift; cli=("$@")
+  if [ "$MR_ROLE" = "$srole" ]; then
+    timeout "$t" "${srv[@]}" >/tmp/cm-pair.out 2>/tmp/cm-pair.err & pid=$!
+    for ((i = 0; i < 300; i++)); do
+      mr_cm_listening "$port" && break
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.2
+    done
+    mr_cm_listening "$port" || echo "$name: the server does not listen on rdma_cm port $port" >>/tmp/cm-pair.err
+    # The client is released even so: it then fails as well, and both guests report.
+    mr_barrier "$name" || echo "$name: the client never came" >>/tmp/cm-pair.err
+    wait $pid; rc=$?
+  else
+    mr_barrier "$name" || { MR_ERR="$name: the server never reported"; return 1; }
+    timeout "$t" "${cli[@]}" >/tmp/cm-pair.out 2>/tmp/cm-pair.err; rc=$?
+  fi
+  MR_OUT= MR_ERR=
+  IFS= read -r -d '' MR_OUT </tmp/cm-pair.out; IFS= read -r -d '' MR_ERR </tmp/cm-pair.err
+  MR_OUT=${MR_OUT%$'\n'} MR_ERR=${MR_ERR%$'\n'}
+  return $rc
+}
+
+# This guest's eth0 rx bytes (MR_RX) and its device's successful receive completions (MR_RECVS,
+# `rdma statistic` rdma_recvs: MetaRoCE's counters carry rdma_rxe's names).
+mr_cm_counts() {
+  local -a w; local i
+  read -r MR_RX </sys/class/net/eth0/statistics/rx_bytes
+  read -r -d '' -a w < <(rdma statistic show link "$MR_DEV/1")
+  MR_RECVS=0
+  for ((i = 0; i + 1 < ${#w[@]}; i++)); do [ "${w[i]}" = rdma_recvs ] && MR_RECVS=${w[i + 1]}; done
+}
+
+# Marks the start of a transfer for mr_cm_took.
+mr_cm_mark() { mr_cm_counts; MR_RX0=$MR_RX MR_RECVS0=$MR_RECVS; }
+
+# True if since mr_cm_mark eth0 took in at least $1 bytes and the device completed at least $2
+# receives (MADs count too, so these are floors); MR_TOOK says what was seen.
+mr_cm_took() {
+  mr_cm_counts
+  MR_TOOK="eth0 rx $((MR_RX - MR_RX0)) B (>= $1), $((MR_RECVS - MR_RECVS0)) receives (>= $2)"
+  [ $((MR_RX - MR_RX0)) -ge "$1" ] && [ $((MR_RECVS - MR_RECVS0)) -ge "$2" ]
 }
 
 # Wire correctness of a capture (dumpcap -P on a veth): at least $2 RoCEv2 packets, every ICRC

@@ -1,0 +1,36 @@
+# ucmatose (rdma_cm, RC): several connections to one listener, then on each the server sends its
+# messages and the client sends as many back. Both ends must exit 0 after "data transfers
+# complete", and each guest must have taken in at least the payload on eth0 and completed at least
+# that many receives (rdma_recvs): ucmatose counts completions without looking at their status.
+# Runs: 3 connections x 10 messages of 4000 B (four packets each at MTU 1024). Not yet in
+# check-full: 16 x 100 of 1000 B against rdma_rxe serving left rxe with 1348 of its 1600 receives
+# successful (README, rdma_cm). Server a between two MetaRoCE guests (both ways in check-full),
+# each side once as server and once as client against rdma_rxe (MR_BOTH_WAYS).
+. "$MR_SELFTESTS/lib.sh"
+mr_rdma_dev || fail "RDMA device"
+port=18980 failed=0
+runs=("3 10 4000")
+both=${MR_BOTH_WAYS:-${MR_FULL:-}}
+for srole in a ${both:+b}; do
+  [ "$MR_ROLE" = "$srole" ] && me=server || me=client
+  for run in "${runs[@]}"; do
+    set -- $run; conns=$1 count=$2 size=$3
+    port=$((port + 1)) t0=$SECONDS
+    mr_cm_mark
+    mr_cm_pair "ucmatose-$srole-$conns-$count-$size" "$srole" $port \
+      ucmatose -b "$(mr_self)" -p $port -c "$conns" -C "$count" -S "$size" -- \
+      ucmatose -s "$(mr_peer)" -p $port -c "$conns" -C "$count" -S "$size"
+    rc=$?
+    what="ucmatose $conns connections x $count x $size B, server $srole ($me)"
+    if [ $rc != 0 ] || [[ $MR_OUT != *$'\n'"data transfers complete"$'\n'* ]] || [[ $MR_OUT != *$'\n'"return status 0" ]]; then
+      echo "$MR_OUT"; echo "$MR_ERR"; echo "FAILED $what: exit $rc"; failed=1; continue
+    fi
+    if ! mr_cm_took $((conns * count * size)) $((conns * count)); then
+      echo "$MR_OUT"; echo "FAILED $what: $MR_TOOK"; failed=1; continue
+    fi
+    echo "$what: ok, $MR_TOOK, $((SECONDS - t0)) s"
+  done
+done
+mr_our_kernel && rdma statistic show link $MR_DEV/1
+mr_our_kernel && mr_dmesg_clean
+[ $failed = 0 ] || fail "some ucmatose runs failed (see above)"
