@@ -8,6 +8,8 @@
 # check-full); against Debian's rdma_rxe (suite interop, MR_BOTH_WAYS) each guest serves once and
 # connects once.
 . "$MR_SELFTESTS/lib.sh"
+# make check runs it against rdma_rxe both ways (interop); two MetaRoCE guests in check-full (CI time).
+[ -n "${MR_BOTH_WAYS:-}${MR_FULL:-}" ] || skip "two MetaRoCE guests: make check-full (make check runs the interop suite's copy)"
 mr_rdma_dev || fail "RDMA device"
 
 # rping's ping buffer for pings 0 .. $1-1 of $2 bytes, one line each prefixed with $3:
