@@ -198,3 +198,17 @@ mr_pyverbs() {
   grep -oE "skipped '[^']*'|skipped \"[^\"]*\"" "$log" | sed -E 's/^skipped .//; s/.$//; s/ \(.*//' | sort | uniq -c | sort -rn
   echo "pyverbs on $dev ($(uname -r)): $PV_RAN run, $PV_OK ok, $PV_SKIP skipped, $PV_FAIL failed or errors${PV_FAILED:+: $PV_FAILED}"
 }
+
+# The verdict of one ucmatose/udaddy run (both print the same lines): exit status RC, its success
+# lines in $MR_OUT, and at least BYTES taken in over at least RECVS receives (mr_cm_took: the tools
+# never look at completion status). Prints the failure or "WHAT: ok"; returns 1 on failure.
+# Usage: mr_cm_verdict WHAT RC BYTES RECVS T0
+mr_cm_verdict() {
+  if [ "$2" != 0 ] || [[ $MR_OUT != *$'\n'"data transfers complete"$'\n'* ]] || [[ $MR_OUT != *$'\n'"return status 0" ]]; then
+    echo "$MR_OUT"; echo "$MR_ERR"; echo "FAILED $1: exit $2"; return 1
+  fi
+  if ! mr_cm_took "$3" "$4"; then
+    echo "$MR_OUT"; echo "FAILED $1: $MR_TOOK"; return 1
+  fi
+  echo "$1: ok, $MR_TOOK, $((SECONDS - $5)) s"
+}

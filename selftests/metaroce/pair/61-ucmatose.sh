@@ -24,13 +24,7 @@ for srole in a ${both:+b}; do
       ucmatose -s "$(mr_peer)" -p $port -c "$conns" -C "$count" -S "$size"
     rc=$?
     what="ucmatose $conns connections x $count x $size B, server $srole ($me)"
-    if [ $rc != 0 ] || [[ $MR_OUT != *$'\n'"data transfers complete"$'\n'* ]] || [[ $MR_OUT != *$'\n'"return status 0" ]]; then
-      echo "$MR_OUT"; echo "$MR_ERR"; echo "FAILED $what: exit $rc"; failed=1; continue
-    fi
-    if ! mr_cm_took $((conns * count * size)) $((conns * count)); then
-      echo "$MR_OUT"; echo "FAILED $what: $MR_TOOK"; failed=1; continue
-    fi
-    echo "$what: ok, $MR_TOOK, $((SECONDS - t0)) s"
+    mr_cm_verdict "$what" $rc $((conns * count * size)) $((conns * count)) $t0 || failed=1
   done
 done
 mr_our_kernel && rdma statistic show link $MR_DEV/1
