@@ -29,6 +29,10 @@
 //!   full transmission (UC/UD);
 //!   signaled successes and every error are reported, unsignaled successes
 //!   retired silently; after the first error only flushes follow;
+//! * a local WR (`SendOp::Local`, RC and UC, no data) is never sent, takes
+//!   no PSN and completes in posting order: on RC only once every earlier
+//!   WR is acknowledged, on UC once every earlier WR went out; flushed like
+//!   the others at the error transition;
 //! * RC with a timeout: while work is outstanding and the QP is not in
 //!   error, either a packet can be sent or a timer is pending (no stall);
 //! * at the error transition every posted WR is retired and every signaled
@@ -85,10 +89,10 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Post {
     /// 0 SEND, 1 SEND imm, 2 SEND inv, 3 WRITE, 4 WRITE imm, 5 READ, 6
-    /// CmpSwap, 7 FetchAdd, 8 ATOMIC WRITE (modulo 9).
+    /// CmpSwap, 7 FetchAdd, 8 ATOMIC WRITE, 9 local (modulo 10).
     pub op: u8,
     /// Length (modulo 1100 unless bit 7 of `flags`; atomics and ATOMIC
-    /// WRITE: 8 unless bit 5).
+    /// WRITE: 8 unless bit 5; local: 0 unless bit 5).
     pub len: u16,
     /// Bit 0 signaled, 1 fence, 2 solicited, 3 UD: use the QP's Q_Key, 4
     /// a length above 2^31, 5 atomics keep `len`, 6 UD: no destination, 7
@@ -302,7 +306,7 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
 /// The work request a `Post` stands for.
 pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
     let atomic_va = if p.va & 1 != 0 { p.va } else { p.va & !7 };
-    let op = match p.op % 9 {
+    let op = match p.op % 10 {
         0 => SendOp::Send,
         1 => SendOp::SendImm { imm: p.key },
         2 => SendOp::SendInv { rkey: p.key },
@@ -315,12 +319,16 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
             op: AtomicOp::CmpSwap { compare: p.va, swap: !p.va },
         },
         7 => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
-        _ => SendOp::AtomicWrite { va: atomic_va, rkey: p.key },
+        8 => SendOp::AtomicWrite { va: atomic_va, rkey: p.key },
+        _ => SendOp::Local,
     };
     // Mostly messages of up to four 256-byte packets (bit 7: up to 64 KiB).
     let mut len = if p.flags & 0x80 != 0 { u32::from(p.len) } else { u32::from(p.len) % 1100 };
     if matches!(op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && p.flags & 0x20 == 0 {
         len = 8;
+    }
+    if op == SendOp::Local && p.flags & 0x20 == 0 {
+        len = 0;
     }
     if p.flags & 0x10 != 0 {
         len = MAX_MSG_LEN + 1 + len;
@@ -349,7 +357,7 @@ pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Re
         Transport::Rc => true,
         Transport::Uc => matches!(
             wr.op,
-            SendOp::Send | SendOp::SendImm { .. } | SendOp::Write { .. } | SendOp::WriteImm { .. }
+            SendOp::Send | SendOp::SendImm { .. } | SendOp::Write { .. } | SendOp::WriteImm { .. } | SendOp::Local
         ),
         _ => matches!(wr.op, SendOp::Send | SendOp::SendImm { .. }),
     };
@@ -360,6 +368,10 @@ pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Re
         return Err(PostError::InvalidLength);
     }
     if matches!(wr.op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && wr.len != 8 {
+        return Err(PostError::InvalidLength);
+    }
+    // A local WQE carries no data.
+    if wr.op == SendOp::Local && wr.len != 0 {
         return Err(PostError::InvalidLength);
     }
     if cfg.transport == Transport::Ud {
@@ -536,6 +548,9 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
     assert_eq!(got, want, "post_send of {wr:?}");
     if got.is_ok() {
         let npsn = match wr.op {
+            // A local WQE takes no PSN: its (empty) range starts where the
+            // next WR's starts.
+            SendOp::Local => 0,
             SendOp::Atomic { .. } | SendOp::AtomicWrite { .. } => 1,
             _ => m.cfg.pmtu.packets(wr.len),
         };
@@ -561,7 +576,10 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
     let (mut psn, want_len, fit) = match (r.psn_sel % 3, live.is_empty()) {
         (0, false) => {
             let w = &live[usize::from(r.k) % live.len()];
-            let j = if r.j & 0x8000 != 0 { w.npsn - 1 } else { u32::from(r.j) % w.npsn };
+            // A local WQE has no PSN of its own: aim at the one its range
+            // starts at (the next WR's first).
+            let n = w.npsn.max(1);
+            let j = if r.j & 0x8000 != 0 { n - 1 } else { u32::from(r.j) % n };
             // An ATOMIC WRITE's right answer is an empty READ RESPONSE Only.
             let aw = matches!(w.wr.op, SendOp::AtomicWrite { .. });
             let left = if aw { 0 } else { w.wr.len.saturating_sub(j.saturating_mul(mtu)) };
@@ -663,7 +681,8 @@ fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
         }
         SendOp::Atomic { .. } => (Opcode::RcAtomicAck, m.psn(w.first), 0),
         SendOp::AtomicWrite { .. } => (Opcode::RcReadRespOnly, m.psn(w.first), 0),
-        _ => (Opcode::RcAck, m.psn(w.end() - 1), 0),
+        // A local WQE: the ACK of the PSN before its empty range.
+        _ => (Opcode::RcAck, m.psn(w.end()).sub(1), 0),
     })
 }
 
@@ -692,6 +711,7 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
     assert!(l <= m.hi, "PSN gap: sent linear PSN {l}, next new is {}", m.hi);
     let (k, j) = m.find(l).expect("packet for no posted WR");
     let w = m.wrs[k];
+    assert!(w.wr.op != SendOp::Local, "packet {j} for local WR {k}");
     assert!(!w.reported, "packet for WR {k} after its completion was reported");
     let wr = w.wr;
     let off = j * mtu;
@@ -934,12 +954,20 @@ fn check_success(m: &Model, k: usize) {
     let w = &m.wrs[k];
     match m.cfg.transport {
         Transport::Rc => {
+            // For a local WQE (an empty PSN range) this says that every WR
+            // before it was acknowledged.
             assert!(w.end() <= m.una_ub, "WR {k} completed without an acknowledgement");
             match w.wr.op {
                 SendOp::Read { .. } => assert_eq!(w.covered, w.wr.len, "READ {k} completed without its data"),
                 SendOp::Atomic { .. } => assert!(w.atomic_placed, "atomic {k} completed without its result"),
                 SendOp::AtomicWrite { .. } => assert!(w.answered, "ATOMIC WRITE {k} completed without its response"),
                 _ => {}
+            }
+        }
+        // A local WQE is passed once everything before it went out.
+        _ if w.wr.op == SendOp::Local => {
+            for (s, o) in m.wrs[..k].iter().enumerate() {
+                assert!(o.tx_done, "local WR {k} completed before WR {s} was sent");
             }
         }
         _ => assert!(w.tx_done, "UC/UD WR {k} completed before it was sent"),
