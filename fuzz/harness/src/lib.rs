@@ -20,10 +20,12 @@ pub mod fixtures;
 pub mod headers;
 pub mod icrc_mutate;
 pub mod mem;
+pub mod mrc_packet;
 pub mod packet;
 pub mod psn;
 pub mod requester;
 pub mod responder;
+pub mod sack;
 pub mod seeds;
 
 /// True when `METAROCE_FUZZ_TRACE` is set: the harnesses print every step

@@ -23,6 +23,8 @@ pub fn all_targets() -> Vec<(&'static str, Seeds)> {
         ("responder", responder()),
         ("requester", requester()),
         ("icrc_mutate", icrc_mutate()),
+        ("mrc_packet", mrc_packet()),
+        ("sack", sack()),
     ]
 }
 
@@ -508,4 +510,134 @@ pub fn requester() -> Seeds {
             vec![post(0, 200, 1), post(1, 20, 9), post(0, 300, 1), post(0, 1, 0x41), PollTx(8), PollComp(4)],
         ),
     ]
+}
+
+/// `mrc_packet`: a DATA packet of each opcode, an ACK, and packets that
+/// break one rule each.
+pub fn mrc_packet() -> Seeds {
+    use metaroce_proto::mrc_wire::{AckPkt, DataHdr, MrcOp, DATA_HDR_LEN};
+    let data = |op: MrcOp, len: u16| {
+        let w = op.is_write();
+        let h = DataHdr {
+            retx: len % 2 == 1,
+            se: op.consumes_recv(),
+            path: 3,
+            op,
+            conn: 0x0102_0304,
+            path_seq: 0xFFFF_FFFF,
+            path_floor: 0xFFFF_FF00,
+            stream: 0x00AB_CDEF,
+            dsn: 7,
+            msn: 2,
+            rsn: if op == MrcOp::Write { 0 } else { 1 },
+            msg_len: 3000,
+            offset: 1000,
+            va: if w { 0x7000_0000_1000 } else { 0 },
+            rkey: if w { 0x55 } else { 0 },
+            imm: if op.has_imm() { 0xFEED } else { 0 },
+            len,
+        };
+        let mut b = vec![0u8; DATA_HDR_LEN];
+        h.write(&mut b).unwrap();
+        b.extend((0..len).map(|i| i as u8));
+        b
+    };
+    let mut v: Seeds = Vec::new();
+    for op in [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm] {
+        v.push((format!("data-op{}", op.to_u8()), data(op, 40)));
+    }
+    v.push(("data-empty".into(), data(MrcOp::Send, 0)));
+    let mut t = data(MrcOp::Write, 16);
+    t.extend_from_slice(&[9, 9, 9]);
+    v.push(("data-trailing".into(), t));
+    let ack = AckPkt { path: 1, conn: 9, cum: 0xFFFF_FFF0, ack_seq: 5, rate_hint_kbps: 1_000_000, ce_count: 3, sack: [1, 0, 1 << 63, 0x55] };
+    let mut a = vec![0u8; 56];
+    ack.write(&mut a).unwrap();
+    v.push(("ack".into(), a.clone()));
+    let mut broken = |name: &str, mut b: Vec<u8>, f: &dyn Fn(&mut Vec<u8>)| {
+        f(&mut b);
+        v.push((name.to_string(), b));
+    };
+    broken("bad-version", data(MrcOp::Send, 4), &|b| b[0] = 0x21);
+    broken("bad-type", data(MrcOp::Send, 4), &|b| b[0] = 0x13);
+    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 4);
+    broken("reserved-flag", data(MrcOp::Send, 4), &|b| b[1] |= 1);
+    broken("reserved-stream", data(MrcOp::Send, 4), &|b| b[16] = 1);
+    broken("past-message", data(MrcOp::Send, 4), &|b| b[36..40].copy_from_slice(&2999u32.to_be_bytes()));
+    broken("offset-wraps", data(MrcOp::Send, 4), &|b| b[36..40].copy_from_slice(&u32::MAX.to_be_bytes()));
+    broken("msg-too-long", data(MrcOp::Send, 4), &|b| b[32..36].copy_from_slice(&0x8000_0001u32.to_be_bytes()));
+    broken("send-with-va", data(MrcOp::Send, 4), &|b| b[47] = 1);
+    broken("write-with-rsn", data(MrcOp::Write, 4), &|b| b[31] = 1);
+    broken("truncated-payload", data(MrcOp::Send, 4), &|b| b.truncate(b.len() - 1));
+    broken("ack-reserved", a.clone(), &|b| b[3] = 1);
+    broken("ack-truncated", a, &|b| b.truncate(55));
+    v
+}
+
+/// `sack`: windows across the wrap, SACK gaps, RTOs, forged ACKs.
+pub fn sack() -> Seeds {
+    use super::sack::{Cfg, Input, Sel, Step};
+    let rel = |v: i16| Sel { mode: 0, v: v as u16 as u32 };
+    let next = |v: i16| Sel { mode: 1, v: v as u16 as u32 };
+    let seed = |name: &str, cfg: Cfg, steps: Vec<Step>| (name.to_string(), Input { cfg, steps }.encode());
+    let cfg = Cfg { start: 0xFFFF_FF80, mss: 999, init: 3, flags: 0 };
+    let sends = |n: usize| (0..n).map(|_| Step::Send(1000)).collect::<Vec<_>>();
+    let mut v = Vec::new();
+    // Marks around the wrap, a floor across it, the window's far edge.
+    v.push(seed(
+        "window-wrap",
+        cfg,
+        vec![
+            Step::Mark(rel(0)),
+            Step::Mark(rel(2)),
+            Step::Mark(rel(256)),
+            Step::Mark(rel(257)),
+            Step::Mark(rel(1024)),
+            Step::Mark(rel(-1)),
+            Step::Advance(rel(200)),
+            Step::Mark(Sel { mode: 3, v: 0 }),
+            Step::Advance(Sel { mode: 2, v: 0 }),
+            Step::Mark(rel(1)),
+            Step::Mark(rel(0)),
+        ],
+    ));
+    // Gaps found by SACK, honest and forged ACKs.
+    let mut s = sends(8);
+    s.extend([
+        Step::Deliver(7, false),
+        Step::Deliver(6, false),
+        Step::Deliver(4, true),
+        Step::Deliver(1, false),
+        Step::Wait(5000),
+        Step::AckHonest,
+        Step::AckHonest,
+        Step::AckForged { cum: rel(0), ack_seq: next(-1), sack: [0b1010, 0, 0, 0], ce: 1 },
+        Step::Send(10),
+        Step::Deliver(0, false),
+        Step::AckHonest,
+    ]);
+    v.push(seed("sack-gaps", cfg, s));
+    // Three RTOs in a row, then recovery.
+    let mut s = sends(4);
+    s.extend([Step::Timeout, Step::Send(1), Step::Timeout, Step::Send(1), Step::Timeout, Step::Send(1), Step::Send(1)]);
+    s.extend([Step::Deliver(0, false), Step::AckHonest]);
+    v.push(seed("rto-thrice", cfg, s));
+    // ACKs far out of the window, and beyond what was sent.
+    let mut s = sends(6);
+    s.extend([
+        Step::AckForged { cum: next(1), ack_seq: rel(0), sack: [0; 4], ce: 0 },
+        Step::AckForged { cum: Sel { mode: 3, v: 0 }, ack_seq: Sel { mode: 3, v: 2 }, sack: [u64::MAX; 4], ce: 0x8000_0000 },
+        Step::AckForged { cum: Sel { mode: 4, v: 0xFFFF_FFFF }, ack_seq: next(5), sack: [0, 0, 0, 1 << 63], ce: 0 },
+        Step::AckForged { cum: rel(2), ack_seq: rel(3), sack: [1, 0, 0, 0], ce: 1 },
+    ]);
+    v.push(seed("forged-far", cfg, s));
+    // 256 outstanding, cwnd ignored, then 64 losses in one epoch.
+    let big = Cfg { start: 0, mss: 0, init: 7, flags: 1 };
+    let mut s: Vec<Step> = (0..260).map(|_| Step::Send(1)).collect();
+    s.extend((0..64u16).map(|i| Step::Deliver(i * 4, false)));
+    s.push(Step::AckHonest);
+    s.extend((0..70).map(|_| Step::Send(1)));
+    s.push(Step::AckForged { cum: next(0), ack_seq: next(-1), sack: [0; 4], ce: 0 });
+    v.push(seed("window-limit-and-epoch", big, s));
+    v
 }

@@ -19,6 +19,8 @@ fn runner(target: &str) -> fn(&[u8]) {
         "responder" => h::responder::run,
         "requester" => h::requester::run,
         "icrc_mutate" => h::icrc_mutate::run,
+        "mrc_packet" => h::mrc_packet::run,
+        "sack" => h::sack::run,
         t => panic!("unknown target {t}"),
     }
 }
@@ -85,6 +87,11 @@ fn hand_made_sequences_do_something() {
     // make sure the models agree with the decoders on what they describe.
     for (name, bytes) in h::seeds::responder() {
         let input = <h::responder::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
+        assert!(!input.steps.is_empty(), "{name}");
+        assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
+    }
+    for (name, bytes) in h::seeds::sack() {
+        let input = <h::sack::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
         assert!(!input.steps.is_empty(), "{name}");
         assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
     }
