@@ -15,7 +15,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 secs=${FUZZ_SECONDS:-60}
 nice_lvl=${FUZZ_NICE:-15}
-targets=${FUZZ_TARGETS:-packet headers psn responder requester icrc_mutate}
+targets=${FUZZ_TARGETS:-packet headers psn responder requester icrc_mutate mrc_packet sack conn}
 OUT=${METAROCE_OUT:-$repo/out}/fuzz
 tc=$FUZZ_TOOLCHAIN
 die() { echo "fuzz: $*" >&2; exit 2; }

@@ -15,6 +15,7 @@
 #[cfg(not(debug_assertions))]
 compile_error!("the fuzz harness needs debug assertions and overflow checks");
 
+pub mod conn;
 pub mod enc;
 pub mod fixtures;
 pub mod headers;

@@ -25,6 +25,7 @@ pub fn all_targets() -> Vec<(&'static str, Seeds)> {
         ("icrc_mutate", icrc_mutate()),
         ("mrc_packet", mrc_packet()),
         ("sack", sack()),
+        ("conn", conn()),
     ]
 }
 
@@ -639,5 +640,70 @@ pub fn sack() -> Seeds {
     s.extend((0..70).map(|_| Step::Send(1)));
     s.push(Step::AckForged { cum: next(0), ack_seq: next(-1), sack: [0; 4], ce: 0 });
     v.push(seed("window-limit-and-epoch", big, s));
+    v
+}
+
+/// `conn`: clean exchanges both ways, loss/duplication/reordering, forged
+/// ACKs and DATA, a failure by `max_retx`, corrupted packets.
+pub fn conn() -> Seeds {
+    use super::conn::{Cfg, Input, Step};
+    let post = |side: u8, stream: u8, op: u8, len: u16| Step::Post { side, stream, op, len, flags: 1 };
+    let dl = |idx: u16, action: u8| Step::Deliver { idx, action, arg: 0, ce: false, hint: 0 };
+    let first = |n: usize| (0..n).map(|_| dl(0, 0)).collect::<Vec<_>>();
+    let seed = |name: &str, cfg: Cfg, steps: Vec<Step>| (name.to_string(), Input { cfg, steps }.encode());
+    let cfg = Cfg { mss: 1, paths: 3, max_retx: 0x80 };
+    let mut v = Vec::new();
+    // Every opcode both ways, delivered in order.
+    let mut s = vec![post(0, 0, 0, 200), post(0, 1, 2, 64), post(0, 0, 1, 0), post(0, 1, 3, 130), post(1, 0, 0, 5), post(1, 1, 1, 257)];
+    s.extend([Step::Pump(0, 15), Step::Pump(1, 15)]);
+    s.extend(first(16));
+    s.extend([Step::Pump(0, 15), Step::Pump(1, 15)]);
+    s.extend(first(16));
+    s.extend([Step::Poll(0), Step::Poll(1)]);
+    v.push(seed("clean-both-ways", cfg, s));
+    // Loss, duplication, reordering, CE and a rate hint, then timers.
+    let mut s = vec![post(0, 0, 0, 250), post(0, 1, 2, 250), post(0, 0, 1, 33)];
+    s.push(Step::Pump(0, 15));
+    s.extend([dl(2, 4), dl(0, 3), dl(3, 0), Step::Deliver { idx: 1, action: 0, arg: 0, ce: true, hint: 1_000_000 }, dl(0, 0), dl(1, 0)]);
+    s.extend([Step::Pump(1, 15), dl(1, 0), dl(0, 0), dl(0, 0), Step::Pump(0, 15)]);
+    s.extend([Step::Timer(0, 0), Step::Pump(0, 15)]);
+    s.extend(first(8));
+    s.extend([Step::Pump(1, 15), Step::Pump(0, 15), Step::Poll(0), Step::Poll(1)]);
+    v.push(seed("loss-dup-reorder", cfg, s));
+    // Forged ACKs (far ahead, behind, bitmaps, hints) and forged DATA.
+    let mut s = vec![post(0, 0, 0, 300), post(0, 1, 3, 40), Step::Pump(0, 15)];
+    s.push(Step::ForgeAck { side: 0, path: 0, cum: 5, ack_seq: 0, mode: 0, sack: [0b101, 0, 0, 0], hint: 77, ce: 1 });
+    s.push(Step::ForgeAck { side: 0, path: 1, cum: 0x8000_0000, ack_seq: 3, mode: 3, sack: [0; 4], hint: 5, ce: 0 });
+    s.push(Step::ForgeAck { side: 0, path: 2, cum: 0xFFFF, ack_seq: 0xFFFF, mode: 0, sack: [0, 0, 0, 1 << 63], hint: 0, ce: 0 });
+    s.push(Step::ForgeData { side: 1, sel: 0x11, seq: 3, dsn: 2, msn: 0x11, len: 0x0000_2010 });
+    s.extend(first(6));
+    s.extend([Step::Pump(1, 15), Step::Pump(0, 15)]);
+    s.extend(first(8));
+    s.extend([Step::Poll(0), Step::Poll(1)]);
+    v.push(seed("forged", cfg, s));
+    // max_retx 0: a lost packet fails the connection; completions flush.
+    let mut s = vec![post(0, 0, 0, 100), post(0, 0, 2, 20), post(0, 1, 0, 20), post(0, 0, 0, 20), Step::Pump(0, 15)];
+    s.extend([dl(0, 4), dl(0, 0), dl(0, 0), Step::Pump(1, 15), dl(0, 0), dl(0, 0)]);
+    s.extend([Step::Timer(0, 0), Step::Pump(0, 15), Step::Timer(0, 0), Step::Pump(0, 15), Step::Poll(0), post(0, 0, 0, 1), Step::Poll(1)]);
+    v.push(seed("fail-by-max-retx", Cfg { mss: 0, paths: 0, max_retx: 0 }, s));
+    // Corrupted packets: a bit flip, a truncation, trailing bytes.
+    let mut s = vec![post(1, 0, 1, 90), post(1, 1, 2, 10), Step::Pump(1, 15)];
+    s.extend([
+        Step::Deliver { idx: 0, action: 7, arg: 3, ce: false, hint: 0 },
+        Step::Deliver { idx: 0, action: 6, arg: 30, ce: false, hint: 0 },
+        Step::Deliver { idx: 0, action: 5, arg: 8 * 26 + 1, ce: false, hint: 0 },
+    ]);
+    s.extend(first(8));
+    s.extend([Step::Pump(0, 15), Step::Poll(1), Step::Poll(0)]);
+    v.push(seed("corrupted", Cfg { mss: 0, paths: 1, max_retx: 2 }, s));
+    // Posting limits: K messages, then Full; beyond 2^31 bytes.
+    let mut s: Vec<Step> = (0..5).map(|_| post(0, 0, 0, 3)).collect();
+    s.push(Step::Post { side: 0, stream: 1, op: 2, len: 1, flags: 2 });
+    s.extend([Step::Pump(0, 15), Step::Pump(0, 15)]);
+    s.extend(first(5));
+    s.extend([Step::Pump(1, 3), Step::Timer(1, 1_000_000)]);
+    s.extend(first(5));
+    s.extend([Step::Poll(0), post(0, 0, 0, 3)]);
+    v.push(seed("post-limits", Cfg { mss: 2, paths: 1, max_retx: 1 }, s));
     v
 }

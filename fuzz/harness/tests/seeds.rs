@@ -21,6 +21,7 @@ fn runner(target: &str) -> fn(&[u8]) {
         "icrc_mutate" => h::icrc_mutate::run,
         "mrc_packet" => h::mrc_packet::run,
         "sack" => h::sack::run,
+        "conn" => h::conn::run,
         t => panic!("unknown target {t}"),
     }
 }
@@ -87,6 +88,11 @@ fn hand_made_sequences_do_something() {
     // make sure the models agree with the decoders on what they describe.
     for (name, bytes) in h::seeds::responder() {
         let input = <h::responder::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
+        assert!(!input.steps.is_empty(), "{name}");
+        assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
+    }
+    for (name, bytes) in h::seeds::conn() {
+        let input = <h::conn::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
         assert!(!input.steps.is_empty(), "{name}");
         assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
     }

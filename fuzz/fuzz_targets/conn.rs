@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Fuzz target `conn`: see `metaroce_fuzz_harness::conn`.
+#![no_main]
+#![feature(cfg_overflow_checks)]
+
+// The kernel has CONFIG_RUST_OVERFLOW_CHECKS=y: refuse a build without them.
+#[cfg(not(overflow_checks))]
+compile_error!("fuzz builds need overflow checks (fuzz/Cargo.toml [profile.release])");
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    metaroce_fuzz_harness::conn::run(data);
+});

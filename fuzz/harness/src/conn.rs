@@ -1,0 +1,882 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Target `conn`: two MetaRoCE native connections (`conn.rs`), A and B,
+//! each the peer of the other with two streams open both ways, driven by a
+//! schedule of posts, transmit polls, deliveries from a shared wire (in any
+//! order: deliver, duplicate, drop, flip one bit, truncate, append
+//! garbage, with or without CE, with any rate hint), forged ACKs (any
+//! path, CumSeq, AckSeq, 256-bit Sack, CeCount, RateHint) and forged DATA
+//! aimed at the other side's streams, timers and completion polls. When
+//! the schedule ends and nothing forged or corrupted was ever accepted,
+//! the wire is drained without loss until every message completed.
+//!
+//! Checked (rules from `Documentation/metaroce/transport.rst`):
+//! * no panic; `post` answers `ConnFailed` after a failure, `TooLong`
+//!   beyond 2^31 bytes, `Full` with `K` messages outstanding (when both
+//!   apply the spec does not say which comes first: either is accepted),
+//!   else the next Msn;
+//! * every DATA packet sent matches its message (section 3.1, 8, 9):
+//!   StreamId, opcode, Msn, Rsn (receive-consuming messages numbered in
+//!   posting order, 0 for WRITE), MsgLen, RemoteVa/RKey only on writes, Imm
+//!   only with an IMM opcode, SE only on the last packet of a
+//!   receive-consuming message, Offset/PayloadLen the MSS segmentation
+//!   (a zero-length message is one empty packet); new Dsns are contiguous
+//!   from 0 and a retransmission (RETX) keeps its Dsn and segment
+//!   (5.3); per path, PathSeq is contiguous (a retransmission takes a fresh
+//!   one), PathFloor never goes back and `PathSeq - PathFloor < 256`
+//!   (5.1); UDP source port in 49152-65535; DATA is ECT, ACKs are not (2);
+//!   no DATA after the connection failed (7);
+//! * every ACK sent echoes the connection id of the DATA its receive half
+//!   accepted (7), carries the rate hint given with the newest accepted
+//!   DATA (6.4), the count of accepted CE-marked DATA on its path (3.2),
+//!   and claims only path sequence numbers that were accepted: CumSeq
+//!   itself was not, every Sack bit was, every number from the newest
+//!   PathFloor seen up to CumSeq was (4);
+//! * every placement (`RxEvent::Data`) is exactly the accepted packet's
+//!   header (stream, opcode, Msn, Rsn, Offset, RemoteVa, RKey, length); all
+//!   packets placed for one message agree on MsgLen, opcode and Rsn (4);
+//!   placement bounds against receive buffers and memory regions are the
+//!   kernel glue's (the core knows neither; section 5.6's RNR is "not yet
+//!   in the core"), so the harness checks the message's extent;
+//! * completions per stream in verbs order (9): send completions Msn 0, 1,
+//!   2... each exactly once, for posted messages only; `RetryExceeded` /
+//!   `Flushed` only after the connection failed, the first non-success of
+//!   a stream `RetryExceeded` and only `Flushed` after it (7); receive
+//!   completions Msn 0, 1, 2... each once;
+//! * windows and rate within their bounds: every path window in
+//!   `[MSS, 256 MSS]`, the connection window in `[MSS, 4096 MSS]`
+//!   (6.2, 6.3), and the rate hint the sender uses is the one of the
+//!   newest accepted ACK (6.4);
+//! * while nothing forged or corrupted has been accepted by either side
+//!   (the UDP checksum of section 2 is the glue's, so a flipped bit that
+//!   still parses is indistinguishable from the truth for the core):
+//!   a genuine packet is never dropped, a genuine DATA is placed exactly
+//!   when its Dsn is new and reported duplicate otherwise (each Dsn placed
+//!   once), its payload is the sender's bytes at that offset; a receive
+//!   completion has the sender's opcode, length, Rsn, Imm and SE and every
+//!   byte of the message placed; a successful send completion only after
+//!   every packet of the message reached the peer; and after the drain
+//!   every message of a side that did not fail completed at both ends
+//!   (no stall: if nothing can move, some timer is pending).
+
+use super::enc::{steps, Enc, Wire};
+use arbitrary::{Result, Unstructured};
+use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, RxEvent, SendStatus};
+use metaroce_proto::mrc_wire::{parse, AckPkt, DataHdr, MrcOp, MrcPacket, DATA_HDR_LEN, MAX_MSG_LEN};
+use metaroce_proto::path::PATH_WINDOW;
+use metaroce_proto::stream::{MsgDesc, PostError};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Paths, Dsn descriptors (64 * 1), streams, messages per stream.
+pub type C = Conn<4, 64, 1, 2, 4>;
+const K: usize = 4;
+const S: usize = 2;
+/// Connection ids of A and B.
+pub const IDS: [u32; 2] = [0x0A0A_0001, 0x0B0B_0002];
+/// Most steps run per input.
+pub const MAX_STEPS: usize = 400;
+const MAX_CWND_CONN: u32 = 4096;
+
+fn local_qpn(side: usize, s: usize) -> u32 {
+    [100, 200][side] + s as u32
+}
+
+/// Parameters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cfg {
+    /// MSS: 16, 64, 256 or 1000 (modulo 4).
+    pub mss: u8,
+    /// Paths in use (modulo 4, plus one).
+    pub paths: u8,
+    /// `max_retx` (modulo 4; bit 7: 16).
+    pub max_retx: u8,
+}
+
+/// One step.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Post on `side`'s stream `stream % 2`: op (modulo 4: SEND, SEND_IMM,
+    /// WRITE, WRITE_IMM), length (modulo 4 MSS + 1; `flags` bit 1: beyond
+    /// 2^31), `flags` bit 0: solicited.
+    Post {
+        /// 0 A, 1 B.
+        side: u8,
+        /// Stream.
+        stream: u8,
+        /// Operation.
+        op: u8,
+        /// Length.
+        len: u16,
+        /// Flags.
+        flags: u8,
+    },
+    /// `side` transmits up to `n % 16 + 1` packets.
+    Pump(u8, u8),
+    /// Takes the packet `idx % len` off the wire.
+    Deliver {
+        /// Which packet.
+        idx: u16,
+        /// 0-2 deliver, 3 deliver and keep a copy, 4 drop, 5 flip bit
+        /// `arg`, 6 truncate to `arg` bytes, 7 append `arg % 8 + 1` bytes.
+        action: u8,
+        /// Bit, length.
+        arg: u16,
+        /// The IP header says CE.
+        ce: bool,
+        /// Rate hint the receiving device gives (kbit/s).
+        hint: u32,
+    },
+    /// A forged ACK to `side` (with its connection id).
+    ForgeAck {
+        /// Target.
+        side: u8,
+        /// Path (modulo 4).
+        path: u8,
+        /// CumSeq, relative to the path's newest PathSeq sent (i16) or raw.
+        cum: u32,
+        /// AckSeq likewise.
+        ack_seq: u32,
+        /// Bit 0: cum raw; bit 1: ack_seq raw.
+        mode: u8,
+        /// Bitmap.
+        sack: [u64; 4],
+        /// RateHint.
+        hint: u32,
+        /// CeCount.
+        ce: u32,
+    },
+    /// Forged DATA to `side` (from its peer's connection id).
+    ForgeData {
+        /// Target.
+        side: u8,
+        /// Path, stream, opcode.
+        sel: u8,
+        /// PathSeq and PathFloor offsets from the newest genuine.
+        seq: i8,
+        /// Dsn offset from the newest genuine.
+        dsn: i16,
+        /// Msn offset from 0, Rsn.
+        msn: u8,
+        /// MsgLen, offset and length selectors.
+        len: u32,
+    },
+    /// Time: mode 0 to the earliest deadline, 1 `ns` later; then both
+    /// timers run.
+    Timer(u8, u32),
+    /// `side` polls its completions.
+    Poll(u8),
+}
+
+impl Wire for Cfg {
+    fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
+        Ok(Cfg { mss: u.arbitrary()?, paths: u.arbitrary()?, max_retx: u.arbitrary()? })
+    }
+    fn encode(&self, e: &mut Enc) {
+        e.u8(self.mss).u8(self.paths).u8(self.max_retx);
+    }
+}
+
+impl Wire for Step {
+    fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
+        let tag: u8 = u.arbitrary()?;
+        Ok(match tag % 20 {
+            0..=3 => Step::Post {
+                side: u.arbitrary()?,
+                stream: u.arbitrary()?,
+                op: u.arbitrary()?,
+                len: u.arbitrary()?,
+                flags: u.arbitrary()?,
+            },
+            4..=7 => Step::Pump(u.arbitrary()?, u.arbitrary()?),
+            8..=12 => Step::Deliver {
+                idx: u.arbitrary()?,
+                action: u.arbitrary()?,
+                arg: u.arbitrary()?,
+                ce: u.arbitrary()?,
+                hint: u.arbitrary()?,
+            },
+            13 => Step::ForgeAck {
+                side: u.arbitrary()?,
+                path: u.arbitrary()?,
+                cum: u.arbitrary()?,
+                ack_seq: u.arbitrary()?,
+                mode: u.arbitrary()?,
+                sack: u.arbitrary()?,
+                hint: u.arbitrary()?,
+                ce: u.arbitrary()?,
+            },
+            14 => Step::ForgeData {
+                side: u.arbitrary()?,
+                sel: u.arbitrary()?,
+                seq: u.arbitrary()?,
+                dsn: u.arbitrary()?,
+                msn: u.arbitrary()?,
+                len: u.arbitrary()?,
+            },
+            15..=17 => Step::Timer(u.arbitrary()?, u.arbitrary()?),
+            _ => Step::Poll(u.arbitrary()?),
+        })
+    }
+    fn encode(&self, e: &mut Enc) {
+        match self {
+            Step::Post { side, stream, op, len, flags } => {
+                e.u8(0).u8(*side).u8(*stream).u8(*op).u16(*len).u8(*flags);
+            }
+            Step::Pump(s, n) => {
+                e.u8(4).u8(*s).u8(*n);
+            }
+            Step::Deliver { idx, action, arg, ce, hint } => {
+                e.u8(8).u16(*idx).u8(*action).u16(*arg).bool(*ce).u32(*hint);
+            }
+            Step::ForgeAck { side, path, cum, ack_seq, mode, sack, hint, ce } => {
+                e.u8(13).u8(*side).u8(*path).u32(*cum).u32(*ack_seq).u8(*mode);
+                for w in sack {
+                    e.u64(*w);
+                }
+                e.u32(*hint).u32(*ce);
+            }
+            Step::ForgeData { side, sel, seq, dsn, msn, len } => {
+                e.u8(14).u8(*side).u8(*sel).u8(*seq as u8).u16(*dsn as u16).u8(*msn).u32(*len);
+            }
+            Step::Timer(m, ns) => {
+                e.u8(15).u8(*m).u32(*ns);
+            }
+            Step::Poll(s) => {
+                e.u8(18).u8(*s);
+            }
+        }
+    }
+}
+
+/// A whole input.
+#[derive(Clone, Debug, Default)]
+pub struct Input {
+    /// Parameters.
+    pub cfg: Cfg,
+    /// Steps.
+    pub steps: Vec<Step>,
+}
+
+impl Input {
+    /// Encodes the input.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        self.cfg.encode(&mut e);
+        for s in &self.steps {
+            s.encode(&mut e);
+        }
+        e.0
+    }
+}
+
+impl<'a> arbitrary::Arbitrary<'a> for Input {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
+    }
+    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
+        Self::arbitrary(&mut u)
+    }
+}
+
+/// The byte at `off` of message `msn` of `side`'s stream `s`.
+fn pattern(side: usize, s: usize, msn: u32, off: u32) -> u8 {
+    (off.wrapping_mul(7) ^ msn.wrapping_mul(31) ^ (s as u32 * 3 + side as u32 * 101)) as u8
+}
+
+#[derive(Clone, Debug)]
+struct TxMsg {
+    desc: MsgDesc,
+    rsn: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seg {
+    stream: usize,
+    msn: u32,
+    offset: u32,
+    len: u16,
+}
+
+/// What one side sent and had acknowledged.
+#[derive(Default)]
+struct TxModel {
+    msgs: [Vec<TxMsg>; S],
+    next_rsn: [u32; S],
+    /// Next send completion expected per stream.
+    reported: [u32; S],
+    /// A `RetryExceeded` was reported on the stream.
+    failed_seen: [bool; S],
+    dsns: BTreeMap<u32, Seg>,
+    next_dsn: u32,
+    path_next: [u32; 4],
+    path_floor: [u32; 4],
+    /// Rate hint of the newest ACK this side accepted.
+    hint: u32,
+}
+
+#[derive(Clone, Debug)]
+struct RxMsg {
+    op: MrcOp,
+    rsn: u32,
+    msg_len: u32,
+    /// Bytes placed by genuine packets.
+    placed: Vec<bool>,
+}
+
+/// What one side received.
+#[derive(Default)]
+struct RxModel {
+    /// Dsns placed (`RxEvent::Data`).
+    dsns: BTreeSet<u32>,
+    /// Dsns accepted at all (placed or duplicate).
+    seen: BTreeSet<u32>,
+    /// Path sequence numbers accepted, per path.
+    path_seqs: [BTreeSet<u32>; 4],
+    /// Newest PathFloor accepted, per path.
+    floor: [u32; 4],
+    ce: [u32; 4],
+    peer: Option<u32>,
+    hint: u32,
+    open: [BTreeMap<u32, RxMsg>; S],
+    /// Next receive completion expected per stream.
+    reported: [u32; S],
+}
+
+struct Pkt {
+    to: usize,
+    bytes: Vec<u8>,
+    genuine: bool,
+}
+
+struct World {
+    c: [Box<C>; 2],
+    tx: [TxModel; 2],
+    rx: [RxModel; 2],
+    wire: Vec<Pkt>,
+    now: u64,
+    mss: u32,
+    paths: usize,
+    /// Something forged or corrupted was accepted.
+    tainted: bool,
+}
+
+fn seq_diff(a: u32, b: u32) -> i64 {
+    i64::from(a.wrapping_sub(b) as i32)
+}
+
+/// Runs one input.
+pub fn run(data: &[u8]) {
+    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data)) else {
+        return;
+    };
+    run_input(&input);
+}
+
+/// Runs a decoded input.
+pub fn run_input(input: &Input) {
+    let mss = [16u16, 64, 256, 1000][usize::from(input.cfg.mss % 4)];
+    let paths = input.cfg.paths % 4 + 1;
+    let max_retx = if input.cfg.max_retx & 0x80 != 0 { 16 } else { input.cfg.max_retx % 4 };
+    let mk = |side: usize| {
+        let mut cfg = ConnConfig::new(IDS[side]);
+        cfg.mss = mss;
+        cfg.paths = paths;
+        cfg.max_retx = max_retx;
+        let mut c = Box::new(C::new(cfg));
+        for s in 0..S {
+            assert!(c.open_stream(s, local_qpn(side, s), local_qpn(1 - side, s)));
+        }
+        c
+    };
+    let mut w = World {
+        c: [mk(0), mk(1)],
+        tx: Default::default(),
+        rx: Default::default(),
+        wire: Vec::new(),
+        now: 1,
+        mss: u32::from(mss),
+        paths: usize::from(paths),
+        tainted: false,
+    };
+    for step in &input.steps {
+        w.now += 1;
+        if super::trace() {
+            eprintln!("step {step:?} (now {}, wire {}, tainted {})", w.now, w.wire.len(), w.tainted);
+        }
+        match *step {
+            Step::Post { side, stream, op, len, flags } => w.post(usize::from(side % 2), usize::from(stream) % S, op, len, flags),
+            Step::Pump(side, n) => {
+                for _ in 0..=n % 16 {
+                    if !w.pump(usize::from(side % 2)) {
+                        break;
+                    }
+                }
+            }
+            Step::Deliver { idx, action, arg, ce, hint } => w.deliver(idx, action, arg, ce, hint),
+            Step::ForgeAck { side, path, cum, ack_seq, mode, sack, hint, ce } => {
+                let side = usize::from(side % 2);
+                let pi = usize::from(path % 4);
+                let top = w.tx[side].path_next[pi];
+                let rel = |v: u32, raw: bool| if raw { v } else { top.wrapping_add(v as u16 as i16 as i32 as u32) };
+                let a = AckPkt {
+                    path: pi as u8,
+                    conn: IDS[side],
+                    cum: rel(cum, mode & 1 != 0),
+                    ack_seq: rel(ack_seq, mode & 2 != 0),
+                    rate_hint_kbps: hint,
+                    ce_count: ce,
+                    sack,
+                };
+                let mut b = vec![0u8; 56];
+                a.write(&mut b).unwrap();
+                w.receive(side, &b, false, 0, false);
+            }
+            Step::ForgeData { side, sel, seq, dsn, msn, len } => {
+                let side = usize::from(side % 2);
+                let b = w.forge_data(side, sel, seq, dsn, msn, len);
+                w.receive(side, &b, false, 0, false);
+            }
+            Step::Timer(mode, ns) => w.timer(mode, ns),
+            Step::Poll(side) => w.poll(usize::from(side % 2)),
+        }
+        w.check_windows();
+    }
+    w.finish();
+}
+
+impl World {
+    fn post(&mut self, side: usize, s: usize, op: u8, len: u16, flags: u8) {
+        let op = [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm][usize::from(op % 4)];
+        let mut len = u32::from(len) % (4 * self.mss + 1);
+        if flags & 2 != 0 {
+            len = MAX_MSG_LEN + 1 + len;
+        }
+        let desc = MsgDesc {
+            op,
+            len,
+            va: if op.is_write() { 0x10_0000 * (s as u64 + 1) } else { 0 },
+            rkey: if op.is_write() { 0x77 } else { 0 },
+            imm: if op.has_imm() { 0xC0DE_0000 | u32::from(len as u16) } else { 0 },
+            se: flags & 1 != 0,
+        };
+        let t = &mut self.tx[side];
+        let outstanding = t.msgs[s].len() as u32 - t.reported[s];
+        let got = self.c[side].post(s, desc);
+        let failed = self.c[side].state() == ConnState::Failed;
+        match got {
+            Err(PostError::ConnFailed) => assert!(failed, "ConnFailed while not failed"),
+            Err(PostError::TooLong) => assert!(!failed && len > MAX_MSG_LEN),
+            Err(PostError::Full) => assert!(!failed && outstanding as usize >= K, "Full with {outstanding} outstanding"),
+            Err(e) => panic!("post refused: {e:?}"),
+            Ok(msn) => {
+                assert!(!failed && len <= MAX_MSG_LEN && (outstanding as usize) < K, "post accepted: {desc:?}, {outstanding} outstanding");
+                assert_eq!(msn, t.msgs[s].len() as u32, "Msn not in posting order");
+                let rsn = if op.consumes_recv() {
+                    t.next_rsn[s] += 1;
+                    t.next_rsn[s] - 1
+                } else {
+                    0
+                };
+                t.msgs[s].push(TxMsg { desc, rsn });
+            }
+        }
+        if failed {
+            assert_eq!(got, Err(PostError::ConnFailed));
+        }
+    }
+
+    /// One transmission of `side`; false if it had none.
+    fn pump(&mut self, side: usize) -> bool {
+        let mut buf = [0u8; DATA_HDR_LEN];
+        let failed = self.c[side].state() == ConnState::Failed;
+        let Some(t) = self.c[side].poll_transmit(self.now, &mut buf) else {
+            return false;
+        };
+        let mut bytes = buf[..t.hdr_len].to_vec();
+        assert!(t.src_port >= 49152, "source port {}", t.src_port);
+        assert!(usize::from(t.path) < self.paths, "path {}", t.path);
+        match parse(&bytes) {
+            Ok(MrcPacket::Ack(a)) => {
+                assert!(t.payload.is_none() && !t.ect && !t.retx, "ACK transmit {t:?}");
+                self.check_ack_sent(side, &a);
+            }
+            Ok(MrcPacket::Data(h, _)) if h.len == 0 => {
+                assert!(!failed, "DATA sent after the connection failed");
+                self.check_data_sent(side, &h, &t);
+            }
+            Err(metaroce_proto::mrc_wire::MrcError::Truncated) => {
+                // A DATA header whose payload the caller appends.
+                let p = t.payload.expect("DATA transmit without payload");
+                bytes.extend((0..u32::from(p.len)).map(|i| pattern(side, p.stream, p.msn, p.offset + i)));
+                let Ok(MrcPacket::Data(h, _)) = parse(&bytes) else { panic!("DATA with its payload does not parse") };
+                assert!(!failed, "DATA sent after the connection failed");
+                self.check_data_sent(side, &h, &t);
+            }
+            other => panic!("transmit does not parse: {other:?}"),
+        }
+        self.wire.push(Pkt { to: 1 - side, bytes, genuine: true });
+        true
+    }
+
+    fn check_data_sent(&mut self, side: usize, h: &DataHdr, t: &metaroce_proto::conn::Transmit) {
+        let mss = self.mss;
+        assert!(t.ect, "DATA not ECT");
+        assert_eq!(h.retx, t.retx);
+        assert_eq!(h.conn, IDS[side], "DATA with another connection id");
+        assert_eq!(h.path, t.path);
+        let p = t.payload.expect("DATA without payload reference");
+        let s = p.stream;
+        assert!(s < S);
+        assert_eq!((p.msn, p.offset, p.len), (h.msn, h.offset, h.len), "payload reference and header differ");
+        let tm = &mut self.tx[side];
+        let m = tm.msgs[s].get(h.msn as usize).unwrap_or_else(|| panic!("DATA for unposted message {} of stream {s}", h.msn));
+        assert!(h.msn >= tm.reported[s], "DATA for message {} already completed", h.msn);
+        let d = m.desc;
+        let last = h.offset + u32::from(h.len) >= d.len;
+        assert_eq!(h.stream, local_qpn(1 - side, s), "StreamId");
+        assert_eq!((h.op, h.msg_len, h.rsn), (d.op, d.len, m.rsn), "opcode, MsgLen, Rsn");
+        assert_eq!((h.va, h.rkey), if d.op.is_write() { (d.va, d.rkey) } else { (0, 0) }, "RemoteVa/RKey");
+        assert_eq!(h.imm, if d.op.has_imm() { d.imm } else { 0 }, "Imm");
+        assert_eq!(h.se, d.se && last && d.op.consumes_recv(), "SE");
+        assert_eq!(h.offset % mss, 0, "offset not on an MSS boundary");
+        assert_eq!(u32::from(h.len), (d.len - h.offset.min(d.len)).min(mss), "segment length");
+        assert!(h.offset < d.len || (d.len == 0 && h.offset == 0), "segment past the message");
+        let seg = Seg { stream: s, msn: h.msn, offset: h.offset, len: h.len };
+        if h.retx {
+            assert_eq!(tm.dsns.get(&h.dsn), Some(&seg), "retransmission of Dsn {} changed its segment", h.dsn);
+        } else {
+            assert_eq!(h.dsn, tm.next_dsn, "new Dsns not contiguous");
+            assert!(!tm.dsns.values().any(|x| *x == seg), "segment {seg:?} sent under a second Dsn");
+            tm.dsns.insert(h.dsn, seg);
+            tm.next_dsn += 1;
+        }
+        let pi = usize::from(h.path);
+        assert_eq!(h.path_seq, tm.path_next[pi], "PathSeq not contiguous on path {pi}");
+        assert!(seq_diff(h.path_floor, tm.path_floor[pi]) >= 0, "PathFloor went back on path {pi}");
+        assert!(seq_diff(h.path_seq, h.path_floor) >= 0 && h.path_seq.wrapping_sub(h.path_floor) < PATH_WINDOW, "PathSeq {} PathFloor {}", h.path_seq, h.path_floor);
+        tm.path_next[pi] = h.path_seq.wrapping_add(1);
+        tm.path_floor[pi] = h.path_floor;
+    }
+
+    fn check_ack_sent(&self, side: usize, a: &AckPkt) {
+        let r = &self.rx[side];
+        assert_eq!(Some(a.conn), r.peer, "ACK with a connection id never accepted");
+        let pi = usize::from(a.path);
+        assert!(pi < self.paths);
+        assert_eq!(a.rate_hint_kbps, r.hint, "ACK rate hint");
+        assert_eq!(a.ce_count, r.ce[pi], "ACK CeCount");
+        let got = &r.path_seqs[pi];
+        assert!(!got.contains(&a.cum), "ACK CumSeq {} was received", a.cum);
+        for i in 0..256u32 {
+            if a.sack[(i / 64) as usize] >> (i % 64) & 1 == 1 {
+                let s = a.cum.wrapping_add(1).wrapping_add(i);
+                assert!(got.contains(&s), "ACK claims PathSeq {s} on path {pi}, never accepted");
+            }
+        }
+        let f = r.floor[pi];
+        let n = seq_diff(a.cum, f);
+        assert!(n >= 0, "CumSeq {} behind the newest PathFloor {f}", a.cum);
+        for k in 0..n.min(4096) as u32 {
+            let s = f.wrapping_add(k);
+            assert!(got.contains(&s), "ACK CumSeq {} covers PathSeq {s} never accepted (floor {f})", a.cum);
+        }
+    }
+
+    fn deliver(&mut self, idx: u16, action: u8, arg: u16, ce: bool, hint: u32) {
+        if self.wire.is_empty() {
+            return;
+        }
+        let i = usize::from(idx) % self.wire.len();
+        let p = match action % 8 {
+            3 => Pkt { to: self.wire[i].to, bytes: self.wire[i].bytes.clone(), genuine: self.wire[i].genuine },
+            _ => self.wire.remove(i),
+        };
+        let mut bytes = p.bytes;
+        let mut genuine = p.genuine;
+        match action % 8 {
+            4 => return,
+            5 => {
+                let bit = usize::from(arg) % (bytes.len() * 8);
+                bytes[bit / 8] ^= 1 << (bit % 8);
+                genuine = false;
+            }
+            6 => {
+                bytes.truncate(usize::from(arg) % bytes.len());
+                genuine = false;
+            }
+            // Trailing bytes are ignored (section 3.1): still genuine.
+            7 => bytes.extend((0..=arg % 8).map(|x| x as u8 ^ 0x5A)),
+            _ => {}
+        }
+        self.receive(p.to, &bytes, ce, hint, genuine);
+    }
+
+    fn receive(&mut self, side: usize, bytes: &[u8], ce: bool, hint: u32, genuine: bool) {
+        let now = self.now;
+        let r = self.c[side].on_packet(now, bytes, ce, 50_000, hint);
+        if super::trace() {
+            eprintln!("  rx side {side} genuine {genuine} {:?} -> {r:?}", parse(bytes).map(|p| match p {
+                MrcPacket::Data(h, _) => format!("DATA {h:?}"),
+                MrcPacket::Ack(a) => format!("ACK {a:?}"),
+            }));
+        }
+        super::count(|| format!("rx genuine {genuine} {}", match &r { Ok(e) => format!("{:?}", core::mem::discriminant(e)), Err(e) => format!("{e:?}") }), 1);
+        let parsed = parse(bytes);
+        if r.is_err() {
+            assert!(!(genuine && !self.tainted), "genuine packet dropped: {r:?}");
+            return;
+        }
+        if !genuine {
+            self.tainted = true;
+        }
+        match (parsed, r) {
+            (Ok(MrcPacket::Ack(a)), Ok(RxEvent::Ack)) => {
+                self.tx[side].hint = a.rate_hint_kbps;
+            }
+            (Ok(MrcPacket::Data(h, payload)), Ok(ev)) => self.data_accepted(side, &h, payload, ce, hint, genuine, ev),
+            (p, r) => panic!("packet {p:?} gave {r:?}"),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
+        let tainted = self.tainted;
+        let rm = &mut self.rx[side];
+        if let Some(p) = rm.peer {
+            assert_eq!(p, h.conn, "DATA of another connection accepted");
+        }
+        rm.peer = Some(h.conn);
+        rm.hint = hint;
+        let pi = usize::from(h.path);
+        assert!(pi < self.paths, "DATA on path {pi} accepted");
+        if seq_diff(h.path_floor, rm.floor[pi]) > 0 {
+            rm.floor[pi] = h.path_floor;
+        }
+        rm.path_seqs[pi].insert(h.path_seq);
+        if ce {
+            rm.ce[pi] = rm.ce[pi].wrapping_add(1);
+        }
+        let new_dsn = !rm.seen.contains(&h.dsn);
+        rm.seen.insert(h.dsn);
+        let RxEvent::Data(pl) = ev else {
+            assert_eq!(ev, RxEvent::Duplicate);
+            if genuine && !tainted {
+                assert!(!new_dsn, "new Dsn {} reported duplicate", h.dsn);
+            }
+            return;
+        };
+        // The Dsn window places each Dsn once, whatever else happened.
+        assert!(new_dsn && rm.dsns.insert(h.dsn), "Dsn {} placed twice", h.dsn);
+        let s = pl.stream;
+        assert!(s < S && local_qpn(side, s) == h.stream, "placed into stream {s} for StreamId {}", h.stream);
+        assert_eq!(
+            (pl.op, pl.msn, pl.rsn, pl.offset, pl.va, pl.rkey, pl.len),
+            (h.op, h.msn, h.rsn, h.offset, h.va, h.rkey, h.len),
+            "placement differs from the packet"
+        );
+        assert!(h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K, "Msn {} outside the window", h.msn);
+        let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg {
+            op: h.op,
+            rsn: h.rsn,
+            msg_len: h.msg_len,
+            placed: if tainted { Vec::new() } else { vec![false; h.msg_len as usize] },
+        });
+        assert_eq!((m.op, m.rsn, m.msg_len), (h.op, h.rsn, h.msg_len), "packets of message {} disagree", h.msn);
+        let end = h.offset.checked_add(u32::from(h.len)).expect("offset overflows");
+        assert!(end <= m.msg_len, "placement past the message");
+        if genuine && !tainted {
+            let from = 1 - side;
+            for (i, &b) in payload.iter().enumerate() {
+                let off = h.offset + i as u32;
+                assert_eq!(b, pattern(from, s, h.msn, off), "payload byte {off}");
+                if let Some(x) = m.placed.get_mut(off as usize) {
+                    assert!(!*x, "byte {off} of message {} placed twice", h.msn);
+                    *x = true;
+                }
+            }
+        }
+    }
+
+    fn forge_data(&self, side: usize, sel: u8, seq: i8, dsn: i16, msn: u8, len: u32) -> Vec<u8> {
+        let peer = 1 - side;
+        let pi = usize::from(sel % 4) % self.paths;
+        let t = &self.tx[peer];
+        let op = [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm][usize::from(sel >> 2) % 4];
+        let s = usize::from(sel >> 4) % S;
+        let msg_len = len % (4 * self.mss + 1);
+        let offset = (len >> 16) % (msg_len + 1);
+        let plen = ((len >> 8) as u8 as u32).min(msg_len - offset).min(self.mss);
+        let top = t.path_next[pi];
+        let h = DataHdr {
+            retx: sel & 0x80 != 0,
+            se: false,
+            path: pi as u8,
+            op,
+            conn: IDS[peer],
+            path_seq: top.wrapping_add(seq as i32 as u32),
+            path_floor: top.wrapping_add(seq as i32 as u32).wrapping_sub(u32::from(msn >> 4)),
+            stream: local_qpn(side, s),
+            dsn: t.next_dsn.wrapping_add(dsn as i32 as u32),
+            msn: u32::from(msn % 16),
+            rsn: if op == MrcOp::Write { 0 } else { u32::from(msn >> 4) },
+            msg_len,
+            offset,
+            va: if op.is_write() { 0x4000 } else { 0 },
+            rkey: if op.is_write() { 1 } else { 0 },
+            imm: if op.has_imm() { 9 } else { 0 },
+            len: plen as u16,
+        };
+        let mut b = vec![0u8; DATA_HDR_LEN];
+        h.write(&mut b).unwrap();
+        b.resize(DATA_HDR_LEN + plen as usize, 0xF0);
+        b
+    }
+
+    fn timer(&mut self, mode: u8, ns: u32) {
+        match mode % 2 {
+            0 => {
+                let d = self.c.iter().filter_map(|c| c.next_deadline()).min();
+                if let Some(d) = d {
+                    self.now = self.now.max(d);
+                }
+            }
+            _ => self.now += u64::from(ns),
+        }
+        for c in self.c.iter_mut() {
+            c.on_timer(self.now);
+        }
+    }
+
+    fn poll(&mut self, side: usize) {
+        while let Some(c) = self.c[side].poll_completion() {
+            if super::trace() {
+                eprintln!("  completion side {side}: {c:?}");
+            }
+            super::count(|| format!("completion {}", match c { Completion::Send { status, .. } => format!("send {status:?}"), Completion::Recv { .. } => "recv".into() }), 1);
+            match c {
+                Completion::Send { stream, msn, status } => self.send_done(side, stream, msn, status),
+                Completion::Recv { stream, done } => self.recv_done(side, stream, done),
+            }
+        }
+    }
+
+    fn send_done(&mut self, side: usize, s: usize, msn: u32, status: SendStatus) {
+        let failed = self.c[side].state() == ConnState::Failed;
+        let t = &mut self.tx[side];
+        assert!(s < S);
+        assert_eq!(msn, t.reported[s], "send completion out of order on stream {s}");
+        assert!((msn as usize) < t.msgs[s].len(), "completion of unposted message {msn}");
+        t.reported[s] += 1;
+        match status {
+            SendStatus::Ok => {
+                assert!(!t.failed_seen[s], "success on stream {s} after RetryExceeded (section 7: only flushes follow)");
+                if !self.tainted {
+                    // Every packet of the message reached the peer.
+                    let d = t.msgs[s][msn as usize].desc;
+                    let segs: Vec<(&u32, &Seg)> = t.dsns.iter().filter(|(_, g)| g.stream == s && g.msn == msn).collect();
+                    let want = d.len.div_ceil(self.mss).max(1) as usize;
+                    assert_eq!(segs.len(), want, "message {msn} completed with {} of {want} packets sent", segs.len());
+                    for (dsn, g) in segs {
+                        assert!(self.rx[1 - side].seen.contains(dsn), "message {msn} completed but Dsn {dsn} ({g:?}) never reached the peer");
+                    }
+                }
+            }
+            SendStatus::RetryExceeded => {
+                assert!(failed, "RetryExceeded without a failure");
+                assert!(!t.failed_seen[s], "second RetryExceeded on stream {s}");
+                t.failed_seen[s] = true;
+            }
+            SendStatus::Flushed => {
+                assert!(failed, "Flushed without a failure");
+                assert!(t.failed_seen[s], "Flushed before the stream's RetryExceeded");
+            }
+        }
+    }
+
+    fn recv_done(&mut self, side: usize, s: usize, done: metaroce_proto::stream::RecvDone) {
+        let tainted = self.tainted;
+        let rm = &mut self.rx[side];
+        assert!(s < S);
+        assert_eq!(done.msn, rm.reported[s], "receive completion out of order on stream {s}");
+        rm.reported[s] += 1;
+        let m = rm.open[s].remove(&done.msn).expect("completion of a message with nothing placed");
+        assert_eq!((done.op, done.rsn, done.len), (m.op, m.rsn, m.msg_len));
+        if !tainted {
+            let t = &self.tx[1 - side];
+            let sent = t.msgs[s].get(done.msn as usize).expect("completion of a message the peer never posted");
+            let d = sent.desc;
+            assert_eq!(
+                (done.op, done.len, done.rsn, done.imm, done.se),
+                (d.op, d.len, sent.rsn, if d.op.has_imm() { d.imm } else { 0 }, d.se && d.op.consumes_recv()),
+                "receive completion differs from the message sent"
+            );
+            assert!(m.placed.iter().all(|&b| b), "message {} completed with bytes never placed", done.msn);
+        }
+    }
+
+    fn check_windows(&self) {
+        for (side, c) in self.c.iter().enumerate() {
+            for i in 0..self.paths {
+                let (cwnd, ..) = c.path_rtt(i).unwrap();
+                assert!(cwnd >= self.mss && cwnd <= 256 * self.mss, "path {i} window {cwnd}");
+            }
+            let (cwnd, hint) = c.conn_window();
+            assert!(cwnd >= self.mss && cwnd <= MAX_CWND_CONN * self.mss, "connection window {cwnd}");
+            assert_eq!(hint, self.tx[side].hint, "rate hint in use is not the newest ACK's");
+        }
+    }
+
+    fn done(&self) -> bool {
+        (0..2).all(|side| {
+            let failed = self.c[side].state() == ConnState::Failed;
+            (0..S).all(|s| {
+                let n = self.tx[side].msgs[s].len() as u32;
+                self.tx[side].reported[s] == n && (failed || self.rx[1 - side].reported[s] == n)
+            })
+        })
+    }
+
+    fn finish(&mut self) {
+        for side in 0..2 {
+            self.poll(side);
+        }
+        if self.tainted {
+            return;
+        }
+        // Drain: every packet delivered at once, no loss, no hint.
+        for round in 0..20_000 {
+            let mut moved = false;
+            for side in 0..2 {
+                for _ in 0..512 {
+                    if !self.pump(side) {
+                        break;
+                    }
+                    moved = true;
+                }
+            }
+            while !self.wire.is_empty() {
+                let p = self.wire.remove(0);
+                self.receive(p.to, &p.bytes, false, 0, p.genuine);
+                moved = true;
+            }
+            for side in 0..2 {
+                self.poll(side);
+            }
+            self.check_windows();
+            if self.done() {
+                super::count(|| "drain complete".into(), 1);
+                return;
+            }
+            if !moved {
+                let d = self.c.iter().filter_map(|c| c.next_deadline()).min();
+                let Some(d) = d else {
+                    panic!("stall after {round} rounds: messages outstanding, nothing to send, no timer");
+                };
+                self.now = self.now.max(d);
+                for c in self.c.iter_mut() {
+                    c.on_timer(self.now);
+                }
+            }
+        }
+        panic!("drain did not finish");
+    }
+}
