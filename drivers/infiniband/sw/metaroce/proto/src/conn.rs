@@ -971,7 +971,15 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         for k in 0..S {
             let si = self.rr_done.wrapping_add(k) % S.max(1);
             if let Some(t) = self.tx_streams.get_mut(si) {
-                if let Some(msn) = t.pop_complete() {
+                // After the stream's RetryExceeded only flushes follow
+                // (transport.rst, section 7), even for messages whose
+                // packets were all acknowledged.
+                let done = if failed && t.failed_reported {
+                    None
+                } else {
+                    t.pop_complete()
+                };
+                if let Some(msn) = done {
                     self.rr_done = si;
                     return Some(Completion::Send {
                         stream: si,

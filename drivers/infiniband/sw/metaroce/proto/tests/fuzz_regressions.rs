@@ -98,3 +98,53 @@ fn uc_refused_write_keeps_the_held_receive_wqe() {
     assert_eq!((c.id, c.status), (0, WcStatus::WrFlushErr));
     assert_eq!(qp.flush_recv(), None);
 }
+
+/// Found by the `conn` target: after a MetaRoCE connection failed, a
+/// message later than the one reported `RetryExceeded` completed with
+/// success because every packet of it had been acknowledged. Section 7 of
+/// transport.rst: the oldest incomplete message completes with retry
+/// exceeded "and every later one with flushed, in order".
+#[test]
+fn native_no_success_after_retry_exceeded() {
+    use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, SendStatus};
+    use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
+    use metaroce_proto::stream::MsgDesc;
+    type C = Conn<1, 64, 1, 1, 4>;
+    let mk = |id| {
+        let mut cfg = ConnConfig::new(id);
+        cfg.mss = 16;
+        cfg.paths = 1;
+        cfg.max_retx = 0;
+        let mut c = Box::new(C::new(cfg));
+        assert!(c.open_stream(0, if id == 1 { 100 } else { 200 }, if id == 1 { 200 } else { 100 }));
+        c
+    };
+    let (mut a, mut b) = (mk(1), mk(2));
+    let send = MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false };
+    assert_eq!(a.post(0, send), Ok(0));
+    assert_eq!(a.post(0, send), Ok(1));
+    let mut wire = Vec::new();
+    let mut buf = [0u8; DATA_HDR_LEN];
+    while let Some(t) = a.poll_transmit(0, &mut buf) {
+        let mut p = buf[..t.hdr_len].to_vec();
+        p.resize(t.hdr_len + usize::from(t.payload.unwrap().len), 0);
+        wire.push(p);
+    }
+    assert_eq!(wire.len(), 2);
+    // Message 1 arrives first: B's ACK shows a gap at message 0's packet,
+    // which A declares lost; with max_retx 0 its retransmission fails the
+    // connection.
+    b.on_packet(10, &wire[1], false, 50_000, 0).unwrap();
+    let t = b.poll_transmit(10, &mut buf).unwrap();
+    a.on_packet(20, &buf[..t.hdr_len], false, 50_000, 0).unwrap();
+    assert!(a.poll_transmit(20, &mut buf).is_none());
+    assert_eq!(a.state(), ConnState::Failed);
+    let done: Vec<_> = core::iter::from_fn(|| a.poll_completion()).collect();
+    assert_eq!(
+        done,
+        [
+            Completion::Send { stream: 0, msn: 0, status: SendStatus::RetryExceeded },
+            Completion::Send { stream: 0, msn: 1, status: SendStatus::Flushed },
+        ]
+    );
+}
