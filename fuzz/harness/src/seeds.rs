@@ -559,6 +559,16 @@ pub fn mrc_packet() -> Seeds {
         f(&mut b);
         v.push((name.to_string(), b));
     };
+    // The largest payload, and one byte more (also lifts libFuzzer's
+    // default input length above 4096).
+    let mut big = data(MrcOp::Write, 4096);
+    big[32..36].copy_from_slice(&8192u32.to_be_bytes());
+    broken("payload-4096", big, &|_| {});
+    broken("payload-4097", data(MrcOp::Write, 4096), &|b| {
+        b[32..36].copy_from_slice(&8192u32.to_be_bytes());
+        b[56..58].copy_from_slice(&4097u16.to_be_bytes());
+        b.push(0xAB);
+    });
     broken("bad-version", data(MrcOp::Send, 4), &|b| b[0] = 0x21);
     broken("bad-type", data(MrcOp::Send, 4), &|b| b[0] = 0x13);
     broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 4);
