@@ -44,8 +44,11 @@
 //!   completions Msn 0, 1, 2... each once;
 //! * windows and rate within their bounds: every path window in
 //!   `[MSS, 256 MSS]`, the connection window in `[MSS, 4096 MSS]`
-//!   (6.2, 6.3), and the rate hint the sender uses is the one of the
-//!   newest accepted ACK (6.4);
+//!   (6.2, 6.3), the rate hint the sender uses is the one of the newest
+//!   accepted ACK, and with a hint no new packet (other than a tail-loss
+//!   probe, 5.4) leaves before the pacer's gaps at that hint allow (6.4:
+//!   the sender paces at `RateHint * scale`, `scale <= 1`, so the gaps at
+//!   the hint itself are a lower bound);
 //! * while nothing forged or corrupted has been accepted by either side
 //!   (the UDP checksum of section 2 is the glue's, so a flipped bit that
 //!   still parses is indistinguishable from the truth for the core):
@@ -313,6 +316,13 @@ struct TxModel {
     path_floor: [u32; 4],
     /// Rate hint of the newest ACK this side accepted.
     hint: u32,
+    /// Earliest time the pacer may let the next new packet leave, at the
+    /// least (section 6.4 with `scale` = 1: a smaller scale only makes the
+    /// gaps longer).
+    pace_earliest: u64,
+    /// The timers ran since the last transmission on the path (so a
+    /// tail-loss probe, which the pacer does not hold, may be due).
+    timer_since_send: [bool; 4],
 }
 
 #[derive(Clone, Debug)]
@@ -557,6 +567,24 @@ impl World {
         assert!(seq_diff(h.path_seq, h.path_floor) >= 0 && h.path_seq.wrapping_sub(h.path_floor) < PATH_WINDOW, "PathSeq {} PathFloor {}", h.path_seq, h.path_floor);
         tm.path_next[pi] = h.path_seq.wrapping_add(1);
         tm.path_floor[pi] = h.path_floor;
+        // Pacing (section 6.4): with a rate hint, a new packet leaves no
+        // earlier than the gaps of the packets before it allow;
+        // retransmissions and probes are not held, only counted.
+        let now = self.now;
+        if !h.retx && tm.hint != 0 && !tm.timer_since_send[pi] {
+            assert!(
+                now >= tm.pace_earliest,
+                "new packet at {now} before the pacer allows it ({}), rate hint {} kbit/s",
+                tm.pace_earliest,
+                tm.hint
+            );
+        }
+        if tm.hint != 0 {
+            let bits = (u128::from(h.len) + 126) * 8_000_000;
+            let gap = bits.div_ceil(u128::from(tm.hint));
+            tm.pace_earliest = u64::try_from(u128::from(tm.pace_earliest.max(now)) + gap).unwrap_or(u64::MAX);
+        }
+        tm.timer_since_send[pi] = false;
     }
 
     fn check_ack_sent(&self, side: usize, a: &AckPkt) {
@@ -769,6 +797,9 @@ impl World {
         for c in self.c.iter_mut() {
             c.on_timer(self.now);
         }
+        for t in self.tx.iter_mut() {
+            t.timer_since_send = [true; 4];
+        }
     }
 
     fn poll(&mut self, side: usize) {
@@ -899,6 +930,9 @@ impl World {
                 self.now = self.now.max(d);
                 for c in self.c.iter_mut() {
                     c.on_timer(self.now);
+                }
+                for t in self.tx.iter_mut() {
+                    t.timer_since_send = [true; 4];
                 }
             }
         }

@@ -922,7 +922,13 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             .fill_header(&seg, &mut h)?;
         let hdr_len = h.write(buf)?;
         let src_port = p.port;
-        let rate = scale_q16(self.rate_hint, self.pace_scale);
+        // Any hint paces (section 6.4): a scaled rate that rounds down to
+        // 0 kbit/s is the slowest rate, not "no hint".
+        let rate = if self.rate_hint == 0 {
+            0
+        } else {
+            scale_q16(self.rate_hint, self.pace_scale).max(1)
+        };
         if let Some(gap) = pace_gap_ns(u32::from(d.len), rate) {
             self.pace_next = self.pace_next.max(now).saturating_add(gap);
         }

@@ -148,3 +148,44 @@ fn native_no_success_after_retry_exceeded() {
         ]
     );
 }
+
+/// Found by the `conn` target: with a rate hint so small that the paced
+/// rate `RateHint * scale` rounded down to 0 kbit/s after an ECN decrease
+/// of `scale`, the sender stopped pacing altogether (as if there were no
+/// hint) and sent at line rate. Section 6.4: only RateHint 0 means "not
+/// paced"; any hint paces.
+#[test]
+fn native_tiny_rate_hint_still_paces() {
+    use metaroce_proto::conn::{Conn, ConnConfig};
+    use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
+    use metaroce_proto::stream::MsgDesc;
+    type C = Conn<1, 64, 1, 1, 4>;
+    let mk = |id| {
+        let mut cfg = ConnConfig::new(id);
+        cfg.mss = 16;
+        cfg.paths = 1;
+        let mut c = Box::new(C::new(cfg));
+        assert!(c.open_stream(0, if id == 1 { 100 } else { 200 }, if id == 1 { 200 } else { 100 }));
+        c
+    };
+    let (mut a, mut b) = (mk(1), mk(2));
+    let send = MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false };
+    let mut buf = [0u8; DATA_HDR_LEN];
+    a.post(0, send).unwrap();
+    let t = a.poll_transmit(0, &mut buf).unwrap();
+    let mut p = buf[..t.hdr_len].to_vec();
+    p.resize(t.hdr_len + 4, 0);
+    // Delivered CE-marked; the receiving device's fair share is 1 kbit/s.
+    b.on_packet(10, &p, true, 50_000, 1).unwrap();
+    let t = b.poll_transmit(10, &mut buf).unwrap();
+    a.on_packet(20, &buf[..t.hdr_len], false, 50_000, 0).unwrap();
+    assert_eq!(a.conn_window().1, 1);
+    // Two more messages: the first leaves, the second waits for the pacer
+    // ((4 + 126) bytes at 1 kbit/s or less: at least 1.04 s).
+    a.post(0, send).unwrap();
+    a.post(0, send).unwrap();
+    assert!(a.poll_transmit(100, &mut buf).is_some());
+    assert!(a.poll_transmit(100, &mut buf).is_none(), "second packet not paced");
+    assert!(a.poll_transmit(100 + 1_000_000_000, &mut buf).is_none(), "paced faster than 1 kbit/s");
+    assert!(a.poll_transmit(100 + 130 * 8_000_000, &mut buf).is_some(), "pacer never lets it go");
+}
