@@ -244,7 +244,7 @@ impl<const R: usize> Qp<R> {
         if !self.sq_ok(sq) {
             return Err(PostError::BadQueue);
         }
-        self.req.post(self.comp.head, sq, wr)
+        self.req.post(self.comp.head, sq, wr, self.comp.blocks_tx())
     }
 
     /// Returns the next packet to transmit: responses before requests.

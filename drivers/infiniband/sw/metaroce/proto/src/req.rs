@@ -101,12 +101,15 @@ impl Requester {
     }
 
     /// Appends `wr` to the send queue; `head` is the completer's report
-    /// index.
+    /// index; `blocked`: the completer blocks transmission (error state or
+    /// RNR wait), so local WQEs are not passed now (in the error state they
+    /// are flushed instead).
     pub(super) fn post(
         &mut self,
         head: u32,
         sq: &mut [SendWqe],
         wr: SendWr,
+        blocked: bool,
     ) -> Result<(), PostError> {
         if self.tail.wrapping_sub(head) as usize >= sq.len() {
             return Err(PostError::QueueFull);
@@ -114,8 +117,11 @@ impl Requester {
         self.validate(&wr)?;
         *wqe_mut(sq, self.tail).ok_or(PostError::BadQueue)? = SendWqe::new(wr);
         self.tail = self.tail.wrapping_add(1);
-        // An idle requester passes it at once (nothing may poll it soon).
-        self.skip_local(sq);
+        // An idle requester passes it at once (nothing may poll it soon),
+        // unless transmission is blocked, as `poll_tx` would.
+        if !blocked {
+            self.skip_local(sq);
+        }
         Ok(())
     }
 

@@ -189,3 +189,26 @@ fn native_tiny_rate_hint_still_paces() {
     assert!(a.poll_transmit(100 + 1_000_000_000, &mut buf).is_none(), "paced faster than 1 kbit/s");
     assert!(a.poll_transmit(100 + 130 * 8_000_000, &mut buf).is_some(), "pacer never lets it go");
 }
+
+/// Found by the `requester` target once it modelled local WQEs: a local WQE
+/// posted to a UC QP already in the error state completed with success
+/// (an idle requester passes a local WQE as it is posted, and on UC that
+/// completes it), where every WQE of a QP in the error state is flushed
+/// (`SendOp::Local`: "flushed if the QP enters the error state first").
+#[test]
+fn local_wqe_posted_in_the_error_state_is_flushed() {
+    use metaroce_proto::wr::{SendOp, SendWr};
+    for t in [Transport::Uc, Transport::Rc] {
+        let mut cfg = QpConfig::new(t, 5, 6);
+        cfg.pmtu = Pmtu::Mtu256;
+        let mut qp = Qp::<4>::new(cfg).unwrap();
+        let mut sq = vec![SendWqe::default(); cfg.sq_depth as usize];
+        qp.set_error();
+        let wr = SendWr { wr_id: 7, op: SendOp::Local, len: 0, signaled: true, ..Default::default() };
+        qp.post_send(&mut sq, wr).unwrap();
+        let c = qp.poll_send_completion(&mut sq).expect("no completion");
+        assert_eq!((c.wr_id, c.status), (7, WcStatus::WrFlushErr), "{t:?}");
+        assert!(qp.poll_tx(0, &mut sq).is_none());
+        assert_eq!(qp.sq_used(), 0);
+    }
+}
