@@ -942,6 +942,13 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
     if m.error_reported {
         assert_eq!((k, c.status), (m.next_report, WcStatus::WrFlushErr), "after an error only flushes");
     }
+    // A local WR only completes (once passed and everything before it
+    // completed) or is flushed: it never carries another WR's error.
+    assert!(
+        w.wr.op != SendOp::Local || matches!(c.status, WcStatus::Success | WcStatus::WrFlushErr),
+        "local WR {k} completed with {:?}",
+        c.status
+    );
     match c.status {
         WcStatus::Success => {
             assert!(w.wr.signaled, "unsignaled success reported");

@@ -126,7 +126,11 @@ fn corpus_stats() {
     let run = runner(target);
     let mut n = 0;
     for e in std::fs::read_dir(dir).unwrap() {
-        run(&std::fs::read(e.unwrap().path()).unwrap());
+        let path = e.unwrap().path();
+        if h::trace() {
+            eprintln!("corpus input {}", path.display());
+        }
+        run(&std::fs::read(path).unwrap());
         n += 1;
     }
     println!("{n} inputs");

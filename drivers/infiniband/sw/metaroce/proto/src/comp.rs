@@ -475,10 +475,30 @@ impl Completer {
     }
 
     /// Completes WQE `una_idx` with `status` and enters the error state.
+    /// Local WQEs there carry no error of their own: those that were passed
+    /// with every earlier WQE acknowledged complete successfully (as
+    /// `pass_local` would have done at the next poll, also after a rewind
+    /// moved the requester back onto them) and `status` goes to the first
+    /// other WQE; a local WQE not passed yet is flushed with everything
+    /// after it (none of which was sent).
     fn fail(&mut self, status: WcStatus, req: &Requester, sq: &mut [SendWqe]) {
-        if self.una_idx != req.tail {
-            if let Some(w) = wqe_mut(sq, self.una_idx) {
-                w.status = Some(status);
+        let mut idx = self.una_idx;
+        while idx != req.tail {
+            match wqe_mut(sq, idx) {
+                Some(w) if w.wr.op == SendOp::Local => {
+                    if !(self.cfg.transport == Transport::Rc && w.started && w.first_psn == self.una) {
+                        // Not passed: nothing after it was sent; it and
+                        // everything after it are flushed.
+                        break;
+                    }
+                    w.status = Some(WcStatus::Success);
+                    idx = idx.wrapping_add(1);
+                }
+                Some(w) => {
+                    w.status = Some(status);
+                    break;
+                }
+                None => break,
             }
         }
         self.set_error();

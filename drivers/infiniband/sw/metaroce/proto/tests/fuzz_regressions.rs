@@ -212,3 +212,31 @@ fn local_wqe_posted_in_the_error_state_is_flushed() {
         assert_eq!(qp.sq_used(), 0);
     }
 }
+
+/// Found by the `requester` target once it modelled local WQEs: when the
+/// retries of an RC QP ran out, the retry-exceeded error was given to the
+/// oldest unretired WQE even when that was a local WQE already passed with
+/// everything before it acknowledged (due for success, but no completion
+/// poll had retired it yet), and the WQE whose packets went unanswered was
+/// only flushed.
+#[test]
+fn retry_exceeded_is_not_given_to_a_local_wqe() {
+    use metaroce_proto::wr::{SendOp, SendWr};
+    let mut cfg = QpConfig::new(Transport::Rc, 5, 6);
+    cfg.pmtu = Pmtu::Mtu256;
+    cfg.timeout = 1;
+    cfg.retry_cnt = 0;
+    let mut qp = Qp::<4>::new(cfg).unwrap();
+    let mut sq = vec![SendWqe::default(); cfg.sq_depth as usize];
+    let wr = |id, op, len| SendWr { wr_id: id, op, len, signaled: true, ..Default::default() };
+    // The local WQE is passed as it is posted (idle QP); the SEND is never
+    // acknowledged and its ACK timer, with no retry left, fails the QP.
+    qp.post_send(&mut sq, wr(1, SendOp::Local, 0)).unwrap();
+    qp.post_send(&mut sq, wr(2, SendOp::Send, 8)).unwrap();
+    while qp.poll_tx(0, &mut sq).is_some() {}
+    let t = qp.next_deadline().expect("no ACK timer");
+    qp.on_timer(t, &mut sq);
+    assert!(qp.is_error());
+    let st: Vec<_> = core::iter::from_fn(|| qp.poll_send_completion(&mut sq).map(|c| (c.wr_id, c.status))).collect();
+    assert_eq!(st, [(1, WcStatus::Success), (2, WcStatus::RetryExcErr)]);
+}
