@@ -401,6 +401,8 @@ struct Wr {
     answered: bool,
     /// Every packet went out at least once.
     tx_done: bool,
+    /// Posted while the QP was in the error state (so it is flushed).
+    in_error: bool,
 }
 
 impl Wr {
@@ -552,6 +554,7 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
     let id = m.wrs.len() as u64;
     let wr = send_wr(p, id, m.cfg.transport);
     let want = expected_post(&m.cfg, qp.sq_used(), &wr);
+    let in_error = qp.is_error();
     let got = qp.post_send(sq, wr);
     assert_eq!(got, want, "post_send of {wr:?}");
     if got.is_ok() {
@@ -572,6 +575,7 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
             atomic_placed: false,
             answered: false,
             tx_done: false,
+            in_error,
         });
     }
 }
@@ -934,6 +938,7 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
     assert!(k < m.wrs.len() && k >= m.next_report, "completion {k} out of order (next {})", m.next_report);
     for s in m.next_report..k {
         assert!(!m.error_reported, "WR {s} skipped after an error");
+        assert!(!m.wrs[s].in_error, "WR {s} posted in the error state retired as a success");
         check_success(m, s);
         assert!(!m.wrs[s].wr.signaled, "signaled WR {s} skipped");
     }
@@ -949,6 +954,9 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
         "local WR {k} completed with {:?}",
         c.status
     );
+    if w.in_error {
+        assert_eq!(c.status, WcStatus::WrFlushErr, "WR {k} posted in the error state not flushed");
+    }
     match c.status {
         WcStatus::Success => {
             assert!(w.wr.signaled, "unsignaled success reported");

@@ -496,6 +496,11 @@ pub fn requester() -> Seeds {
             vec![post(0, 10, 1), post(9, 0, 1), post(9, 0, 0), PollTx(4), SetError, PollComp(4)],
         ),
         req_seed(
+            "uc-local-posted-in-error",
+            ReqCfg { transport: 3, ..rc_cfg },
+            vec![SetError, post(9, 0, 1), post(0, 8, 1), PollComp(4)],
+        ),
+        req_seed(
             "uc-local",
             ReqCfg { transport: 3, ..rc_cfg },
             vec![post(0, 700, 1), post(9, 0, 1), PollComp(2), PollTx(1), PollComp(2), PollTx(8), PollComp(4)],
