@@ -460,7 +460,7 @@ impl World {
         let op = [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm][usize::from(op % 4)];
         let mut len = u32::from(len) % (4 * self.mss + 1);
         if flags & 2 != 0 {
-            len = MAX_MSG_LEN + 1 + len;
+            len += MAX_MSG_LEN + 1;
         }
         let desc = MsgDesc {
             op,
