@@ -486,7 +486,10 @@ impl Completer {
         while idx != req.tail {
             match wqe_mut(sq, idx) {
                 Some(w) if w.wr.op == SendOp::Local => {
-                    if !(self.cfg.transport == Transport::Rc && w.started && w.first_psn == self.una) {
+                    if !(self.cfg.transport == Transport::Rc
+                        && w.started
+                        && w.first_psn == self.una)
+                    {
                         // Not passed: nothing after it was sent; it and
                         // everything after it are flushed.
                         break;
