@@ -61,6 +61,10 @@ use crate::{
             MrType,
             UserMrRequest, //
         },
+        mw::{
+            Mw,
+            MwType, //
+        },
         pd::{
             Origin,
             Pd, //
@@ -286,6 +290,12 @@ impl DeviceCaps {
     /// `IB_WR_REG_MR`), local invalidate and SEND with invalidate.
     pub const MEM_MGT_EXTENSIONS: Self =
         Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64);
+    /// `IB_DEVICE_MEM_WINDOW`: memory windows ([`Driver::alloc_mw`]).
+    pub const MEM_WINDOW: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW as u64);
+    /// `IB_DEVICE_MEM_WINDOW_TYPE_2B`: type 2 windows, each usable through the QP that bound
+    /// it only.
+    pub const MEM_WINDOW_TYPE_2B: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64);
 }
 
 /// Atomicity guarantee of RDMA atomic operations (`enum ib_atomic_cap`).
@@ -646,6 +656,9 @@ pub trait Driver: Sized + 'static {
     /// The driver's data in each memory region ([`Mr`]).
     type MrData: Send + Sync;
 
+    /// The driver's data in each memory window ([`Mw`]).
+    type MwData: Send + Sync;
+
     /// Creates the data of a new protection domain (`alloc_pd`). Process context, may sleep.
     ///
     /// Implementing it installs `dealloc_pd`, which calls [`Driver::dealloc_pd`] and drops the
@@ -870,8 +883,26 @@ pub trait Driver: Sized + 'static {
     }
 
     /// Called before an MR's data is dropped and its object freed (`dereg_mr`). Process
-    /// context, may sleep.
-    fn dereg_mr(_mr: &Mr<Self>) {}
+    /// context, may sleep. An error keeps the MR (and its data) as it is and is returned to the
+    /// caller (an MR that memory windows are bound to cannot go, `EBUSY`); ib_core retries a
+    /// failed destruction when a process's objects are cleaned up, after destroying the rest.
+    fn dereg_mr(_mr: &Mr<Self>) -> Result {
+        Ok(())
+    }
+
+    /// Creates the data of a new memory window of `pd` (`alloc_mw`, user processes only),
+    /// returning the window's initial R_Key. Process context, may sleep.
+    ///
+    /// Implementing it installs `dealloc_mw`, which calls [`Driver::dealloc_mw`] and drops the
+    /// data. The initialiser should not fail: the abstraction has no hook to undo what
+    /// `alloc_mw` did if it does.
+    fn alloc_mw(_pd: &Pd<Self>, _ty: MwType) -> Result<(u32, impl PinInit<Self::MwData, Error>)> {
+        vtable_default::<(u32, Result<Self::MwData>)>()
+    }
+
+    /// Called before a memory window's data is dropped (`dealloc_mw`). Process context, may
+    /// sleep. The window may still be bound.
+    fn dealloc_mw(_mw: &Mw<Self>) {}
 }
 
 /// The body of a default `#[vtable]` method returning `Result<impl ...>`: it names a concrete
@@ -1493,6 +1524,7 @@ impl<T: Driver> Adapter<T> {
         assert!(align_of::<Qp<T>>() <= align_of::<u64>());
         assert!(align_of::<Ah<T>>() <= align_of::<u64>());
         assert!(align_of::<Srq<T>>() <= align_of::<u64>());
+        assert!(align_of::<Mw<T>>() <= align_of::<u64>());
         if T::HAS_ALLOC_PD {
             ops.alloc_pd = Some(Self::alloc_pd_callback);
             ops.dealloc_pd = Some(Self::dealloc_pd_callback);
@@ -1568,6 +1600,11 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_GET_DMA_MR || T::HAS_REG_USER_MR || T::HAS_ALLOC_MR {
             ops.dereg_mr = Some(Self::dereg_mr_callback);
+        }
+        if T::HAS_ALLOC_MW {
+            ops.alloc_mw = Some(Self::alloc_mw_callback);
+            ops.dealloc_mw = Some(Self::dealloc_mw_callback);
+            ops.size_ib_mw = size_of::<Mw<T>>();
         }
     }
 }

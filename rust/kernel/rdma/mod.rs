@@ -8,7 +8,7 @@
 //! - [`device`]: typed `struct ib_device` with driver data, its `ib_device_ops` table built from a
 //!   `#[vtable]` trait, registration and (queued) unregistration, user contexts.
 //! - [`link`]: `rdma_link_ops` registration (`rdma link add NAME type TYPE netdev DEV`).
-//! - [`pd`], [`cq`], [`qp`], [`srq`], [`ah`], [`mr`]: verbs objects with the driver's data inside the memory
+//! - [`pd`], [`cq`], [`qp`], [`srq`], [`ah`], [`mr`], [`mw`]: verbs objects with the driver's data inside the memory
 //!   ib_core allocates (MRs: allocated by the abstraction), created and destroyed through the
 //!   `Driver` hooks; [`wr`]: safe views of work-request chains and SGEs.
 //! - [`udata`]: driver-specific request and response of a uverbs call; [`mmap`]: queue memory
@@ -26,6 +26,7 @@ pub mod qp;
 pub mod srq;
 pub mod ah;
 pub mod mr;
+pub mod mw;
 pub mod wr;
 pub mod workqueue;
 pub mod udata;

@@ -44,6 +44,11 @@ impl AccessFlags {
     pub const REMOTE_ATOMIC: Self =
         Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32);
 
+    /// `IB_ACCESS_MW_BIND`: memory windows may be bound to the region.
+    pub const MW_BIND: Self = Self(bindings::ib_access_flags_IB_ACCESS_MW_BIND as u32);
+    /// `IB_ZERO_BASED`: a memory window addressed from 0 rather than by virtual address.
+    pub const ZERO_BASED: Self = Self(bindings::ib_access_flags_IB_ZERO_BASED as u32);
+
     /// The optional bits (`IB_ACCESS_OPTIONAL`, e.g. relaxed ordering): hints a device may
     /// ignore.
     pub const OPTIONAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_OPTIONAL as u32);
@@ -320,19 +325,22 @@ impl<T: Driver> Adapter<T> {
     /// # Safety
     ///
     /// `ibmr` was returned by `get_dma_mr_callback`, `reg_user_mr_callback` or
-    /// `alloc_mr_callback` and is not used afterwards.
+    /// `alloc_mr_callback` and is not used afterwards if the call succeeds.
     pub(super) unsafe extern "C" fn dereg_mr_callback(
         ibmr: *mut bindings::ib_mr,
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: `ibmr` is the first field of a boxed `Mr<T>` with initialised data (function
-        // requirement); nobody uses it after this call, so the box can be dropped, which drops
-        // the data and frees the memory.
-        unsafe {
-            let mr = crate::container_of!(Opaque::cast_from(ibmr), Mr<T>, ibmr).cast_mut();
-            T::dereg_mr(&*mr);
-            drop(KBox::from_raw(mr));
+        // requirement).
+        let mr = unsafe { crate::container_of!(Opaque::cast_from(ibmr), Mr<T>, ibmr).cast_mut() };
+        // SAFETY: As above; the MR stays alive for the call.
+        if let Err(e) = T::dereg_mr(unsafe { &*mr }) {
+            // ib_core keeps the MR, which stays as it was.
+            return e.to_errno();
         }
+        // SAFETY: The driver let the MR go and nobody uses it after this call (function
+        // requirement), so the box can be dropped, which drops the data and frees the memory.
+        drop(unsafe { KBox::from_raw(mr) });
         0
     }
 }

@@ -4,7 +4,8 @@
 
 use crate::qp::{MetaRoceQp, MAX_QP, MAX_QP_WR, MAX_SGE, MIN_QPN};
 use crate::verbs::{
-    MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRocePd, RoceAv, UserAh, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_PD,
+    give, take, MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRoceMw, MetaRocePd, RoceAv, UserAh, MAX_AH, MAX_CQ,
+    MAX_CQE, MAX_MR, MAX_MW, MAX_PD,
 };
 use core::sync::atomic::{
     AtomicBool,
@@ -23,6 +24,7 @@ use kernel::rdma::device::{
     PortAttr, PortImmutable, PortState, StatDesc, UserCommands, DEFAULT_PKEY_FULL,
 };
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest};
+use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
@@ -137,6 +139,8 @@ pub(crate) struct ObjectCounts {
     pub(crate) cqs: AtomicU32,
     pub(crate) ahs: AtomicU32,
     pub(crate) srqs: AtomicU32,
+    pub(crate) mrs: AtomicU32,
+    pub(crate) mws: AtomicU32,
 }
 
 /// The driver data of one MetaRoCE device.
@@ -158,7 +162,8 @@ pub(crate) struct MetaRoceDev {
     /// QP numbers in use (below [`MAX_QP`]; 0 and 1 are never taken from it).
     #[pin]
     qpns: Mutex<IdPool>,
-    /// Memory region indices in use (below [`MAX_MR`]; index 0 is never taken).
+    /// Memory region and window indices in use (below [`MAX_MR`] + [`MAX_MW`]; index 0 is
+    /// never taken).
     #[pin]
     mr_indices: Mutex<IdPool>,
     /// The QPs the receive path can reach, indexed by QP number: published when a QP first
@@ -200,11 +205,13 @@ impl MetaRoceDev {
                 cqs: AtomicU32::new(0),
                 ahs: AtomicU32::new(0),
                 srqs: AtomicU32::new(0),
+                mrs: AtomicU32::new(0),
+                mws: AtomicU32::new(0),
             },
             gsi: AtomicBool::new(false),
             qpns <- new_mutex!(IdPool::with_capacity(MAX_QP as usize, GFP_KERNEL)?, "metaroce_qpns"),
             mr_indices <- new_mutex!(
-                IdPool::with_capacity(MAX_MR as usize, GFP_KERNEL)?,
+                IdPool::with_capacity((MAX_MR + MAX_MW) as usize, GFP_KERNEL)?,
                 "metaroce_mr_indices"
             ),
             qps <- new_spinlock_irq!(qp_table()?, "metaroce_qps"),
@@ -291,14 +298,34 @@ impl MetaRoceDev {
         &self.txq
     }
 
-    /// Allocates a memory region index (never 0). Process context.
-    pub(crate) fn alloc_mr_index(&self) -> Result<usize> {
+    /// Allocates an index (never 0) of the space memory regions and windows share.
+    fn alloc_index(&self) -> Result<usize> {
         let mut pool = self.mr_indices.lock();
         let id = pool.find_unused_id(1).ok_or(ENOMEM)?;
-        if id.as_u32() >= MAX_MR {
+        if id.as_u32() >= MAX_MR + MAX_MW {
             return Err(ENOMEM);
         }
         Ok(id.acquire())
+    }
+
+    /// Allocates a memory region index (never 0), at most `MAX_MR - 1` at a time (`max_mr`).
+    /// Process context.
+    pub(crate) fn alloc_mr_index(&self) -> Result<usize> {
+        take(&self.objects.mrs, MAX_MR - 1)?;
+        self.alloc_index().inspect_err(|_| give(&self.objects.mrs))
+    }
+
+    /// Allocates a memory window index (never 0), at most [`MAX_MW`] at a time (`max_mw`).
+    /// Process context.
+    pub(crate) fn alloc_mw_index(&self) -> Result<usize> {
+        take(&self.objects.mws, MAX_MW)?;
+        self.alloc_index().inspect_err(|_| give(&self.objects.mws))
+    }
+
+    /// Gives back an index from [`MetaRoceDev::alloc_mw_index`]. Process context.
+    pub(crate) fn free_mw_index(&self, index: usize) {
+        self.mr_indices.lock().release_id(index);
+        give(&self.objects.mws);
     }
 
     /// Numbers a new user AH and enters it in the table; returns its number (never 0).
@@ -341,6 +368,7 @@ impl MetaRoceDev {
     /// Gives back an index from [`MetaRoceDev::alloc_mr_index`]. Process context.
     pub(crate) fn free_mr_index(&self, index: usize) {
         self.mr_indices.lock().release_id(index);
+        give(&self.objects.mrs);
     }
 
     /// Adds `n` to counter `c` (no atomic operation for 0: the QP glue adds the core's
@@ -416,6 +444,7 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     type QpData = MetaRoceQp;
     type AhData = MetaRoceAh;
     type MrData = MetaRoceMr;
+    type MwData = MetaRoceMw;
     type SrqData = MetaRoceSrq;
 
     // MetaRoCE implements rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so that the
@@ -436,7 +465,9 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
                     | DeviceCaps::SYS_IMAGE_GUID
                     | DeviceCaps::RC_RNR_NAK_GEN
                     | DeviceCaps::SRQ_RESIZE
-                    | DeviceCaps::MEM_MGT_EXTENSIONS,
+                    | DeviceCaps::MEM_MGT_EXTENSIONS
+                    | DeviceCaps::MEM_WINDOW
+                    | DeviceCaps::MEM_WINDOW_TYPE_2B,
             )
             // Remote atomics are serialised by the device's MR table lock, not against the
             // CPUs' own accesses to the memory (`mr_atomic`).
@@ -454,6 +485,7 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_srq_wr(MAX_SRQ_WR)
             .max_srq_sge(MAX_SRQ_SGE)
             .max_mr(MAX_MR - 1)
+            .max_mw(MAX_MW)
             .max_fast_reg_page_list_len(crate::mr::MAX_FAST_REG_PAGES)
             .max_mr_size(u64::MAX)
             // User MRs are pinned page by page, so any power-of-two page size from 4 KiB
@@ -668,8 +700,17 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         crate::mr::mr_set_page(mr, page)
     }
 
-    fn dereg_mr(mr: &Mr<Self>) {
+    fn dereg_mr(mr: &Mr<Self>) -> Result {
         crate::verbs::dereg_mr(mr)
+    }
+
+    fn alloc_mw(pd: &Pd<Self>, ty: MwType) -> Result<(u32, impl PinInit<MetaRoceMw, Error>)> {
+        let rkey = crate::mr::alloc_mw(pd, ty)?;
+        Ok((rkey, Ok::<_, Error>(MetaRoceMw { index: (rkey >> 8) as usize })))
+    }
+
+    fn dealloc_mw(mw: &Mw<Self>) {
+        crate::mr::dealloc_mw(mw, mw.index)
     }
 }
 

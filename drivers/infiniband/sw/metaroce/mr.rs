@@ -3,8 +3,17 @@
 //! Memory regions the transport can address by key: user MRs (registration over pinned user
 //! memory) and fast-register MRs of kernel consumers (pages mapped with `ib_map_mr_sg`, made
 //! valid by a REG_MR work request and invalid again by a local invalidate or a SEND with
-//! invalidate), and the lookup the transport uses to validate an (L_Key or R_Key, PD, virtual
-//! address, length, access) tuple and move bytes at a virtual address of the region.
+//! invalidate), memory windows of user processes (an R_Key for a range of a user MR, set by a
+//! bind work request), and the lookup the transport uses to validate an (L_Key or R_Key, PD,
+//! virtual address, length, access) tuple and move bytes at a virtual address of the region.
+//!
+//! Memory windows follow rdma_rxe (type 1 and type 2B): a type 1 window is valid from its
+//! allocation, bound and re-bound by `ibv_bind_mw` (length 0 leaves it bound to nothing) and
+//! cannot be invalidated; a type 2 window is free until a bind work request binds it, can then
+//! be used only through the QP that bound it, and is free again after a local invalidate, a
+//! SEND with invalidate naming it, or the destruction of that QP. A window is an entry of the
+//! same table as the regions; it names its MR by index, and an MR with windows bound to it
+//! cannot be deregistered (`EBUSY`), so the index stays good while the window is bound.
 //!
 //! Regions live in the device's table, keyed by their index (`key >> 8`), under an
 //! IRQ-disabling spinlock. Lookups copy while holding it and never hand the region out, so
@@ -17,6 +26,7 @@ use core::num::NonZeroUsize;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest};
+use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Pd, PdId};
 use kernel::rdma::umem::Umem;
 use kernel::rdma::wr::KernelBuf;
@@ -25,7 +35,14 @@ use kernel::rdma::wr::KernelBuf;
 const SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_WRITE)
     .union(AccessFlags::REMOTE_READ)
-    .union(AccessFlags::REMOTE_ATOMIC);
+    .union(AccessFlags::REMOTE_ATOMIC)
+    .union(AccessFlags::MW_BIND);
+
+/// The rights a bind work request may give a memory window (rdma_rxe's set: an MR's rights,
+/// of which only the remote ones mean anything for a window, and zero-based addressing).
+const WINDOW_RIGHTS: AccessFlags = SUPPORTED
+    .union(AccessFlags::ZERO_BASED)
+    .union(AccessFlags::OPTIONAL);
 
 /// The remote rights.
 const REMOTE: AccessFlags = AccessFlags::REMOTE_READ
@@ -46,10 +63,27 @@ enum Backing {
         page_size: usize,
         first_off: usize,
     },
+    /// A memory window: no memory of its own, the range `iova..iova + len` (virtual addresses
+    /// of the MR it is bound to) of that MR's.
+    Window(Window),
 }
 
-/// An addressable memory region.
+/// A memory window's binding.
+struct Window {
+    ty: MwType,
+    /// The index of the MR the window is bound to; `None` while unbound (a type 1 window
+    /// re-bound with length 0, a free type 2 window).
+    mr: Option<u32>,
+    /// Type 2: the number of the QP that bound it, the only one it may be used through.
+    qpn: u32,
+    /// Requests address the window from 0 (`IB_ZERO_BASED`) instead of by the MR's virtual
+    /// addresses.
+    zero_based: bool,
+}
+
+/// An addressable memory region, or a memory window.
 pub(crate) struct Region {
+    /// 0 for a window (it has no L_Key).
     lkey: u32,
     /// 0 when the region grants no remote access (the R_Key is then unusable).
     rkey: u32,
@@ -58,7 +92,8 @@ pub(crate) struct Region {
     iova: u64,
     len: u64,
     /// Fast-register MRs are invalid (unusable) until registered and after invalidation;
-    /// user MRs are always valid.
+    /// user MRs are always valid. Windows: a type 1 window is valid from its allocation, a
+    /// type 2 window while it is bound.
     valid: bool,
     mem: Backing,
 }
@@ -71,8 +106,9 @@ pub(crate) type MrTable = RBTree<u32, Region>;
 pub(crate) enum KeyKind {
     /// An L_Key, from a local SGE.
     Local,
-    /// An R_Key, from a RETH or an AtomicETH.
-    Remote,
+    /// An R_Key, from a RETH or an AtomicETH received by QP `qpn` (a type 2 memory window
+    /// answers only the QP that bound it).
+    Remote { qpn: u32 },
 }
 
 /// Why a memory access was refused (the transport maps it to a completion status or NAK).
@@ -249,11 +285,172 @@ pub(crate) fn register(
 }
 
 /// Takes a region out of the table (`dereg_mr`); pinned user memory is unpinned when the
-/// returned value drops, outside the table lock. Process context.
-pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) {
+/// returned value drops, outside the table lock. `EBUSY` (and nothing changes) while memory
+/// windows are bound to it. Process context.
+pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) -> Result {
     let dev = mr.device();
-    let taken = dev.mrs.lock().remove(&(mr.index as u32));
+    let index = mr.index as u32;
+    let taken = {
+        let mut table = dev.mrs.lock();
+        if table.values().any(|r| matches!(&r.mem, Backing::Window(w) if w.mr == Some(index))) {
+            return Err(EBUSY);
+        }
+        table.remove(&index)
+    };
     drop(taken);
+    Ok(())
+}
+
+/// Allocates a memory window of `pd` (`alloc_mw`): a type 1 window is valid (bound to
+/// nothing), a type 2 window free. Returns its R_Key. Process context.
+pub(crate) fn alloc_mw(pd: &Pd<MetaRoceDriver>, ty: MwType) -> Result<u32> {
+    let dev = pd.device();
+    let index = dev.alloc_mw_index()?;
+    let key = (index as u32) << 8;
+    let region = Region {
+        lkey: 0,
+        rkey: key,
+        pd: pd.id(),
+        access: AccessFlags::NONE,
+        iova: 0,
+        len: 0,
+        valid: ty == MwType::Type1,
+        mem: Backing::Window(Window { ty, mr: None, qpn: 0, zero_based: false }),
+    };
+    match RBTreeNode::new(index as u32, region, GFP_KERNEL) {
+        Ok(node) => {
+            // The index was free, so nothing is replaced.
+            drop(dev.mrs.lock().insert(node));
+            Ok(key)
+        }
+        Err(e) => {
+            dev.free_mw_index(index);
+            Err(e.into())
+        }
+    }
+}
+
+/// Deallocates a memory window (`dealloc_mw`), bound or not; its MR may then go. Process
+/// context.
+pub(crate) fn dealloc_mw(mw: &Mw<MetaRoceDriver>, index: usize) {
+    let dev = mw.device();
+    let taken = dev.mrs.lock().remove(&(index as u32));
+    drop(taken);
+    dev.free_mw_index(index);
+}
+
+/// A bind work request (`IB_WR_BIND_MW`) as librxe writes it into a send ring.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bind {
+    /// Start of the window: a virtual address of the MR.
+    pub(crate) addr: u64,
+    /// Length of the window; 0 unbinds a type 1 window.
+    pub(crate) length: u64,
+    /// L_Key of the MR.
+    pub(crate) mr_lkey: u32,
+    /// The window's current R_Key.
+    pub(crate) mw_rkey: u32,
+    /// The R_Key after binding: its low byte replaces the window's key byte.
+    pub(crate) rkey: u32,
+    /// The window's rights (`enum ib_access_flags`).
+    pub(crate) access: u32,
+}
+
+/// Why a bind work request failed (its completion carries `IB_WC_MW_BIND_ERR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BindError {
+    /// No window has this R_Key, or no MR this L_Key.
+    BadKey,
+    /// The window, MR and QP are not all of one PD (C10-72).
+    BadPd,
+    /// The window is in the wrong state for its type (a bound type 2 window, o10-37.2.30), or a
+    /// type 2 bind names no memory (o10-37.2.40), or a type 1 window asks for zero-based
+    /// addressing (o10-36.2.2).
+    State,
+    /// Rights MetaRoCE does not offer, an MR without `IB_ACCESS_MW_BIND` (C10-73), or a
+    /// writable window over an MR without local write (C10-74).
+    Access,
+    /// The window is not inside the MR (C10-75).
+    Range,
+}
+
+impl MetaRoceDev {
+    /// Executes a bind work request posted to QP `qpn` of PD `pd`. Any context.
+    pub(crate) fn mw_bind(&self, qpn: u32, pd: PdId, b: &Bind) -> Result<(), BindError> {
+        let access = AccessFlags::from_raw(b.access);
+        if !WINDOW_RIGHTS.contains(access) {
+            return Err(BindError::Access);
+        }
+        let zero_based = access.contains(AccessFlags::ZERO_BASED);
+        let mut table = self.mrs.lock();
+        let w = table.get(&(b.mw_rkey >> 8)).ok_or(BindError::BadKey)?;
+        let Backing::Window(win) = &w.mem else {
+            return Err(BindError::BadKey);
+        };
+        if w.rkey != b.mw_rkey {
+            return Err(BindError::BadKey);
+        }
+        match win.ty {
+            MwType::Type1 if zero_based => return Err(BindError::State),
+            MwType::Type1 => {}
+            MwType::Type2 if w.valid || b.length == 0 => return Err(BindError::State),
+            MwType::Type2 => {}
+        }
+        if w.pd != pd {
+            return Err(BindError::BadPd);
+        }
+        let mr = if b.length == 0 {
+            None
+        } else {
+            let m = table.get(&(b.mr_lkey >> 8)).ok_or(BindError::BadKey)?;
+            if matches!(m.mem, Backing::Window(_)) || m.lkey != b.mr_lkey || !m.valid {
+                return Err(BindError::BadKey);
+            }
+            if m.pd != pd {
+                return Err(BindError::BadPd);
+            }
+            let writable = AccessFlags::REMOTE_WRITE.union(AccessFlags::REMOTE_ATOMIC);
+            if !m.access.contains(AccessFlags::MW_BIND)
+                || (access.intersects(writable) && !m.access.contains(AccessFlags::LOCAL_WRITE))
+            {
+                return Err(BindError::Access);
+            }
+            let end = b.addr.checked_add(b.length).ok_or(BindError::Range)?;
+            if b.addr < m.iova || end > m.iova.checked_add(m.len).ok_or(BindError::Range)? {
+                return Err(BindError::Range);
+            }
+            Some(b.mr_lkey >> 8)
+        };
+        let w = table.get_mut(&(b.mw_rkey >> 8)).ok_or(BindError::BadKey)?;
+        let Backing::Window(win) = &mut w.mem else {
+            return Err(BindError::BadKey);
+        };
+        win.mr = mr;
+        win.qpn = qpn;
+        win.zero_based = zero_based;
+        w.rkey = (w.rkey & !0xff) | (b.rkey & 0xff);
+        w.access = access;
+        w.iova = b.addr;
+        w.len = b.length;
+        w.valid = true;
+        Ok(())
+    }
+
+    /// Frees the type 2 windows QP `qpn` bound (the QP is being destroyed; its number may be
+    /// reused). Process context.
+    pub(crate) fn mw_unbind_qp(&self, qpn: u32) {
+        let mut table = self.mrs.lock();
+        for r in table.values_mut() {
+            if let Backing::Window(w) = &mut r.mem {
+                if w.ty == MwType::Type2 && r.valid && w.qpn == qpn {
+                    w.mr = None;
+                    r.valid = false;
+                    r.access = AccessFlags::NONE;
+                    r.len = 0;
+                }
+            }
+        }
+    }
 }
 
 impl Backing {
@@ -261,6 +458,8 @@ impl Backing {
     fn copy_to(&self, off: usize, data: &[u8]) -> Result {
         match self {
             Backing::User(umem) => umem.copy_to(off, data),
+            // `resolve` hands out the window's MR, never the window.
+            Backing::Window(_) => Err(EINVAL),
             Backing::Fast { pages, page_size, first_off } => {
                 let ps = NonZeroUsize::new(*page_size).ok_or(EINVAL)?;
                 let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
@@ -281,6 +480,7 @@ impl Backing {
     fn copy_from(&self, off: usize, out: &mut [u8]) -> Result {
         match self {
             Backing::User(umem) => umem.copy_from(off, out),
+            Backing::Window(_) => Err(EINVAL),
             Backing::Fast { pages, page_size, first_off } => {
                 let ps = NonZeroUsize::new(*page_size).ok_or(EINVAL)?;
                 let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
@@ -312,9 +512,13 @@ impl Region {
         need: AccessFlags,
     ) -> Result<usize, MrError> {
         let ok_key = match kind {
-            KeyKind::Local => self.lkey == key,
-            KeyKind::Remote => self.rkey != 0 && self.rkey == key,
+            KeyKind::Local => self.lkey != 0 && self.lkey == key,
+            KeyKind::Remote { .. } => self.rkey != 0 && self.rkey == key,
         };
+        if matches!(self.mem, Backing::Window(_)) {
+            // A window's key is resolved by `resolve`, never used as a region's.
+            return Err(MrError::BadKey);
+        }
         if !ok_key || !self.valid {
             return Err(MrError::BadKey);
         }
@@ -337,7 +541,7 @@ impl Region {
 fn write_right(kind: KeyKind) -> AccessFlags {
     match kind {
         KeyKind::Local => AccessFlags::LOCAL_WRITE,
-        KeyKind::Remote => AccessFlags::REMOTE_WRITE,
+        KeyKind::Remote { .. } => AccessFlags::REMOTE_WRITE,
     }
 }
 
@@ -346,20 +550,75 @@ fn write_right(kind: KeyKind) -> AccessFlags {
 fn read_right(kind: KeyKind) -> AccessFlags {
     match kind {
         KeyKind::Local => AccessFlags::NONE,
-        KeyKind::Remote => AccessFlags::REMOTE_READ,
+        KeyKind::Remote { .. } => AccessFlags::REMOTE_READ,
     }
 }
 
+/// Validates a request for `len` bytes at `va` needing `need` under `key`, and returns the
+/// region whose memory it reaches with the request's offset in it: the region of `key`, or for
+/// a memory window's R_Key the MR the window is bound to.
+fn resolve(
+    table: &MrTable,
+    key: u32,
+    kind: KeyKind,
+    pd: PdId,
+    va: u64,
+    len: usize,
+    need: AccessFlags,
+) -> Result<(&Region, usize), MrError> {
+    let r = table.get(&(key >> 8)).ok_or(MrError::BadKey)?;
+    let Backing::Window(w) = &r.mem else {
+        return r.check(key, kind, pd, va, len, need).map(|off| (r, off));
+    };
+    let KeyKind::Remote { qpn } = kind else {
+        return Err(MrError::BadKey);
+    };
+    if r.rkey != key || !r.valid || (w.ty == MwType::Type2 && w.qpn != qpn) {
+        return Err(MrError::BadKey);
+    }
+    let mr = w.mr.ok_or(MrError::BadKey)?;
+    if r.pd != pd {
+        return Err(MrError::BadPd);
+    }
+    if !r.access.contains(need) {
+        return Err(MrError::Access);
+    }
+    let woff = if w.zero_based { va } else { va.checked_sub(r.iova).ok_or(MrError::Range)? };
+    let end = woff.checked_add(len as u64).ok_or(MrError::Range)?;
+    if end > r.len {
+        return Err(MrError::Range);
+    }
+    // The MR cannot go while the window is bound to it (`remove`), and the window lies inside
+    // it (checked at binding; a user MR never changes): checked again all the same.
+    let m = table.get(&mr).ok_or(MrError::BadKey)?;
+    let moff = r
+        .iova
+        .checked_sub(m.iova)
+        .and_then(|o| o.checked_add(woff))
+        .ok_or(MrError::Range)?;
+    if !m.valid || moff.checked_add(len as u64).is_none_or(|e| e > m.len) {
+        return Err(MrError::Range);
+    }
+    Ok((m, usize::try_from(moff).map_err(|_| MrError::Range)?))
+}
+
 impl MetaRoceDev {
-    /// Runs `f` on the region of `key`, with the table locked.
-    fn with_user_mr<R>(
+    /// Runs `f` on the region a request for `len` bytes at `va` under `key` reaches and the
+    /// request's offset in it, with the table locked.
+    #[allow(clippy::too_many_arguments)]
+    fn with_region<R>(
         &self,
         key: u32,
-        f: impl FnOnce(&Region) -> Result<R, MrError>,
+        kind: KeyKind,
+        pd: PdId,
+        va: u64,
+        len: usize,
+        need: AccessFlags,
+        f: impl FnOnce(&Region, usize) -> Result<R, MrError>,
     ) -> Result<R, MrError> {
         let table = self.mrs.lock();
-        let mr = table.get(&(key >> 8)).ok_or(MrError::BadKey)?;
-        f(mr)
+        let (r, off) = resolve(&table, key, kind, pd, va, len, need)?;
+        f(r, off)
     }
 
     /// Checks that `key` (of `kind`) names a user region of `pd` that covers `len` bytes at
@@ -373,7 +632,7 @@ impl MetaRoceDev {
         len: usize,
         need: AccessFlags,
     ) -> Result<(), MrError> {
-        self.with_user_mr(key, |mr| mr.check(key, kind, pd, va, len, need).map(|_| ()))
+        self.with_region(key, kind, pd, va, len, need, |_, _| Ok(()))
     }
 
     /// Copies `data` into the user region of `key` at `va`, after checking PD, bounds and the
@@ -387,8 +646,7 @@ impl MetaRoceDev {
         va: u64,
         data: &[u8],
     ) -> Result<(), MrError> {
-        self.with_user_mr(key, |mr| {
-            let off = mr.check(key, kind, pd, va, data.len(), write_right(kind))?;
+        self.with_region(key, kind, pd, va, data.len(), write_right(kind), |mr, off| {
             mr.mem.copy_to(off, data).map_err(|_| MrError::Range)
         })
     }
@@ -404,7 +662,7 @@ impl MetaRoceDev {
         write: bool,
     ) -> Result<(), MrError> {
         let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::NONE };
-        self.with_user_mr(lkey, |mr| mr.check(lkey, KeyKind::Local, pd, va, len, need).map(|_| ()))
+        self.with_region(lkey, KeyKind::Local, pd, va, len, need, |_, _| Ok(()))
     }
 
     /// Copies bytes at `va` of the region of `key` into `out`, after checking PD, bounds
@@ -418,8 +676,7 @@ impl MetaRoceDev {
         va: u64,
         out: &mut [u8],
     ) -> Result<(), MrError> {
-        self.with_user_mr(key, |mr| {
-            let off = mr.check(key, kind, pd, va, out.len(), read_right(kind))?;
+        self.with_region(key, kind, pd, va, out.len(), read_right(kind), |mr, off| {
             mr.mem.copy_from(off, out).map_err(|_| MrError::Range)
         })
     }
@@ -433,6 +690,7 @@ impl MetaRoceDev {
     pub(crate) fn mr_atomic(
         &self,
         rkey: u32,
+        qpn: u32,
         pd: PdId,
         va: u64,
         need: AccessFlags,
@@ -441,8 +699,11 @@ impl MetaRoceDev {
         if va % 8 != 0 {
             return Err(MrError::Range);
         }
-        self.with_user_mr(rkey, |mr| {
-            let off = mr.check(rkey, KeyKind::Remote, pd, va, 8, need)?;
+        self.with_region(rkey, KeyKind::Remote { qpn }, pd, va, 8, need, |mr, off| {
+            // Through a zero-based window, the word's own address must be aligned too.
+            if mr.iova.wrapping_add(off as u64) % 8 != 0 {
+                return Err(MrError::Range);
+            }
             let mut b = [0u8; 8];
             mr.mem.copy_from(off, &mut b).map_err(|_| MrError::Range)?;
             let old = u64::from_ne_bytes(b);
@@ -461,29 +722,37 @@ impl MetaRoceDev {
 pub(crate) enum InvalidateError {
     /// No region has this key, or it is not valid.
     BadKey,
-    /// The region cannot be invalidated (a user MR: only fast-register MRs can).
+    /// The region cannot be invalidated (a user MR or a type 1 window: only fast-register MRs
+    /// and type 2 windows can).
     NotInvalidatable,
     /// The region belongs to another PD.
     BadPd,
 }
 
 impl MetaRoceDev {
-    /// Invalidates the fast-register MR of `rkey` (a LOCAL_INV work request, or a received
-    /// SEND with invalidate) for a QP of PD `pd`: later accesses with its keys fail until it
-    /// is registered again. Any context.
+    /// Invalidates the fast-register MR or the type 2 memory window of `rkey` (a LOCAL_INV
+    /// work request, or a received SEND with invalidate) for a QP of PD `pd`: later accesses
+    /// with its keys fail until it is registered (bound) again. Any context.
     pub(crate) fn mr_invalidate(&self, rkey: u32, pd: PdId) -> Result<(), InvalidateError> {
         let mut table = self.mrs.lock();
         let r = table.get_mut(&(rkey >> 8)).ok_or(InvalidateError::BadKey)?;
-        if !matches!(r.mem, Backing::Fast { .. }) {
-            return Err(InvalidateError::NotInvalidatable);
-        }
-        if !r.valid || r.lkey != rkey {
+        let key = match &r.mem {
+            Backing::Fast { .. } => r.lkey,
+            Backing::Window(w) if w.ty == MwType::Type2 => r.rkey,
+            Backing::Window(_) | Backing::User(_) => return Err(InvalidateError::NotInvalidatable),
+        };
+        if !r.valid || key != rkey {
             return Err(InvalidateError::BadKey);
         }
         if r.pd != pd {
             return Err(InvalidateError::BadPd);
         }
         r.valid = false;
+        if let Backing::Window(w) = &mut r.mem {
+            w.mr = None;
+            r.access = AccessFlags::NONE;
+            r.len = 0;
+        }
         Ok(())
     }
 }

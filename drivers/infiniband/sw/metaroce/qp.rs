@@ -112,6 +112,8 @@ impl Seg {
 struct MemCtx<'a> {
     dev: &'a MetaRoceDev,
     pd: Option<PdId>,
+    /// The QP's number (type 2 memory windows answer only the QP that bound them).
+    qpn: u32,
 }
 
 impl MemCtx<'_> {
@@ -688,6 +690,10 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
     if let Some(cq) = qp.recv_cq() {
         cq.purge_qp(qp.id());
     }
+    // Type 2 windows bound through this QP are freed before its number can be reused.
+    if qp.device().objects.mws.load(core::sync::atomic::Ordering::Relaxed) != 0 {
+        qp.device().mw_unbind_qp(qp.qpn);
+    }
     qp.device().free_qpn(qp.qpn);
 }
 
@@ -815,7 +821,9 @@ fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
 /// flushed here.
 fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     inner.state = QpState::Err;
-    if let Some(engine) = inner.engine.as_mut() {
+    // A core that entered the error state by itself keeps what it queued on the way: the NAK
+    // of the request that broke it (a remote access error must reach the requester).
+    if let Some(engine) = inner.engine.as_mut().filter(|e| !e.is_error()) {
         engine.set_error();
     }
     reap_send(qp, inner, n);
@@ -855,6 +863,16 @@ fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
 
 pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask) -> Result {
     let mut n = Notify::default();
+    // Datagram QPs have no path MTU attribute: their messages may be as long as the port's
+    // active MTU (ibv_ud_pingpong sizes them by it), as rdma_rxe has it. Read before the QP
+    // lock is taken (the netdev reference is under ib_core's port lock, IRQs on).
+    let port_mtu = match qp.qp_type {
+        QpType::Ud | QpType::Gsi => qp
+            .device()
+            .netdev(PORT)
+            .and_then(|nd| Pmtu::from_bytes(crate::device::active_mtu(nd.mtu()).bytes())),
+        _ => None,
+    };
     {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
@@ -951,7 +969,10 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             _ => false,
         };
         if rebuild {
-            let cfg = engine_config(qp, inner.sq.depth(), &a);
+            let mut cfg = engine_config(qp, inner.sq.depth(), &a);
+            if let Some(mtu) = port_mtu {
+                cfg.pmtu = mtu;
+            }
             let engine = Engine::new(cfg).map_err(|_| EINVAL)?;
             account(qp, inner);
             inner.engine = Some(engine);
@@ -1236,6 +1257,29 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             enter_error(qp, inner, n);
             return;
         }
+        // Binding a memory window and local invalidate take effect now, in ring order (as
+        // kernel QPs' local operations in `post_one`); the core completes them in order. A
+        // refused one completes with its error and moves the QP to the error state, as in
+        // rdma_rxe.
+        if let Some(local) = &w.local {
+            let pd = qp.pd().map(|p| p.id());
+            let done = match (local, pd) {
+                _ if !matches!(qp.qp_type, QpType::Rc | QpType::Uc) => Err(WcStatus::LocQpOpErr),
+                (_, None) => Err(WcStatus::LocQpOpErr),
+                (crate::rxe_abi::LocalWqe::Invalidate { rkey }, Some(pd)) => {
+                    qp.device().mr_invalidate(*rkey, pd).map_err(|_| WcStatus::LocQpOpErr)
+                }
+                (crate::rxe_abi::LocalWqe::Bind(b), Some(pd)) => {
+                    qp.device().mw_bind(qp.qpn, pd, b).map_err(|_| WcStatus::MwBindErr)
+                }
+            };
+            if let Err(status) = done {
+                let wc = WorkCompletion::new(w.wr_id, status, w.wc_opcode, qp.id());
+                n.send |= complete(qp, qp.send_cq(), wc, false);
+                enter_error(qp, inner, n);
+                return;
+            }
+        }
         // A UD request names a user AH of the QP's PD; its address vector is copied now, so
         // the AH may be destroyed while the request is in flight.
         let (ud, av) = match &w.ud {
@@ -1345,14 +1389,14 @@ impl MemAccess for MemCtx<'_> {
             need = need.union(AccessFlags::REMOTE_WRITE);
         }
         self.dev
-            .mr_check(rkey, KeyKind::Remote, pd, va, len as usize, need)
+            .mr_check(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, len as usize, need)
             .map_err(|_| AccessError::Access)
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: pwr::AtomicOp) -> Result<u64, AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         self.dev
-            .mr_atomic(rkey, pd, va, AccessFlags::REMOTE_ATOMIC, |old| match op {
+            .mr_atomic(rkey, self.qpn, pd, va, AccessFlags::REMOTE_ATOMIC, |old| match op {
                 pwr::AtomicOp::CmpSwap { compare, swap } => (old == compare).then_some(swap),
                 pwr::AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
             })
@@ -1362,7 +1406,7 @@ impl MemAccess for MemCtx<'_> {
     fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         self.dev
-            .mr_atomic(rkey, pd, va, AccessFlags::REMOTE_WRITE, |_| Some(u64::from_ne_bytes(value)))
+            .mr_atomic(rkey, self.qpn, pd, va, AccessFlags::REMOTE_WRITE, |_| Some(u64::from_ne_bytes(value)))
             .map(|_| ())
             .map_err(|_| AccessError::Access)
     }
@@ -1409,14 +1453,14 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         }
         let Some(engine) = inner.engine.as_mut() else { return false };
         let now = qp.device().now_ns();
-        let mut mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()) };
+        let mut mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
         let srq = qp.srq();
         let mut src = RecvSource { rq: &mut inner.rq, srq, srq_limit: false };
         let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut mem, &mut src);
         n.srq_limit |= src.srq_limit;
         // Receive requests of an SRQ name memory of the SRQ's protection domain.
         let rmem = match srq {
-            Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()) },
+            Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
             None => mem,
         };
         let ud = qp.transport() == Transport::Ud;
@@ -1442,7 +1486,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 pwr::Place::Rdma { rkey, va, len } => match (mem.pd, pkt.payload.get(..len as usize)) {
                     (Some(pd), Some(d)) => mem
                         .dev
-                        .mr_copy_to(rkey, KeyKind::Remote, pd, va, d)
+                        .mr_copy_to(rkey, KeyKind::Remote { qpn: mem.qpn }, pd, va, d)
                         .map_err(|_| EFAULT),
                     _ => Err(EINVAL),
                 },
@@ -1631,7 +1675,7 @@ fn build_packet(
     let buf = skb.put(total)?;
     let hl = crate::proto::packet::write_headers(&d.hdr, plen, buf).map_err(|_| EINVAL)?;
     let end = hl.checked_add(plen).ok_or(EINVAL)?;
-    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()) };
+    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
     match d.payload {
         PayloadRef::None => {}
         PayloadRef::Sq { slot, offset, len: _ } => {
@@ -1648,7 +1692,7 @@ fn build_packet(
         PayloadRef::Mr { rkey, va, len: _ } => {
             let pd = mem.pd.ok_or(EINVAL)?;
             mem.dev
-                .mr_copy_from(rkey, KeyKind::Remote, pd, va, &mut buf[hl..end])
+                .mr_copy_from(rkey, KeyKind::Remote { qpn: mem.qpn }, pd, va, &mut buf[hl..end])
                 .map_err(|_| EFAULT)?;
         }
     }

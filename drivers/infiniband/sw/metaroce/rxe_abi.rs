@@ -13,6 +13,7 @@
 //!               wr.wr.rdma {remote_addr 24, rkey 32},
 //!               wr.wr.atomic {remote_addr 24, compare_add 32, swap 40, rkey 48},
 //!               wr.wr.ud {remote_qpn 24, remote_qkey 28, pkey_index 32, ah_num 36},
+//!               wr.wr.mw {addr 24, length 32, mr_lkey 40, mw_rkey 44, rkey 48, access 52},
 //!               dma.length 184, dma.num_sge 196,
 //!               dma.sge[] / dma.inline_data[] / dma.atomic_wr[] 208
 //! rxe_recv_wqe  wr_id 0, dma.length 16, dma.num_sge 28, dma.sge[] 40
@@ -38,6 +39,8 @@ const WR_SEND_WITH_IMM: u32 = 3;
 const WR_RDMA_READ: u32 = 4;
 const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+const WR_LOCAL_INV: u32 = 7;
+const WR_BIND_MW: u32 = 8;
 const WR_SEND_WITH_INV: u32 = 9;
 const WR_ATOMIC_WRITE: u32 = 15;
 
@@ -97,6 +100,17 @@ pub(crate) struct SendWqe {
     pub(crate) inline_len: Option<u32>,
     /// UD QPs: the destination.
     pub(crate) ud: Option<UdWqe>,
+    /// A local operation (the core sees `SendOp::Local`), carried out when the request is
+    /// taken from the ring.
+    pub(crate) local: Option<LocalWqe>,
+}
+
+/// The local operations a user send ring may hold.
+pub(crate) enum LocalWqe {
+    /// `IBV_WR_LOCAL_INV`: invalidate the type 2 memory window of this R_Key.
+    Invalidate { rkey: u32 },
+    /// `IBV_WR_BIND_MW` (also what `ibv_bind_mw` posts for a type 1 window).
+    Bind(crate::mr::Bind),
 }
 
 /// The destination fields of a UD send WQE. librxe names the address handle by the number the
@@ -171,10 +185,28 @@ pub(crate) fn parse_send(
             pwr::SendOp::AtomicWrite { va: remote_addr, rkey: field(32)? },
             WcOpcode::AtomicWrite,
         ),
+        WR_LOCAL_INV => (pwr::SendOp::Local, WcOpcode::LocalInv),
+        WR_BIND_MW => (pwr::SendOp::Local, WcOpcode::BindMw),
         _ => return Err(BadWqe::Opcode),
+    };
+    let local = match opcode {
+        WR_LOCAL_INV => Some(LocalWqe::Invalidate { rkey: ex }),
+        WR_BIND_MW => Some(LocalWqe::Bind(crate::mr::Bind {
+            addr: remote_addr,
+            length: field64(32)?,
+            mr_lkey: field(40)?,
+            mw_rkey: field(44)?,
+            rkey: field(48)?,
+            access: field(52)?,
+        })),
+        _ => None,
     };
     let length = field(184)?;
     let num_sge = field(196)?;
+    // Local operations carry no data (librxe refuses SGEs on a bind) and no destination.
+    if local.is_some() && (length != 0 || num_sge != 0 || ud) {
+        return Err(BadWqe::Length);
+    }
     let atomic_write = opcode == WR_ATOMIC_WRITE;
     if atomic_write && length != 8 {
         return Err(BadWqe::Length);
@@ -207,6 +239,7 @@ pub(crate) fn parse_send(
     };
     Ok(SendWqe {
         ud,
+        local,
         wr_id,
         op,
         wc_opcode,

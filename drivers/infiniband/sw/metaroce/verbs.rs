@@ -33,6 +33,8 @@ pub(crate) const MAX_CQE: u32 = 0x7fff;
 pub(crate) const MAX_AH: u32 = 0x4000;
 /// Most MRs per device (only DMA MRs exist so far).
 pub(crate) const MAX_MR: u32 = 0x4000;
+/// Most memory windows of a device (rdma_rxe's figure is 0x1000 as well).
+pub(crate) const MAX_MW: u32 = 0x1000;
 
 /// Takes one of `max` objects counted by `counter`, or fails with `ENOMEM`.
 pub(crate) fn take(counter: &AtomicU32, max: u32) -> Result {
@@ -452,9 +454,16 @@ pub(crate) fn get_dma_mr(
     ))
 }
 
-pub(crate) fn dereg_mr(mr: &Mr<MetaRoceDriver>) {
+pub(crate) fn dereg_mr(mr: &Mr<MetaRoceDriver>) -> Result {
     if mr.in_table {
-        crate::mr::remove(mr);
+        crate::mr::remove(mr)?;
     }
     mr.device().free_mr_index(mr.index);
+    Ok(())
+}
+
+/// A memory window: its state is an entry of the device's region table (`crate::mr`).
+pub(crate) struct MetaRoceMw {
+    /// Index of the window's R_Key (`rkey >> 8`).
+    pub(crate) index: usize,
 }
