@@ -65,7 +65,7 @@ def poll(cq, what, seconds=30):
 class Side:
     """A connected RC pair on one PD: `req` sends, `resp` answers; each has its own CQ."""
 
-    def __init__(self, ctx, pd, gid, gid_index, retry_cnt=7, rnr_retry=7):
+    def __init__(self, ctx, pd, gid, gid_index, retry_cnt=7, rnr_retry=7, timeout=14):
         self.rcq, self.scq = CQ(ctx, 32), CQ(ctx, 32)
         cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
         self.req = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.scq, rcq=self.scq, cap=cap))
@@ -77,7 +77,7 @@ class Side:
             attr.dest_qp_num = b.qp_num
             attr.rq_psn = attr.sq_psn = 0
             attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 14, retry_cnt, rnr_retry
+            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, timeout, retry_cnt, rnr_retry
             attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
                                   gr=GlobalRoute(dgid=gid, sgid_index=gid_index))
             a.to_rts(attr)

@@ -968,15 +968,25 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         if mask.contains(QpAttrMask::AV) {
             a.av = Some(roce_av(attr.ah_attr())?);
         }
-        // The transport state machines start when the QP can first receive (RTR) and are
-        // rebuilt at RTS if the send PSN changed before anything was received.
+        // The transport state machines start when the QP can first receive (RTR); at RTS the
+        // send side takes the attributes that come with that transition (send PSN, local ACK
+        // timeout, retry counts), the responder keeping what it received in RTR.
         let rebuild = match (cur, next) {
             (QpState::Init, QpState::Rtr) => true,
-            (QpState::Rtr, QpState::Rts) => inner.engine.as_ref().is_none_or(|e| {
-                e.config().sq_psn != Psn::new(a.sq_psn) && e.stats().resp.packets == 0
-            }),
+            (QpState::Rtr, QpState::Rts) => inner.engine.is_none(),
             _ => false,
         };
+        if let (QpState::Rtr, QpState::Rts, Some(e)) = (cur, next, inner.engine.as_mut()) {
+            let send = pqp::SendAttrs {
+                sq_psn: Psn::new(a.sq_psn),
+                timeout: a.timeout,
+                retry_cnt: a.retry_cnt,
+                rnr_retry: a.rnr_retry,
+                max_rd_atomic: core::cmp::max(a.max_rd_atomic, 1),
+            };
+            e.set_send_attrs(send, &inner.sq.wqes).map_err(|_| EINVAL)?;
+            inner.sq.reset();
+        }
         if rebuild {
             let mut cfg = engine_config(qp, inner.sq.depth(), &a);
             if let Some(mtu) = port_mtu {

@@ -126,6 +126,8 @@ pub enum ConfigError {
     AckInterval,
     /// A retry count, timeout or timer code is out of range.
     Range,
+    /// Send attributes changed after work requests were posted.
+    InUse,
 }
 
 /// Why a received packet was dropped (for the kernel's counters). A
@@ -208,6 +210,22 @@ pub struct Stats {
     pub resp: RespStats,
 }
 
+/// The send side's attributes that come with the move to ready-to-send
+/// ([`Qp::set_send_attrs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendAttrs {
+    /// First PSN the requester sends.
+    pub sq_psn: Psn,
+    /// Local ACK timeout (4.096 µs × 2^timeout; 0: none).
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7: unlimited).
+    pub rnr_retry: u8,
+    /// READs and atomics the requester keeps outstanding.
+    pub max_rd_atomic: u8,
+}
+
 /// A queue pair with `R` responder resources (`max_dest_rd_atomic`).
 #[derive(Clone, Debug)]
 pub struct Qp<const R: usize> {
@@ -232,6 +250,33 @@ impl<const R: usize> Qp<R> {
     /// The QP's configuration.
     pub const fn config(&self) -> &QpConfig {
         &self.cfg
+    }
+
+    /// Sets the send side's attributes when the QP moves to ready-to-send
+    /// (RTR to RTS: the starting send PSN, local ACK timeout, retry counts
+    /// and outstanding READ/atomic limit arrive with that transition), keeping
+    /// the responder's state: packets may have been received in RTR. Refused
+    /// with `InUse` once anything was posted, as the requester would lose it.
+    pub fn set_send_attrs(&mut self, attrs: SendAttrs, sq: &[SendWqe]) -> Result<(), ConfigError> {
+        if self.sq_used() != 0 || !self.sq_ok(sq) {
+            return Err(ConfigError::InUse);
+        }
+        let mut cfg = self.cfg;
+        cfg.sq_psn = attrs.sq_psn;
+        cfg.timeout = attrs.timeout;
+        cfg.retry_cnt = attrs.retry_cnt;
+        cfg.rnr_retry = attrs.rnr_retry;
+        cfg.max_rd_atomic = attrs.max_rd_atomic;
+        cfg.validate()?;
+        let (error, stats) = (self.comp.error, (self.req.stats, self.comp.stats));
+        self.cfg = cfg;
+        self.req = Requester::new(cfg);
+        self.comp = Completer::new(cfg);
+        (self.req.stats, self.comp.stats) = stats;
+        if error {
+            self.comp.set_error();
+        }
+        Ok(())
     }
 
     fn sq_ok(&self, sq: &[SendWqe]) -> bool {

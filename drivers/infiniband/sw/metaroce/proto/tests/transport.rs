@@ -653,3 +653,53 @@ fn local_wqes_are_flushed_in_order_on_error_and_refused_on_ud() {
     assert_eq!(drain(&mut c, &mut csq).len(), 1);
     assert_eq!(completions(&mut c, &mut csq), [1, 2]);
 }
+
+/// The send side's attributes set at RTS (`set_send_attrs`) take effect although the QP was
+/// built at RTR without them and has received a request meanwhile: the local ACK timeout
+/// fires, retries run out with `RetryExcErr`, the send PSN is the new one, and the responder
+/// kept its state. Once a request was posted the attributes cannot change.
+#[test]
+fn send_attrs_at_rts() {
+    use metaroce_proto::qp::{ConfigError, SendAttrs};
+    use metaroce_proto::wr::WcStatus;
+    let mut cfg = config(Transport::Rc);
+    cfg.timeout = 0; // RTR: no local ACK timeout yet.
+    cfg.retry_cnt = 0;
+    let mut q: Qp<4> = Qp::new(cfg).unwrap();
+    let mut sq = vec![SendWqe::default(); 8];
+    // A SEND arrives while the QP is in RTR.
+    let (_, buf) = request(Opcode::RcSendOnly, 0, 16);
+    let out = feed(&mut q, &mut sq, &mut Rq(1), &buf);
+    assert!(out.completion.is_some());
+    let attrs = SendAttrs {
+        sq_psn: Psn::new(0x123),
+        timeout: 14,
+        retry_cnt: 2,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
+    };
+    q.set_send_attrs(attrs, &sq).unwrap();
+    // The responder still expects the next request: its ACK is pending, a duplicate is one.
+    let acks = drain(&mut q, &mut sq);
+    assert!(acks.iter().any(|d| ack_of(d).1 == psn(0)));
+    q.post_send(&mut sq, swr(1, SendOp::Write { va: 0x1000, rkey: 1 }, 64)).unwrap();
+    assert_eq!(q.set_send_attrs(attrs, &sq), Err(ConfigError::InUse));
+    let mut now = 0u64;
+    let first = q.poll_tx(now, &mut sq).expect("WRITE");
+    assert_eq!(first.hdr.bth.psn, Psn::new(0x123));
+    // Nothing is ever acknowledged: 1 + retry_cnt transmissions, then RETRY_EXC.
+    let mut sent = 1;
+    let status = loop {
+        let t = q.next_deadline().expect("a local ACK timeout is armed");
+        assert!(t > now && t - now >= 60_000_000, "timeout 14 is about 67 ms");
+        now = t;
+        q.on_timer(now, &mut sq);
+        sent += std::iter::from_fn(|| q.poll_tx(now, &mut sq)).count();
+        if let Some(c) = q.poll_send_completion(&mut sq) {
+            break c.status;
+        }
+        assert!(sent <= 3, "more transmissions than retry_cnt allows");
+    };
+    assert_eq!(status, WcStatus::RetryExcErr);
+    assert_eq!(sent, 3);
+}
