@@ -8,10 +8,10 @@ MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-2100}
 # on a loaded host, 2026-11-30); the timeout only bounds a hang.
 MR_SINGLE_TIMEOUT=${METAROCE_SINGLE_TIMEOUT:-3000}
 
-# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | peer.
+# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | baseline | peer.
 guest_kernel() {
   case "$1" in
-    test|release) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
+    test|release|baseline) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
     peer) mapfile -t K < <("$repo/qemu/peer-kernel.sh")
           # The initramfs is rebuilt whenever the scripts that make it change.
           local initrd; initrd=$MR_CACHE/peer/initramfs-$(cat "$repo"/qemu/{mkinitramfs.sh,initramfs-init} | sha256sum | cut -c1-12).cpio.gz
@@ -21,9 +21,11 @@ guest_kernel() {
 }
 
 # Writes the command script a guest runs: a suite of selftests, with the role for pair shapes.
-guest_script() { # FILE SUITE [ROLE] [extra lines]
+# MR_GUEST_ENV (optional): more NAME=VALUE words the guest exports (scripts/bench.sh).
+guest_script() { # FILE SUITE [ROLE]
   local f=$1 suite=$2 role=${3:-}
   { echo "export MR_SELFTESTS=$repo/selftests/metaroce MR_FULL=${METAROCE_FULL:-}"
+    [ -n "${MR_GUEST_ENV:-}" ] && echo "export $MR_GUEST_ENV"
     [ -n "$role" ] && echo "export MR_ROLE=$role; . \$MR_SELFTESTS/lib.sh; mr_link_up"
     echo "bash \$MR_SELFTESTS/run_tests.sh $suite"
   } >"$f"
