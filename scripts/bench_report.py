@@ -425,6 +425,7 @@ def plots(out, figs, pairs):
             ax.axhline(t["gbps"]["median"], color="grey", linestyle="--", label="TCP, 1 stream (MetaRoCE pair)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(SIZES, [size_label(s) for s in SIZES])
+        ax.set_ylim(bottom=0)
         ax.set_title(f"ib_{op}_bw")
         ax.set_xlabel("message size")
         ax.grid(True, alpha=0.3)

@@ -63,6 +63,8 @@ bench_run() {
     for ((try = 0; try < 30; try++)); do
       t0=$EPOCHREALTIME
       timeout "$BENCH_RUN_TIMEOUT" "${BENCH_CLI[@]}" >"$out" 2>&1; rc=$?
+      # iperf3 -J reports an error inside its JSON and may still exit 0.
+      [ $rc = 0 ] && grep -q '^[[:space:]]*"error":' "$out" && rc=1
       [ $rc != 0 ] && grep -qEi "couldn't connect|unable to connect|connection refused" "$out" || break
       bench_sleep 0.5
     done
