@@ -18,6 +18,15 @@ reps=${BENCH_REPS:-$([ -n "$quick" ] && echo 1 || echo 3)}
 pairs=${BENCH_ONLY:-metaroce rxe$([ -n "$quick" ] || [ "${BENCH_PEER:-1}" = 0 ] || echo ' rxe-debian')}
 # A full pair takes ~25 min under TCG (README); the timeouts only bound a hang.
 export METAROCE_GUEST_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-5400}
+# Under TCG the guest's TSC runs at the host's rate, but a guest calibrating it at boot on a busy
+# host can be far off (once 49.8 MHz instead of 2300: guest time then ran 46 times too fast, and
+# perftest, which converts cycles with that figure, too). The guests are told the host's TSC
+# frequency; the report still checks every guest's clock against the host's (9p file times).
+tsc_mhz=$(dmesg 2>/dev/null | sed -n 's/.*tsc: Refined TSC clocksource calibration: \([0-9.]*\) MHz.*/\1/p' | tail -n1)
+[ -n "$tsc_mhz" ] || tsc_mhz=$(dmesg 2>/dev/null | sed -n 's/.*tsc: Detected \([0-9.]*\) MHz processor.*/\1/p' | tail -n1)
+[ -n "$tsc_mhz" ] || tsc_mhz=$(sed -n 's/^cpu MHz[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+tsc_khz=$(awk -v m="$tsc_mhz" 'BEGIN { printf "%d", m * 1000 }')
+[ "${BENCH_TSC_KHZ:-}" = 0 ] || export MR_GUEST_APPEND="tsc_early_khz=${BENCH_TSC_KHZ:-$tsc_khz}"
 t0=$(date +%s)
 say() { echo "bench: $* ($(( $(date +%s) - t0 )) s)"; }
 

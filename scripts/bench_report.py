@@ -128,6 +128,21 @@ def read_text(path):
         return ""
 
 
+CLOCK_TOLERANCE = 0.05
+
+
+def clock_rate(rec, d, rid, role):
+    """Guest seconds per host second over one run (None when the run is too short to tell)."""
+    try:
+        h0 = os.stat(os.path.join(d, f"{rid}.{role}.t0")).st_mtime_ns / 1e9
+        h1 = os.stat(os.path.join(d, f"{rid}.{role}.t1")).st_mtime_ns / 1e9
+    except FileNotFoundError:
+        return None
+    if h1 - h0 < 0.5:
+        return None
+    return round((rec["t1"] - rec["t0"]) / (h1 - h0), 4)
+
+
 def load_pair(out, pair):
     """Per-run results of one pair: the client's figure, the wall-clock check, CPU of both guests."""
     runs = {}
@@ -168,7 +183,14 @@ def load_pair(out, pair):
             res[f"window_s_{role}"] = round(w[0], 3)
             res[f"cpu_busy_s_{role}"] = round(w[1], 2)
             busy += w[1]
+        # The guest's clock against the host's: the host stamped the marker files the client wrote at
+        # t0 and t1. Windows are converted to host seconds with that rate.
+        rate = clock_rate(sides["b"][0], sides["b"][1], rid, "b")
+        res["guest_clock_rate"] = rate
         wa = res.get("window_s_b")
+        if wa and rate:
+            wa = wa / rate
+            res["window_host_s_b"] = round(wa, 3)
         if wa:
             if meta["kind"] == "lat":
                 # One-way latency: each iteration is a round trip.
@@ -180,6 +202,7 @@ def load_pair(out, pair):
                 wall = res["wall_gbps"]
             res["check_ratio"] = round(claim / wall, 3) if wall > 0 else None
             res["check_ok"] = wall > 0 and abs(claim / wall - 1) <= CHECK_TOLERANCE
+        res["clock_ok"] = rate is not None and abs(rate - 1) <= CLOCK_TOLERANCE
         if cpu_ok and payload > 0 and meta["kind"] != "lat":
             res["cpu_s_per_gb"] = busy / (payload / 1e9)
         results.append(res)
@@ -218,6 +241,8 @@ def figures(results):
         f["cpu_s_per_gb"] = summarize([r.get("cpu_s_per_gb") for r in ok])
         f["clock_disagrees"] = [r["rep"] for r in ok if r.get("check_ok") is False]
         f["clock_unchecked"] = [r["rep"] for r in ok if "check_ok" not in r]
+        f["guest_clock_off"] = [r["rep"] for r in ok if r.get("guest_clock_rate") is not None and not r["clock_ok"]]
+        f["guest_clock_rate"] = summarize([r.get("guest_clock_rate") for r in ok])
         figs.append(f)
     return figs
 
@@ -283,6 +308,8 @@ def check_note(f):
     if f["clock_disagrees"]:
         w = f.get("wall_gbps") or f.get("wall_avg_us")
         notes.append(f"perftest's clock disagrees with wall time (rep {','.join(map(str, f['clock_disagrees']))}; wall {fmt(w)})")
+    if f["guest_clock_off"]:
+        notes.append(f"guest clock off the host's (rate {fmt(f['guest_clock_rate'])})")
     if f["clock_unchecked"]:
         notes.append("not cross-checked (no transfer window)")
     return "; ".join(notes)
@@ -297,7 +324,9 @@ def write_md(path, meta, figs, cont):
              "(min–max). Pairs of TCG guests (1 vCPU each) joined by QEMU's socket link, one pair at a time. "
              "Ratios compare figures of the same run. Bandwidth: perftest's average (Gb/s); every figure is "
              f"cross-checked against payload ÷ transfer window on the client's eth0 (flagged when off by more than "
-             f"{int(CHECK_TOLERANCE * 100)} %).")
+             f"{int(CHECK_TOLERANCE * 100)} %). The window is converted to host seconds: the client stamps files on the host (9p) "
+             f"at the start and end of each run, which also checks the guest's clock against the host's (flagged when off "
+             f"by more than {int(CLOCK_TOLERANCE * 100)} %).")
     L.append("")
     L.append("| pair | kernel | result | host during the run |")
     L.append("| --- | --- | --- | --- |")

@@ -40,6 +40,7 @@ run_single() { # KIND NAME SUITE
 }
 
 # Boots two guests joined by a QEMU socket link on 127.0.0.1, one vCPU each, and waits for both.
+# MR_GUEST_APPEND (optional): more kernel command-line words for both guests (scripts/bench.sh).
 run_pair() { # KIND_A KIND_B NAME SUITE
   local ka=$1 kb=$2 name=$3 suite=$4 port rc_a=0 rc_b=0
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -48,12 +49,12 @@ run_pair() { # KIND_A KIND_B NAME SUITE
   guest_kernel "$ka"
   "$repo/qemu/run-guest.sh" --name "$name-a" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-a" --cmd "$OUT/$name-a/cmd.in" --timeout "$MR_TIMEOUT" \
-    --net "listen:$port" --mac 52:54:00:00:00:0a & local pa=$!
+    --net "listen:$port" --mac 52:54:00:00:00:0a ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} & local pa=$!
   sleep 2
   guest_kernel "$kb"
   "$repo/qemu/run-guest.sh" --name "$name-b" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-b" --cmd "$OUT/$name-b/cmd.in" --timeout "$MR_TIMEOUT" \
-    --net "connect:$port" --mac 52:54:00:00:00:0b || rc_b=$?
+    --net "connect:$port" --mac 52:54:00:00:00:0b ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} || rc_b=$?
   wait "$pa" || rc_a=$?
   [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ]
 }

@@ -56,12 +56,14 @@ bench_run() {
   out=$BENCH_DIR/$id.$MR_ROLE.out
   bench_sampler "$BENCH_DIR/$id.$MR_ROLE.tsv" & spid=$!
   bench_sleep 0.3
-  t0=$EPOCHREALTIME
+  # ID.ROLE.t0 and .t1 are written (through 9p, so their modification times come from the host's
+  # clock) right beside t0 and t1: the report compares the guest's clock with the host's.
+  t0=$EPOCHREALTIME; echo "$t0" >"$BENCH_DIR/$id.$MR_ROLE.t0"
   if [ "$MR_ROLE" = a ]; then
     timeout "$BENCH_RUN_TIMEOUT" "${BENCH_SRV[@]}" >"$out" 2>&1; rc=$?
   else
     for ((try = 0; try < 30; try++)); do
-      t0=$EPOCHREALTIME
+      t0=$EPOCHREALTIME; echo "$t0" >"$BENCH_DIR/$id.$MR_ROLE.t0"
       timeout "$BENCH_RUN_TIMEOUT" "${BENCH_CLI[@]}" >"$out" 2>&1; rc=$?
       # iperf3 -J reports an error inside its JSON and may still exit 0.
       [ $rc = 0 ] && grep -q '^[[:space:]]*"error":' "$out" && rc=1
@@ -69,7 +71,7 @@ bench_run() {
       bench_sleep 0.5
     done
   fi
-  t1=$EPOCHREALTIME
+  t1=$EPOCHREALTIME; echo "$t1" >"$BENCH_DIR/$id.$MR_ROLE.t1"
   bench_sleep 0.3
   kill "$spid"; wait "$spid" 2>/dev/null
   printf '{"id":"%s","role":"%s","rc":%d,"t0":%s,"t1":%s,"kernel":"%s","provider":"%s",%s}\n' \
