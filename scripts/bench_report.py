@@ -13,6 +13,7 @@ Each figure is the median of the repetitions, with min and max.
 """
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -90,7 +91,7 @@ def window(samples):
 
 
 ROW_BW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
-ROW_LAT = re.compile(r"^\s*(\d+)\s+(\d+)" + r"\s+([\d.]+)" * 7 + r"\s*$")
+ROW_LAT = re.compile(r"^\s*(\d+)\s+(\d+)" + r"\s+([\d.]+|-?inf|-?nan)" * 7 + r"\s*$")
 
 
 def parse_perftest(kind, text):
@@ -168,6 +169,18 @@ def load_pair(out, pair):
         if not res["ok"]:
             results.append(res)
             continue
+        if meta["kind"] == "lat" and not all(map(math.isfinite, (res["t_typical_us"], res["t_avg_us"], res["p99_us"]))):
+            # perftest printed inf/nan on the client (seen with rdma_rxe's ib_send_lat): take the
+            # server's row, which measures the same round trips, and say so.
+            srv = parse_perftest("lat", read_text(os.path.join(sides["a"][1], f"{rid}.a.out"))) if "a" in sides else None
+            if srv and all(map(math.isfinite, (srv["t_typical_us"], srv["t_avg_us"], srv["p99_us"]))):
+                res.update(srv)
+                res["note"] = "client printed inf: server's figures"
+            else:
+                res["ok"] = False
+                res["error"] = "perftest printed inf/nan on both sides"
+                results.append(res)
+                continue
         if meta["tool"] == "iperf3":
             payload = res["bytes"]
         else:
@@ -241,6 +254,7 @@ def figures(results):
         f["cpu_s_per_gb"] = summarize([r.get("cpu_s_per_gb") for r in ok])
         f["clock_disagrees"] = [r["rep"] for r in ok if r.get("check_ok") is False]
         f["clock_unchecked"] = [r["rep"] for r in ok if "check_ok" not in r]
+        f["notes"] = sorted({r["note"] for r in ok if r.get("note")})
         f["guest_clock_off"] = [r["rep"] for r in ok if r.get("guest_clock_rate") is not None and not r["clock_ok"]]
         f["guest_clock_rate"] = summarize([r.get("guest_clock_rate") for r in ok])
         figs.append(f)
@@ -308,6 +322,7 @@ def check_note(f):
     if f["clock_disagrees"]:
         w = f.get("wall_gbps") or f.get("wall_avg_us")
         notes.append(f"perftest's clock disagrees with wall time (rep {','.join(map(str, f['clock_disagrees']))}; wall {fmt(w)})")
+    notes += f.get("notes", [])
     if f["guest_clock_off"]:
         notes.append(f"guest clock off the host's (rate {fmt(f['guest_clock_rate'])})")
     if f["clock_unchecked"]:
@@ -459,7 +474,8 @@ def plots(out, figs, pairs):
         ax.set_xlabel("message size")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("Gb/s (median, min–max)")
-    axes[0].legend(fontsize=7)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
     fig.suptitle("Bandwidth vs message size (TCG guests, QEMU socket link)")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "bandwidth_vs_size.png"), dpi=80)
