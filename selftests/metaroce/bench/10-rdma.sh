@@ -6,11 +6,11 @@
 bench_dev || fail "RDMA device"
 BENCH_PORT=20000
 if [ -n "${BENCH_QUICK:-}" ]; then sizes="4096 65536" lat_iters=50; else sizes="64 4096 65536 1048576" lat_iters=100; fi
-# Iterations per size: 1-5 s of transfer each for MetaRoCE under TCG (measured 2026-11-30: about
-# 5000 64 B WRITEs/s, 0.09 Gb/s at 4 and 64 KiB; latency ~25 ms per round trip on this link), so
+# Iterations per size: 2-10 s of transfer each under TCG (measured 2026-11-30: MetaRoCE about
+# 5000 64 B WRITEs/s, rdma_rxe 1100; 0.05-0.1 Gb/s at 4 and 64 KiB; ~25 ms per latency round trip), so
 # that the 0.1 s wall-time samples resolve the transfer window to a few percent.
-iters() { case $1 in 64) echo 20000;; 4096) echo 10000;; 65536) echo 500;; 1048576) echo 40;; esac; }
-rate_iters=20000
+iters() { case $1 in 64) echo 10000;; 4096) echo 10000;; 65536) echo 500;; 1048576) echo 40;; esac; }
+rate_iters=10000
 for ((rep = 1; rep <= BENCH_REPS; rep++)); do
   for op in write read send; do
     for size in $sizes; do
