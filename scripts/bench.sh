@@ -38,7 +38,7 @@ say "kernels: release (MetaRoCE) and baseline (rdma_rxe), same source and config
 for k in release baseline; do
   nice -n 10 "$repo/scripts/kernel.sh" "$k" >"$OUT.kernel-$k.log" 2>&1 ||
     { tail -20 "$OUT.kernel-$k.log"; echo "bench: the $k kernel did not build"; exit 1; }
-  tail -1 "$OUT.kernel-$k.log"
+  grep -E "done in" "$OUT.kernel-$k.log" || true
 done
 rm -rf "$OUT"; mkdir -p "$OUT"; mv "$OUT".kernel-*.log "$OUT/"
 
