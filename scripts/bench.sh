@@ -86,5 +86,5 @@ kill $mon 2>/dev/null
 say "report"
 /usr/bin/python3 "$repo/scripts/bench_report.py" "$OUT" --commit "$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)" \
   --reps "$reps" ${quick:+--quick} || { echo "bench: the report failed"; exit 1; }
-say "done: $OUT/results.md, results.json, *.png${failed:+ ($failed pair(s) with failed runs, see above)}"
+say "done: $OUT/results.md, results.json, *.png$([ "$failed" = 0 ] || echo " ($failed pair(s) with failed runs, see above)")"
 [ "$failed" = 0 ]

@@ -295,12 +295,19 @@ def find(figs, pair, kind, op, size=None, qps=1, loss=0):
     return None
 
 
+def num(v, digits=3):
+    """Three significant digits without exponents (latencies are tens of thousands of µs here)."""
+    if abs(v) >= 10 ** digits:
+        return f"{v:.0f}"
+    return f"{v:.{digits}g}" if abs(v) >= 1e-4 or v == 0 else f"{v:.2e}"
+
+
 def fmt(s, key="median", digits=3):
     if not s:
         return "—"
     if s["n"] == 1:
-        return f"{s[key]:.{digits}g}"
-    return f"{s['median']:.{digits}g} ({s['min']:.{digits}g}–{s['max']:.{digits}g})"
+        return num(s[key], digits)
+    return f"{num(s['median'], digits)} ({num(s['min'], digits)}–{num(s['max'], digits)})"
 
 
 def ratio(a, b):
