@@ -163,7 +163,8 @@ def load_pair(out, pair):
             parsed = parse_iperf(text) if meta["tool"] == "iperf3" else parse_perftest(meta["kind"], text)
             if parsed is None:
                 res["ok"] = False
-                res["error"] = (text.strip().splitlines() or ["no output"])[-1][:200]
+                last = (text.strip().splitlines() or ["no output"])[-1].strip()[:160]
+                res["error"] = f"client exit {sides['b'][0]['rc']}, no result" + ("" if last.startswith("#bytes") else f" ({last})")
             else:
                 res.update(parsed)
         if not res["ok"]:
@@ -317,7 +318,9 @@ def ratio(a, b):
 
 
 def fmt_ratio(x):
-    return "—" if x is None else f"**{x:.2f}**"
+    if x is None:
+        return "—"
+    return f"**{x:.2f}**" if x >= 0.1 else f"**{x:.2g}**"
 
 
 def check_note(f):
