@@ -452,6 +452,8 @@ def write_md(path, meta, figs, cont):
         t = find(figs, mr, "loss", "tcp", 0, loss=loss)
         share = lambda x, x0: "—" if not (x and x0 and x.get("gbps") and x0.get("gbps")) else f"{100 * x['gbps']['median'] / x0['gbps']['median']:.0f} %"
         notes = "; ".join(f"{PAIR_LABEL[p]}: {check_note(f)}" for p, f in ((mr, a), (rx, c)) if check_note(f))
+        if check_note(t):
+            notes += ("; " if notes else "") + f"TCP: {check_note(t)}"
         L.append(f"| {loss:g} | {fmt(a and a.get('gbps'))} | not yet | {fmt(c and c.get('gbps'))} | "
                  f"{fmt_ratio(ratio(a and a.get('gbps'), c and c.get('gbps')))} | {share(a, a0)} | {share(c, c0)} | "
                  f"{fmt(t and t.get('gbps'))} | {notes} |")
