@@ -331,7 +331,7 @@ def check_note(f):
         notes.append(f"{len(f['errors'])} of {f['runs']} runs failed: {f['errors'][0]}")
     if f["clock_disagrees"]:
         w = f.get("wall_gbps") or f.get("wall_avg_us")
-        notes.append(f"perftest's clock disagrees with wall time (rep {','.join(map(str, f['clock_disagrees']))}; wall {fmt(w)})")
+        notes.append(f"the tool's own figure disagrees with wall time (rep {','.join(map(str, f['clock_disagrees']))}; wall {fmt(w)})")
     notes += f.get("notes", [])
     if f["guest_clock_off"]:
         notes.append(f"guest clock off the host's (rate {fmt(f['guest_clock_rate'])})")
