@@ -4,11 +4,12 @@
 #   make check-full  check plus the longer matrices (simulator sweep, release-kernel shapes)
 #   make kernel      build the test kernel (FLAVOUR=release for the other); make -s kernel-paths
 #   make deps        install pinned dependencies (run by the others)
+#   make bench       release-kernel guests: MetaRoCE vs rdma_rxe vs TCP, out/bench/ (BENCH_QUICK=1: short)
 #   make fuzz        libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each (nightly)
 FLAVOUR ?= test
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps kernel kernel-release kernel-paths host-test check check-full demo sim fuzz clean-cache
+.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench sim fuzz clean-cache
 
 all: demo
 
@@ -38,6 +39,13 @@ check-full:
 
 demo:
 	@scripts/demo.sh
+
+# Not part of deps (CI runs that): matplotlib, for the plots of `make bench` only.
+bench-deps:
+	@scripts/bench-deps.sh
+
+bench:
+	@scripts/bench.sh
 
 fuzz:
 	@scripts/fuzz.sh

@@ -8,10 +8,10 @@ MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-2100}
 # on a loaded host, 2026-11-30); the timeout only bounds a hang.
 MR_SINGLE_TIMEOUT=${METAROCE_SINGLE_TIMEOUT:-3000}
 
-# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | peer.
+# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | baseline | peer.
 guest_kernel() {
   case "$1" in
-    test|release) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
+    test|release|baseline) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
     peer) mapfile -t K < <("$repo/qemu/peer-kernel.sh")
           # The initramfs is rebuilt whenever the scripts that make it change.
           local initrd; initrd=$MR_CACHE/peer/initramfs-$(cat "$repo"/qemu/{mkinitramfs.sh,initramfs-init} | sha256sum | cut -c1-12).cpio.gz
@@ -21,9 +21,11 @@ guest_kernel() {
 }
 
 # Writes the command script a guest runs: a suite of selftests, with the role for pair shapes.
-guest_script() { # FILE SUITE [ROLE] [extra lines]
+# MR_GUEST_ENV (optional): more NAME=VALUE words the guest exports (scripts/bench.sh).
+guest_script() { # FILE SUITE [ROLE]
   local f=$1 suite=$2 role=${3:-}
   { echo "export MR_SELFTESTS=$repo/selftests/metaroce MR_FULL=${METAROCE_FULL:-}"
+    [ -n "${MR_GUEST_ENV:-}" ] && echo "export $MR_GUEST_ENV"
     [ -n "$role" ] && echo "export MR_ROLE=$role; . \$MR_SELFTESTS/lib.sh; mr_link_up"
     echo "bash \$MR_SELFTESTS/run_tests.sh $suite"
   } >"$f"
@@ -38,6 +40,7 @@ run_single() { # KIND NAME SUITE
 }
 
 # Boots two guests joined by a QEMU socket link on 127.0.0.1, one vCPU each, and waits for both.
+# MR_GUEST_APPEND (optional): more kernel command-line words for both guests (scripts/bench.sh).
 run_pair() { # KIND_A KIND_B NAME SUITE
   local ka=$1 kb=$2 name=$3 suite=$4 port rc_a=0 rc_b=0
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -46,12 +49,12 @@ run_pair() { # KIND_A KIND_B NAME SUITE
   guest_kernel "$ka"
   "$repo/qemu/run-guest.sh" --name "$name-a" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-a" --cmd "$OUT/$name-a/cmd.in" --timeout "$MR_TIMEOUT" \
-    --net "listen:$port" --mac 52:54:00:00:00:0a & local pa=$!
+    --net "listen:$port" --mac 52:54:00:00:00:0a ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} & local pa=$!
   sleep 2
   guest_kernel "$kb"
   "$repo/qemu/run-guest.sh" --name "$name-b" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-b" --cmd "$OUT/$name-b/cmd.in" --timeout "$MR_TIMEOUT" \
-    --net "connect:$port" --mac 52:54:00:00:00:0b || rc_b=$?
+    --net "connect:$port" --mac 52:54:00:00:00:0b ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} || rc_b=$?
   wait "$pa" || rc_a=$?
   [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ]
 }

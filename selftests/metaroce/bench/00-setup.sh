@@ -1,0 +1,15 @@
+# Benchmark suite set-up: the RDMA device of the provider under test (MR_BENCH_PROVIDER) on the
+# QEMU link, and what perftest will read as its clock (it converts cycles with the cpu MHz of
+# /proc/cpuinfo; the report cross-checks every figure against wall time anyway).
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/bench/bench-lib.bash"
+command -v ib_write_bw >/dev/null || fail "perftest is not installed"
+command -v iperf3 >/dev/null || fail "iperf3 is not installed"
+bench_dev || fail "RDMA device"
+echo "$(uname -r): provider ${MR_BENCH_PROVIDER}, $MR_DEV, RoCE v2 GID index $MR_GID, $(nproc) CPU"
+ibv_devinfo -d "$MR_DEV" | grep -E 'transport|state|active_mtu|link_layer'
+grep -m1 'cpu MHz' /proc/cpuinfo || echo "no cpu MHz in /proc/cpuinfo"
+printf '{"kernel":"%s","provider":"%s","dev":"%s","gid":%s,"cpus":%s,"cpu_mhz":"%s","reps":%s,"quick":"%s"}\n' \
+  "$(uname -r)" "$MR_BENCH_PROVIDER" "$MR_DEV" "$MR_GID" "$(nproc)" \
+  "$(sed -n 's/^cpu MHz[[:space:]]*: //p' /proc/cpuinfo | head -n1)" "$BENCH_REPS" "${BENCH_QUICK:-}" \
+  >"$BENCH_DIR/setup.$MR_ROLE.json"

@@ -1,0 +1,108 @@
+# Helpers of the benchmark suite (`make bench`, scripts/bench.sh), sourced after lib.sh. Role a is
+# always the server, role b the client. Every measured run leaves, in /tmp/out/bench/ (the guest's
+# output share): ID.ROLE.out (the tool's output), ID.ROLE.tsv (samples every 0.1 s of wall time,
+# eth0 rx+tx bytes, busy and total CPU jiffies from /proc/stat) and one JSON line in runs.jsonl.
+# scripts/bench_report.py turns these into figures on the host; nothing is computed here.
+# Environment (from scripts/bench.sh): MR_BENCH_PROVIDER metaroce|rxe, BENCH_QUICK, BENCH_REPS.
+BENCH_DIR=/tmp/out/bench
+mkdir -p "$BENCH_DIR"
+BENCH_REPS=${BENCH_REPS:-$([ -n "${BENCH_QUICK:-}" ] && echo 1 || echo 3)}
+# Loss sweep levels in percent (each guest drops that share of its outgoing packets).
+BENCH_LOSS=${BENCH_LOSS:-$([ -n "${BENCH_QUICK:-}" ] && echo "0 1" || echo "0 0.1 1 5 10")}
+# Time limit of one tool run (a run under 10 % loss may crawl; it is then recorded as failed).
+BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-180}
+# A file descriptor whose reads never return data: `read -t` on it sleeps without a fork.
+[ -p /tmp/bench-tick ] || mkfifo /tmp/bench-tick
+exec 7<>/tmp/bench-tick
+bench_sleep() { read -r -t "$1" -u 7 _ || true; }
+
+# The RDMA device of the provider under test on eth0 (sets MR_DEV and MR_GID, creating it once).
+bench_dev() {
+  local type i
+  case ${MR_BENCH_PROVIDER:-} in
+    metaroce) MR_DEV=mr0 type=metaroce; modprobe metaroce 2>/dev/null;;
+    rxe) MR_DEV=rxe0 type=rxe; modprobe rdma_rxe 2>/dev/null;;
+    *) echo "MR_BENCH_PROVIDER must be metaroce or rxe, not '${MR_BENCH_PROVIDER:-}'"; return 1;;
+  esac
+  [ -e "/sys/class/infiniband/$MR_DEV" ] || rdma link add "$MR_DEV" type "$type" netdev eth0 || return 1
+  for ((i = 0; i < 100; i++)); do
+    MR_GID=$(mr_gid_index "$MR_DEV" "$(mr_self)")
+    [ -n "$MR_GID" ] && ibv_devinfo -d "$MR_DEV" | grep -q PORT_ACTIVE && return 0
+    bench_sleep 0.1
+  done
+  echo "no active port with a RoCE v2 GID for $(mr_self) on $MR_DEV"; return 1
+}
+
+# Samples wall time, eth0 bytes (rx + tx) and CPU jiffies every 0.1 s into FILE until killed
+# (shell builtins only: no process per sample on the guest's single vCPU).
+bench_sampler() {
+  local f=$1 tx rx u n s i w q sq st
+  while :; do
+    read -r tx </sys/class/net/eth0/statistics/tx_bytes; read -r rx </sys/class/net/eth0/statistics/rx_bytes
+    read -r _ u n s i w q sq st _ </proc/stat
+    echo "$EPOCHREALTIME $((tx + rx)) $((u + n + s + q + sq + st)) $((u + n + s + i + w + q + sq + st))"
+    bench_sleep 0.1
+  done >"$f"
+}
+
+# One measured run: the server (role a) runs BENCH_SRV, the client (role b) BENCH_CLI, both under
+# the sampler. The client retries while the server does not accept connections yet. META is a
+# JSON object body (no braces) describing the run; the record adds role, exit status and times.
+# Usage: bench_run ID META   (arrays BENCH_SRV and BENCH_CLI set by the caller)
+BENCH_FAILED=0
+bench_run() {
+  local id=$1 meta=$2 spid rc try t0 t1 out
+  mr_barrier "bench-$id" || { echo "$id: the peer never arrived"; BENCH_FAILED=$((BENCH_FAILED + 1)); return 1; }
+  out=$BENCH_DIR/$id.$MR_ROLE.out
+  bench_sampler "$BENCH_DIR/$id.$MR_ROLE.tsv" & spid=$!
+  bench_sleep 0.3
+  # ID.ROLE.t0 and .t1 are written (through 9p, so their modification times come from the host's
+  # clock) right beside t0 and t1: the report compares the guest's clock with the host's.
+  t0=$EPOCHREALTIME; echo "$t0" >"$BENCH_DIR/$id.$MR_ROLE.t0"
+  if [ "$MR_ROLE" = a ]; then
+    timeout "$BENCH_RUN_TIMEOUT" "${BENCH_SRV[@]}" >"$out" 2>&1; rc=$?
+  else
+    for ((try = 0; try < 30; try++)); do
+      t0=$EPOCHREALTIME; echo "$t0" >"$BENCH_DIR/$id.$MR_ROLE.t0"
+      timeout "$BENCH_RUN_TIMEOUT" "${BENCH_CLI[@]}" >"$out" 2>&1; rc=$?
+      # iperf3 -J reports an error inside its JSON and may still exit 0.
+      [ $rc = 0 ] && grep -q '^[[:space:]]*"error":' "$out" && rc=1
+      [ $rc != 0 ] && grep -qEi "couldn't connect|unable to connect|connection refused" "$out" || break
+      bench_sleep 0.5
+    done
+  fi
+  t1=$EPOCHREALTIME; echo "$t1" >"$BENCH_DIR/$id.$MR_ROLE.t1"
+  bench_sleep 0.3
+  kill "$spid"; wait "$spid" 2>/dev/null
+  printf '{"id":"%s","role":"%s","rc":%d,"t0":%s,"t1":%s,"kernel":"%s","provider":"%s",%s}\n' \
+    "$id" "$MR_ROLE" "$rc" "$t0" "$t1" "$(uname -r)" "${MR_BENCH_PROVIDER:-}" "$meta" >>"$BENCH_DIR/runs.jsonl"
+  if [ $rc != 0 ]; then
+    echo "$id ($MR_ROLE): exit $rc"; tail -n 5 "$out"; BENCH_FAILED=$((BENCH_FAILED + 1)); return 1
+  fi
+  echo "$id ($MR_ROLE): ok, $(( ${t1%.*} - ${t0%.*} )) s"
+}
+
+# A perftest run between the two devices. Usage: bench_perftest ID META TOOL ARGS...
+BENCH_PORT=${BENCH_PORT:-20000}
+bench_perftest() {
+  local id=$1 meta=$2 tool=$3; shift 3
+  BENCH_PORT=$((BENCH_PORT + 1))
+  BENCH_SRV=("$tool" -d "$MR_DEV" -x "$MR_GID" -F -p "$BENCH_PORT" "$@")
+  BENCH_CLI=("${BENCH_SRV[@]}" "$(mr_peer)")
+  bench_run "$id" "\"tool\":\"$tool\",\"args\":\"$*\",$meta"
+}
+
+# An iperf3 run (TCP) over the same link. Usage: bench_iperf ID META STREAMS SECONDS
+bench_iperf() {
+  local id=$1 meta=$2 streams=$3 secs=$4
+  BENCH_PORT=$((BENCH_PORT + 1))
+  BENCH_SRV=(iperf3 -s -1 -p "$BENCH_PORT")
+  BENCH_CLI=(iperf3 -c "$(mr_peer)" -p "$BENCH_PORT" -P "$streams" -t "$secs" -J)
+  bench_run "$id" "\"tool\":\"iperf3\",\"args\":\"-P $streams -t $secs\",$meta"
+}
+
+# Sets netem loss of PERCENT on this guest's eth0 egress (0: no qdisc of ours).
+bench_loss() {
+  tc qdisc del dev eth0 root 2>/dev/null
+  [ "$1" = 0 ] || tc qdisc add dev eth0 root netem loss "$1%"
+}
