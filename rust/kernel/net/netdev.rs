@@ -160,23 +160,6 @@ impl NetDevice {
         Ok(len)
     }
 
-    /// Adds link-layer multicast address `addr` to the device's filter (`dev_mc_add`; counted:
-    /// each call needs its own [`NetDevice::mc_del`]). Process or softirq context, never with
-    /// interrupts disabled (it takes the address list's `_bh` lock).
-    pub fn mc_add(&self, addr: &[u8; 6]) -> Result {
-        // SAFETY: The device is valid by the type invariant; `addr` is as long as the Ethernet
-        // address length `dev_mc_add` reads for the devices a MetaRoCE link is made on (the
-        // caller checks `addr_len` through `hw_addr`), and is only read during the call.
-        to_result(unsafe { bindings::dev_mc_add(self.as_raw(), addr.as_ptr()) })
-    }
-
-    /// Removes one reference to multicast address `addr` added by [`NetDevice::mc_add`]
-    /// (`dev_mc_del`); `ENOENT` if it is not there. Context as for `mc_add`.
-    pub fn mc_del(&self, addr: &[u8; 6]) -> Result {
-        // SAFETY: As in `mc_add`.
-        to_result(unsafe { bindings::dev_mc_del(self.as_raw(), addr.as_ptr()) })
-    }
-
     /// Copies the interface name (NUL-terminated) into a buffer of `IFNAMSIZ` bytes.
     ///
     /// Names may change concurrently (`NETDEV_CHANGENAME`); the result is a snapshot, meant for

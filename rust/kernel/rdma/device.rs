@@ -399,12 +399,6 @@ attr_setters!(DeviceAttr {
     max_pkeys: u16,
     /// Maximum pages of a fast-register MR.
     max_fast_reg_page_list_len: u32,
-    /// Maximum number of multicast groups.
-    max_mcast_grp: u32,
-    /// Maximum QPs attached to one multicast group.
-    max_mcast_qp_attach: u32,
-    /// Maximum QP attachments to multicast groups, device-wide.
-    max_total_mcast_qp_attach: u32,
     /// Local CA ack delay (4.096 µs × 2^value).
     local_ca_ack_delay: u8,
 });
@@ -744,22 +738,6 @@ pub trait Driver: Sized + 'static {
     /// Reports a QP's attributes (`query_qp`); both outputs are zeroed before the call.
     /// Process context, may sleep (`rdma res show qp`, uverbs, ib_cm).
     fn query_qp(_qp: &Qp<Self>, _attr: &mut QpAttrOut, _init: &mut QpInitAttrOut) -> Result {
-        build_error!(VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Attaches a UD QP to the multicast group of `gid` (`attach_mcast`): datagrams sent to the
-    /// group are delivered to it. ib_core has checked that the QP is a UD QP and the GID a
-    /// multicast one (IPv6 `ff00::/8`, or an IPv4-mapped `224.0.0.0/4` address); the LID has
-    /// no meaning on RoCE and is not passed. Process context, may sleep.
-    ///
-    /// Implementing it installs `detach_mcast` as well.
-    fn attach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16]) -> Result {
-        build_error!(VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Detaches a UD QP from the multicast group of `gid` (`detach_mcast`); an error if it is
-    /// not attached. Process context, may sleep.
-    fn detach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16]) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -1576,10 +1554,6 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_QUERY_QP {
             ops.query_qp = Some(Self::query_qp_callback);
-        }
-        if T::HAS_ATTACH_MCAST {
-            ops.attach_mcast = Some(Self::attach_mcast_callback);
-            ops.detach_mcast = Some(Self::detach_mcast_callback);
         }
         if T::HAS_POST_SEND {
             ops.post_send = Some(Self::post_send_callback);

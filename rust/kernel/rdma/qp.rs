@@ -880,39 +880,6 @@ impl<T: Driver> Adapter<T> {
 
     /// # Safety
     ///
-    /// `ibqp` is a live QP of this driver; `gid` points to a valid GID for the call.
-    pub(super) unsafe extern "C" fn attach_mcast_callback(
-        ibqp: *mut bindings::ib_qp,
-        gid: *mut bindings::ib_gid,
-        _lid: u16,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: The QP is alive for the call; `gid` is valid for reads (function
-            // requirements) and every bit pattern is a valid `[u8; 16]`.
-            let (qp, gid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
-            T::attach_mcast(qp, &gid)?;
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
-    /// As for `attach_mcast_callback`.
-    pub(super) unsafe extern "C" fn detach_mcast_callback(
-        ibqp: *mut bindings::ib_qp,
-        gid: *mut bindings::ib_gid,
-        _lid: u16,
-    ) -> c_int {
-        from_result(|| {
-            // SAFETY: As in `attach_mcast_callback`.
-            let (qp, gid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
-            T::detach_mcast(qp, &gid)?;
-            Ok(0)
-        })
-    }
-
-    /// # Safety
-    ///
     /// `ibqp` is a live QP of this driver; `wr` is a valid chain of send work requests of the
     /// structure its opcode and the QP type call for; `bad_wr` is valid for writes.
     pub(super) unsafe extern "C" fn post_send_callback(

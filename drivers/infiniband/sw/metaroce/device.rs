@@ -30,7 +30,6 @@ use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
 use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
-use crate::mcast::McastTable;
 use crate::mr::MrTable;
 use crate::timer::Timers;
 use crate::xmit::TxEngine;
@@ -189,12 +188,6 @@ pub(crate) struct MetaRoceDev {
     /// User AHs by number, for UD work requests taken from send rings; any context.
     #[pin]
     user_ahs: SpinLockIrq<RBTree<u32, UserAh>>,
-    /// Multicast groups (`crate::mcast`); any context.
-    #[pin]
-    pub(crate) mcast: SpinLockIrq<McastTable>,
-    /// Serialises multicast attach and detach with the netdev's filter changes.
-    #[pin]
-    pub(crate) mcast_mutex: Mutex<()>,
 }
 
 impl MetaRoceDev {
@@ -232,8 +225,6 @@ impl MetaRoceDev {
                 "metaroce_ah_nums"
             ),
             user_ahs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_ahs"),
-            mcast <- new_spinlock_irq!(McastTable::new(), "metaroce_mcast"),
-            mcast_mutex <- new_mutex!((), "metaroce_mcast_mutex"),
         })
     }
 
@@ -495,9 +486,6 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_srq_sge(MAX_SRQ_SGE)
             .max_mr(MAX_MR - 1)
             .max_mw(MAX_MW)
-            .max_mcast_grp(crate::mcast::MAX_MCAST_GRP)
-            .max_mcast_qp_attach(crate::mcast::MAX_MCAST_QP_ATTACH)
-            .max_total_mcast_qp_attach(crate::mcast::MAX_TOTAL_MCAST_QP_ATTACH)
             .max_fast_reg_page_list_len(crate::mr::MAX_FAST_REG_PAGES)
             .max_mr_size(u64::MAX)
             // User MRs are pinned page by page, so any power-of-two page size from 4 KiB
@@ -714,14 +702,6 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn dereg_mr(mr: &Mr<Self>) -> Result {
         crate::verbs::dereg_mr(mr)
-    }
-
-    fn attach_mcast(qp: &Qp<Self>, gid: &[u8; 16]) -> Result {
-        crate::mcast::attach(qp, gid)
-    }
-
-    fn detach_mcast(qp: &Qp<Self>, gid: &[u8; 16]) -> Result {
-        crate::mcast::detach(qp, gid)
     }
 
     fn alloc_mw(pd: &Pd<Self>, ty: MwType) -> Result<(u32, impl PinInit<MetaRoceMw, Error>)> {

@@ -9,7 +9,6 @@
 
 mod device;
 mod link;
-mod mcast;
 mod module;
 mod mr;
 mod net;

@@ -142,25 +142,6 @@ impl UdpTunnelReceiver for RoceRx {
         dev.count(Counter::RcvdPkts, 1);
         dev.count(Counter::RcvdBytes, h.payload.len() as u64);
         let Ok(pkt) = packet::parse(h.payload) else { return };
-        if pkt.hdr.bth.dest_qp == crate::mcast::MCAST_QPN {
-            // A datagram for a multicast group: a copy for each UD QP attached to the group
-            // of its destination address.
-            let mut qpns = [0u32; crate::mcast::MAX_MCAST_QP_ATTACH as usize];
-            let n = match crate::mcast::dest_group(h.ip) {
-                Some(gid) => dev.mcast_qpns(&gid, &mut qpns),
-                None => 0,
-            };
-            if n == 0 {
-                dev.count(Counter::RcvdNoQp, 1);
-            }
-            for &qpn in &qpns[..n] {
-                let delivered = dev.lookup_qp(qpn).is_some_and(|qp| crate::qp::receive(&qp, &pkt, h.ip));
-                if !delivered {
-                    dev.count(Counter::RcvdDropped, 1);
-                }
-            }
-            return;
-        }
         match dev.lookup_qp(pkt.hdr.bth.dest_qp) {
             Some(qp) => {
                 if !crate::qp::receive(&qp, &pkt, h.ip) {

@@ -527,11 +527,6 @@ pub(crate) struct MetaRoceQp {
 }
 
 impl MetaRoceQp {
-    /// The QP's number.
-    pub(crate) fn qpn(&self) -> u32 {
-        self.qpn
-    }
-
     fn transport(&self) -> Transport {
         match self.qp_type {
             QpType::Rc => Transport::Rc,
@@ -695,11 +690,7 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
     if let Some(cq) = qp.recv_cq() {
         cq.purge_qp(qp.id());
     }
-    // Multicast attachments and type 2 windows bound through this QP go before its number can
-    // be reused.
-    if qp.qp_type == QpType::Ud {
-        crate::mcast::detach_all(qp.device(), qp.qpn);
-    }
+    // Type 2 windows bound through this QP are freed before its number can be reused.
     if qp.device().objects.mws.load(core::sync::atomic::Ordering::Relaxed) != 0 {
         qp.device().mw_unbind_qp(qp.qpn);
     }
