@@ -47,7 +47,8 @@ pd = PD(ctx)
 
 # MRs over page-crossing buffers with several access sets.
 L, RW, RR, RA = e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE, e.IBV_ACCESS_REMOTE_READ, e.IBV_ACCESS_REMOTE_ATOMIC
-sets = [0, L, L | RR, L | RW, L | RW | RR, L | RA, L | RW | RR | RA, L | e.IBV_ACCESS_RELAXED_ORDERING]
+sets = [0, L, L | RR, L | RW, L | RW | RR, L | RA, L | RW | RR | RA, L | e.IBV_ACCESS_RELAXED_ORDERING,
+        L | e.IBV_ACCESS_MW_BIND]
 mrs, keys = [], set()
 for i, acc in enumerate(sets):
     mr = MR(pd, 3 * 4096 + 100 * i + 1, acc)
@@ -60,7 +61,7 @@ for i, acc in enumerate(sets):
     mrs.append(mr)
 refused(lambda: MR(pd, 4096, RW), errno.EINVAL, "MR remote write without local write")
 refused(lambda: MR(pd, 4096, RA), errno.EINVAL, "MR remote atomic without local write")
-refused(lambda: MR(pd, 4096, L | e.IBV_ACCESS_MW_BIND), errno.EOPNOTSUPP, "MR with memory-window bind")
+refused(lambda: MR(pd, 4096, L | e.IBV_ACCESS_ON_DEMAND), errno.EOPNOTSUPP, "MR with on-demand paging")
 import subprocess
 res = subprocess.run(["rdma", "res", "show", "mr", "dev", "mr0"], capture_output=True, text=True).stdout
 print(res)
