@@ -24,28 +24,10 @@ if [ -n "${MR_FULL:-}" ]; then
   mr_wait 30 grep -q "Capturing on" /tmp/dumpcap.log || fail "dumpcap did not start"
 fi
 
-port=18900
-# run NAME TOOL ARGS...: server in mra on mra0, client in mrb on mrb0.
-run() {
-  local name=$1 tool=$2 srv; shift 2
-  port=$((port + 1))
-  case $tool in ibv_*) gflag=-g;; *) gflag=-x;; esac
-  ip netns exec mra timeout 150 $tool -d mra0 $gflag $ga -p $port "$@" > /tmp/loss-server.log 2>&1 &
-  srv=$!
-  mr_wait 60 sh -c "ip netns exec mra ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/loss-server.log; fail "$name: server not listening"; }
-  if ! ip netns exec mrb timeout 150 $tool -d mrb0 $gflag $gb -p $port "$@" $MR_ADDR_A > /tmp/loss-client.log 2>&1; then
-    cat /tmp/loss-client.log /tmp/loss-server.log
-    ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
-    fail "$name: client"
-  fi
-  wait $srv || { cat /tmp/loss-server.log; fail "$name: server"; }
-  grep -Eq '^ *[0-9]+ +[0-9]+ +' /tmp/loss-client.log || { cat /tmp/loss-client.log; fail "$name: no result row"; }
-  echo "$name: $(grep -E '^ *[0-9]+ +[0-9]+ +' /tmp/loss-client.log | tail -n 1 | tr -s ' ')"
-}
-run "send_bw 4 KiB x 20" ib_send_bw -s 4096 -n 20 -F
-run "write_bw 64 KiB x 10" ib_write_bw -s 65536 -n 10 -F
-run "read_bw 64 KiB x 10" ib_read_bw -s 65536 -n 10 -F
-run "fetch_add x 20" ib_atomic_bw -A FETCH_AND_ADD -n 20 -F
+mr_perf "send_bw 4 KiB x 20" ib_send_bw -s 4096 -n 20 -F
+mr_perf "write_bw 64 KiB x 10" ib_write_bw -s 65536 -n 10 -F
+mr_perf "read_bw 64 KiB x 10" ib_read_bw -s 65536 -n 10 -F
+mr_perf "fetch_add x 20" ib_atomic_bw -A FETCH_AND_ADD -n 20 -F
 if [ -n "${MR_FULL:-}" ]; then
   sleep 1; kill -INT $cap 2>/dev/null; wait $cap; cat /tmp/dumpcap.log
   # SEND first/middle/last, WRITE first/middle/last, READ request and response first/middle/

@@ -37,25 +37,9 @@ d0=$(( $(stat mra mra0 duplicate_request) + $(stat mrb mrb0 duplicate_request) )
 o0=$(( $(stat mra mra0 out_of_seq_request) + $(stat mrb mrb0 out_of_seq_request) ))
 mr_pingpong ibv_rc_pingpong "RC under duplication and reordering, 4 KiB x 100" mra mra0 $ga mrb mrb0 $gb -s 4096 -n 100
 
-port=19100
-run() {
-  local name=$1 tool=$2 srv; shift 2
-  port=$((port + 1))
-  ip netns exec mra timeout 150 $tool -d mra0 -x $ga -p $port "$@" > /tmp/flt-server.log 2>&1 &
-  srv=$!
-  mr_wait 60 sh -c "ip netns exec mra ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/flt-server.log; fail "$name: server not listening"; }
-  if ! ip netns exec mrb timeout 150 $tool -d mrb0 -x $gb -p $port "$@" $MR_ADDR_A > /tmp/flt-client.log 2>&1; then
-    cat /tmp/flt-client.log /tmp/flt-server.log
-    ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
-    fail "$name: client"
-  fi
-  wait $srv || { cat /tmp/flt-server.log; fail "$name: server"; }
-  grep -Eq '^ *[0-9]+ +[0-9]+ +' /tmp/flt-client.log || { cat /tmp/flt-client.log; fail "$name: no result row"; }
-  echo "$name: $(grep -E '^ *[0-9]+ +[0-9]+ +' /tmp/flt-client.log | tail -n 1 | tr -s ' ')"
-}
-run "send_bw 4 KiB x 100" ib_send_bw -s 4096 -n 100 -F
-run "write_bw 64 KiB x 20" ib_write_bw -s 65536 -n 20 -F
-run "read_bw 64 KiB x 20" ib_read_bw -s 65536 -n 20 -F
+mr_perf "send_bw 4 KiB x 100" ib_send_bw -s 4096 -n 100 -F
+mr_perf "write_bw 64 KiB x 20" ib_write_bw -s 65536 -n 20 -F
+mr_perf "read_bw 64 KiB x 20" ib_read_bw -s 65536 -n 20 -F
 
 ip netns exec mra tc -s qdisc show dev va | grep -E 'netem|Sent'
 ip netns exec mrb tc -s qdisc show dev vb | grep -E 'netem|Sent'

@@ -108,3 +108,25 @@ mr_pingpong() {
   grep -q "iters in" /tmp/pp-client.log || { cat /tmp/pp-client.log; fail "$name: no result line"; }
   echo "$name: $(grep 'iters in' /tmp/pp-client.log)"
 }
+
+# Runs a perftest tool (or an ibv_* example, which takes -g for the GID index) with the server in
+# namespace mra on mra0 and the client in mrb on mrb0, one port per run; fails the test if either
+# side fails (printing both logs and the port counters) or no result row is printed, and prints
+# the last result row. Usage: mr_perf NAME TOOL ARGS...
+mr_perf_port=18900
+mr_perf() {
+  local name=$1 tool=$2 gflag=-x srv; shift 2
+  mr_perf_port=$((mr_perf_port + 1))
+  case $tool in ibv_*) gflag=-g;; esac
+  ip netns exec mra timeout 150 $tool -d mra0 $gflag $ga -p $mr_perf_port "$@" > /tmp/perf-server.log 2>&1 &
+  srv=$!
+  mr_wait 60 sh -c "ip netns exec mra ss -Hltn 'sport = :$mr_perf_port' | grep -q ." || { cat /tmp/perf-server.log; fail "$name: server not listening"; }
+  if ! ip netns exec mrb timeout 150 $tool -d mrb0 $gflag $gb -p $mr_perf_port "$@" $MR_ADDR_A > /tmp/perf-client.log 2>&1; then
+    cat /tmp/perf-client.log /tmp/perf-server.log
+    ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
+    fail "$name: client"
+  fi
+  wait $srv || { cat /tmp/perf-server.log; fail "$name: server"; }
+  grep -Eq '^ *[0-9]+ +[0-9]+ +' /tmp/perf-client.log || { cat /tmp/perf-client.log; fail "$name: no result row"; }
+  echo "$name: $(grep -E '^ *[0-9]+ +[0-9]+ +' /tmp/perf-client.log | tail -n 1 | tr -s ' ')"
+}
