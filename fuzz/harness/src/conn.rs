@@ -252,35 +252,7 @@ impl Wire for Step {
     }
 }
 
-/// A whole input.
-#[derive(Clone, Debug, Default)]
-pub struct Input {
-    /// Parameters.
-    pub cfg: Cfg,
-    /// Steps.
-    pub steps: Vec<Step>,
-}
-
-impl Input {
-    /// Encodes the input.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::default();
-        self.cfg.encode(&mut e);
-        for s in &self.steps {
-            s.encode(&mut e);
-        }
-        e.0
-    }
-}
-
-impl<'a> arbitrary::Arbitrary<'a> for Input {
-    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
-    }
-    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
-        Self::arbitrary(&mut u)
-    }
-}
+target_input!("Parameters.");
 
 /// The byte at `off` of message `msn` of `side`'s stream `s`.
 fn pattern(side: usize, s: usize, msn: u32, off: u32) -> u8 {

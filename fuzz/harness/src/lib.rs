@@ -15,6 +15,44 @@
 #[cfg(not(debug_assertions))]
 compile_error!("the fuzz harness needs debug assertions and overflow checks");
 
+/// Declares a target's whole input, `Input { cfg: Cfg, steps: Vec<Step> }`, in the module that
+/// invokes it: decoded from the fuzzer's bytes by the module's `Cfg::decode` and
+/// `steps(u, MAX_STEPS)`, and encoded back (for seeds) by `Cfg::encode` and `Step::encode`.
+/// The argument documents `cfg`.
+macro_rules! target_input {
+    ($cfg_doc:literal) => {
+        /// A whole input.
+        #[derive(Clone, Debug, Default)]
+        pub struct Input {
+            #[doc = $cfg_doc]
+            pub cfg: Cfg,
+            /// Steps.
+            pub steps: Vec<Step>,
+        }
+
+        impl Input {
+            /// Encodes the input.
+            pub fn encode(&self) -> Vec<u8> {
+                let mut e = Enc::default();
+                self.cfg.encode(&mut e);
+                for s in &self.steps {
+                    s.encode(&mut e);
+                }
+                e.0
+            }
+        }
+
+        impl<'a> arbitrary::Arbitrary<'a> for Input {
+            fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+                Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
+            }
+            fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
+                Self::arbitrary(&mut u)
+            }
+        }
+    };
+}
+
 pub mod conn;
 pub mod enc;
 pub mod fixtures;

@@ -251,35 +251,7 @@ impl Wire for Step {
     }
 }
 
-/// A whole input.
-#[derive(Clone, Debug, Default)]
-pub struct Input {
-    /// QP attributes.
-    pub cfg: Cfg,
-    /// Steps.
-    pub steps: Vec<Step>,
-}
-
-impl Input {
-    /// Encodes the input.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::default();
-        self.cfg.encode(&mut e);
-        for s in &self.steps {
-            s.encode(&mut e);
-        }
-        e.0
-    }
-}
-
-impl<'a> arbitrary::Arbitrary<'a> for Input {
-    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
-    }
-    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
-        Self::arbitrary(&mut u)
-    }
-}
+target_input!("QP attributes.");
 
 /// The QP configuration of `c`.
 pub fn qp_config(c: &Cfg) -> QpConfig {

@@ -199,35 +199,7 @@ impl Wire for Step {
     }
 }
 
-/// A whole input.
-#[derive(Clone, Debug, Default)]
-pub struct Input {
-    /// QP attributes.
-    pub cfg: Cfg,
-    /// Steps, in order.
-    pub steps: Vec<Step>,
-}
-
-impl Input {
-    /// Encodes the input.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::default();
-        self.cfg.encode(&mut e);
-        for s in &self.steps {
-            s.encode(&mut e);
-        }
-        e.0
-    }
-}
-
-impl<'a> arbitrary::Arbitrary<'a> for Input {
-    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
-    }
-    fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
-        Self::arbitrary(&mut u)
-    }
-}
+target_input!("QP attributes.");
 
 const PMTUS: [Pmtu; 5] = [Pmtu::Mtu256, Pmtu::Mtu512, Pmtu::Mtu1024, Pmtu::Mtu2048, Pmtu::Mtu4096];
 
