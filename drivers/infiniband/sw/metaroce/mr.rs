@@ -292,7 +292,8 @@ pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) -> Result {
     let index = mr.index as u32;
     let taken = {
         let mut table = dev.mrs.lock();
-        if table.values().any(|r| matches!(&r.mem, Backing::Window(w) if w.mr == Some(index))) {
+        let windows = dev.objects.mws.load(core::sync::atomic::Ordering::Relaxed) != 0;
+        if windows && table.values().any(|r| matches!(&r.mem, Backing::Window(w) if w.mr == Some(index))) {
             return Err(EBUSY);
         }
         table.remove(&index)
@@ -453,6 +454,29 @@ impl MetaRoceDev {
     }
 }
 
+/// Calls `f(page, offset in the page, range of the caller's buffer)` for each piece of the `len`
+/// bytes at byte `off` of a fast-register region's pages.
+fn fast_pieces(
+    pages: &[KernelBuf],
+    page_size: usize,
+    first_off: usize,
+    off: usize,
+    len: usize,
+    mut f: impl FnMut(&KernelBuf, usize, core::ops::Range<usize>) -> Result,
+) -> Result {
+    let ps = NonZeroUsize::new(page_size).ok_or(EINVAL)?;
+    let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
+    let mut done = 0;
+    while done < len {
+        let (page, at) = (pos / ps, pos % ps);
+        let n = core::cmp::min(ps.get() - at, len - done);
+        f(pages.get(page).ok_or(EINVAL)?, at, done..done + n)?;
+        done += n;
+        pos += n;
+    }
+    Ok(())
+}
+
 impl Backing {
     /// Copies `data` to byte `off` of the region's memory (checked against the region).
     fn copy_to(&self, off: usize, data: &[u8]) -> Result {
@@ -461,17 +485,9 @@ impl Backing {
             // `resolve` hands out the window's MR, never the window.
             Backing::Window(_) => Err(EINVAL),
             Backing::Fast { pages, page_size, first_off } => {
-                let ps = NonZeroUsize::new(*page_size).ok_or(EINVAL)?;
-                let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
-                let mut rest = data;
-                while !rest.is_empty() {
-                    let (page, at) = (pos / ps, pos % ps);
-                    let n = core::cmp::min(ps.get() - at, rest.len());
-                    pages.get(page).ok_or(EINVAL)?.write_at(at, &rest[..n])?;
-                    rest = &rest[n..];
-                    pos += n;
-                }
-                Ok(())
+                fast_pieces(pages, *page_size, *first_off, off, data.len(), |p, at, r| {
+                    p.write_at(at, &data[r])
+                })
             }
         }
     }
@@ -482,18 +498,8 @@ impl Backing {
             Backing::User(umem) => umem.copy_from(off, out),
             Backing::Window(_) => Err(EINVAL),
             Backing::Fast { pages, page_size, first_off } => {
-                let ps = NonZeroUsize::new(*page_size).ok_or(EINVAL)?;
-                let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;
-                let mut rest = out;
-                while !rest.is_empty() {
-                    let (page, at) = (pos / ps, pos % ps);
-                    let n = core::cmp::min(ps.get() - at, rest.len());
-                    let (now, later) = rest.split_at_mut(n);
-                    pages.get(page).ok_or(EINVAL)?.read_at(at, now)?;
-                    rest = later;
-                    pos += n;
-                }
-                Ok(())
+                let len = out.len();
+                fast_pieces(pages, *page_size, *first_off, off, len, |p, at, r| p.read_at(at, &mut out[r]))
             }
         }
     }

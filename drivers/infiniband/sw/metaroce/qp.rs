@@ -821,9 +821,7 @@ fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
 /// flushed here.
 fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     inner.state = QpState::Err;
-    // A core that entered the error state by itself keeps what it queued on the way: the NAK
-    // of the request that broke it (a remote access error must reach the requester).
-    if let Some(engine) = inner.engine.as_mut().filter(|e| !e.is_error()) {
+    if let Some(engine) = inner.engine.as_mut() {
         engine.set_error();
     }
     reap_send(qp, inner, n);
@@ -866,8 +864,9 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
     // Datagram QPs have no path MTU attribute: their messages may be as long as the port's
     // active MTU (ibv_ud_pingpong sizes them by it), as rdma_rxe has it. Read before the QP
     // lock is taken (the netdev reference is under ib_core's port lock, IRQs on).
+    let to_rtr = mask.contains(QpAttrMask::STATE) && matches!(attr.qp_state(), Ok(QpState::Rtr));
     let port_mtu = match qp.qp_type {
-        QpType::Ud | QpType::Gsi => qp
+        QpType::Ud | QpType::Gsi if to_rtr => qp
             .device()
             .netdev(PORT)
             .and_then(|nd| Pmtu::from_bytes(crate::device::active_mtu(nd.mtu()).bytes())),

@@ -219,8 +219,13 @@ impl<const R: usize> Responder<R> {
         }
     }
 
-    /// Moves the QP to the error state: nothing more is sent.
+    /// Moves the QP to the error state: nothing more is sent, except the NAK
+    /// queued by the request that broke the QP (a second call, e.g. the
+    /// consumer's move to the error state, keeps it).
     pub(super) fn set_error(&mut self) {
+        if self.error {
+            return;
+        }
         self.error = true;
         self.ack = None;
         self.res.iter_mut().for_each(|s| s.pending = false);

@@ -703,3 +703,35 @@ fn send_attrs_at_rts() {
     assert_eq!(status, WcStatus::RetryExcErr);
     assert_eq!(sent, 3);
 }
+
+/// Memory that refuses every remote access.
+struct NoMem;
+
+impl MemAccess for NoMem {
+    fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+        Err(AccessError::Access)
+    }
+    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+        Err(AccessError::Access)
+    }
+    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
+        Err(AccessError::Access)
+    }
+}
+
+/// A refused RDMA WRITE breaks the QP and queues a remote access NAK; the NAK is still sent
+/// after the consumer (or the kernel glue, noticing the error) moves the QP to the error state
+/// again, so the requester learns of the error.
+#[test]
+fn access_nak_survives_set_error() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let (_, buf) = request(Opcode::RcWriteOnly, 0, 64);
+    let p = parse(&buf).unwrap();
+    let out = q.receive(0, &p, &mut sq, &mut NoMem, &mut Rq(0));
+    assert_eq!(out.drop, Some(DropReason::AccessDenied));
+    assert!(q.is_error());
+    q.set_error();
+    let sent = drain(&mut q, &mut sq);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(ack_of(&sent[0]), (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::RemoteAccess)));
+}
