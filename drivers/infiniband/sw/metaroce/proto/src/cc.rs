@@ -32,16 +32,24 @@ pub struct Aimd {
 impl Aimd {
     /// A window of `init_pkts` packets of `mss` bytes, at most `max_pkts`,
     /// decreasing by `md_q16` on congestion.
-    pub fn new(mss: u32, init_pkts: u32, max_pkts: u32, md_q16: u32) -> Self {
-        let mss = mss.max(1);
-        let max = mss.saturating_mul(max_pkts.max(1));
+    pub const fn new(mss: u32, init_pkts: u32, max_pkts: u32, md_q16: u32) -> Self {
+        // `Ord::max`/`min`/`clamp` are not `const`: spelled out.
+        let mss = if mss == 0 { 1 } else { mss };
+        let max = mss.saturating_mul(if max_pkts == 0 { 1 } else { max_pkts });
+        let init = mss.saturating_mul(init_pkts);
         Aimd {
-            cwnd: mss.saturating_mul(init_pkts).clamp(mss, max),
+            cwnd: if init < mss {
+                mss
+            } else if init > max {
+                max
+            } else {
+                init
+            },
             ssthresh: u32::MAX,
             acc: 0,
             mss,
             max,
-            md_q16: md_q16.min(Q16_ONE),
+            md_q16: if md_q16 > Q16_ONE { Q16_ONE } else { md_q16 },
             hold_until: 0,
         }
     }

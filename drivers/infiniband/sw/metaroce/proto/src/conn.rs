@@ -221,6 +221,22 @@ pub struct ConnStats {
     pub rate_hint_changes: u64,
 }
 
+impl ConnStats {
+    /// All counters zero.
+    pub const ZERO: ConnStats = ConnStats {
+        data_sent: 0,
+        retransmits: 0,
+        acks_sent: 0,
+        data_placed: 0,
+        bytes_placed: 0,
+        duplicates: 0,
+        drops: 0,
+        repaths: 0,
+        conn_ecn_decreases: 0,
+        rate_hint_changes: 0,
+    };
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum DescState {
     Unacked,
@@ -310,18 +326,22 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     Conn<P, D, DW, S, K>
 {
     /// A connection with `cfg`.
-    pub fn new(cfg: ConnConfig) -> Self {
+    ///
+    /// A `const fn`, so that a caller without room for the value on its stack (the kernel)
+    /// can copy a constant into its allocation and then [`Self::set_config`] it.
+    pub const fn new(cfg: ConnConfig) -> Self {
         let () = SizeCheck::<D, DW>::OK;
         let () = ShapeCheck::<P, S, K>::OK;
-        let mss = u32::from(cfg.mss.max(1));
-        let paths = core::array::from_fn(|i| {
-            let i = u32::try_from(i).unwrap_or(0);
-            let port = initial_port(cfg.port_seed, i);
-            TxPath::new(
-                port,
+        let mss = if cfg.mss == 0 { 1 } else { cfg.mss as u32 };
+        let mut paths = [const { TxPath::new(0, Aimd::new(1, 1, 1, MD_ECN_PATH)) }; P];
+        let mut i = 0;
+        while i < P {
+            paths[i] = TxPath::new(
+                initial_port(cfg.port_seed, i as u32),
                 Aimd::new(mss, cfg.init_cwnd_path, PATH_WINDOW, MD_ECN_PATH),
-            )
-        });
+            );
+            i += 1;
+        }
         Conn {
             cfg,
             state: ConnState::Idle,
@@ -344,14 +364,42 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             rr_ack: 0,
             rr_done: 0,
             port_rng: cfg.port_seed | 1,
-            tx_streams: [TxStream::default(); S],
-            rx_streams: [RxStream::default(); S],
-            rx_paths: [RxPath::default(); P],
+            tx_streams: [TxStream::EMPTY; S],
+            rx_streams: [RxStream::EMPTY; S],
+            rx_paths: [RxPath::EMPTY; P],
             rx_dsn: SeqWindow::new(0),
             peer: None,
             rx_hint: 0,
-            stats: ConnStats::default(),
+            stats: ConnStats::ZERO,
         }
+    }
+
+    /// Gives a connection that was never used (no stream opened, nothing received) the
+    /// configuration `cfg`, in place: afterwards it equals `Self::new(cfg)`. Returns `false`
+    /// (and changes nothing) if the connection was used.
+    pub fn set_config(&mut self, cfg: ConnConfig) -> bool {
+        let fresh = self.state == ConnState::Idle
+            && self.dsn_next == 0
+            && self.peer.is_none()
+            && self.tx_streams.iter().all(|t| !t.open)
+            && self.rx_streams.iter().all(|r| !r.open);
+        if !fresh {
+            return false;
+        }
+        let mss = u32::from(cfg.mss.max(1));
+        for (i, p) in self.paths.iter_mut().enumerate() {
+            p.port = initial_port(cfg.port_seed, u32::try_from(i).unwrap_or(0));
+            p.cc = Aimd::new(mss, cfg.init_cwnd_path, PATH_WINDOW, MD_ECN_PATH);
+        }
+        self.cc = Aimd::new(mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn, MD_ECN_CONN);
+        self.port_rng = cfg.port_seed | 1;
+        self.cfg = cfg;
+        true
+    }
+
+    /// The configuration.
+    pub const fn config(&self) -> &ConnConfig {
+        &self.cfg
     }
 
     /// The sending half's state.
@@ -380,6 +428,38 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             self.state = ConnState::Active;
         }
         true
+    }
+
+    /// Closes stream `idx` (its QP left RTS/RTR or was destroyed): its messages not yet
+    /// acknowledged are abandoned (never sent or resent again, no completion), the
+    /// receiving half stops accepting data for it. The slot may be opened again.
+    pub fn close_stream(&mut self, idx: usize) -> bool {
+        let (Some(t), Some(r)) = (self.tx_streams.get_mut(idx), self.rx_streams.get_mut(idx))
+        else {
+            return false;
+        };
+        *t = TxStream::EMPTY;
+        *r = RxStream::EMPTY;
+        let mut dsn = self.dsn_base;
+        while dsn != self.dsn_next {
+            if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
+                if usize::from(d.stream) == idx {
+                    // A Lost descriptor still queued for retransmission is skipped when popped.
+                    d.state = DescState::Acked;
+                }
+            }
+            dsn = dsn.wrapping_add(1);
+        }
+        self.advance_dsn_base();
+        true
+    }
+
+    /// Messages posted on stream `idx` and not completed (0 for a closed stream).
+    pub fn outstanding(&self, idx: usize) -> u32 {
+        self.tx_streams
+            .get(idx)
+            .filter(|t| t.open)
+            .map_or(0, |t| t.outstanding())
     }
 
     /// Posts a message on stream `idx`; returns its Msn.
@@ -478,17 +558,28 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             d if d.unsigned_abs() > SeqWindow::<DW>::SPAN => return Err(RxDrop::DsnWindow),
             _ => self.rx_dsn.contains(h.dsn),
         };
+        // DATA for a stream that is not open (its QP is gone) is acknowledged, so that
+        // the path and the Dsn window move on (an unacknowledged packet would be resent
+        // until the whole connection fails), and dropped (section 4).
+        let mut no_stream = false;
         let stream = if dup {
             None
         } else {
-            let idx = self
+            match self
                 .rx_streams
                 .iter()
                 .position(|s| s.open && s.local_qpn == h.stream)
-                .ok_or(RxDrop::NoStream)?;
-            let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
-            s.check(h).map_err(RxDrop::Stream)?;
-            Some(idx)
+            {
+                Some(idx) => {
+                    let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                    s.check(h).map_err(RxDrop::Stream)?;
+                    Some(idx)
+                }
+                None => {
+                    no_stream = true;
+                    None
+                }
+            }
         };
         // Commit.
         self.peer = Some(h.conn);
@@ -504,6 +595,10 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             rxp.port = src_port;
         }
         let Some(idx) = stream else {
+            if no_stream {
+                let _ = self.rx_dsn.mark(h.dsn);
+                return Err(RxDrop::NoStream);
+            }
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
             return Ok(RxEvent::Duplicate);
         };
@@ -1024,9 +1119,10 @@ fn scale_q16(v: u32, q16: u32) -> u32 {
     u32::try_from((u64::from(v) * u64::from(q16)) >> 16).unwrap_or(u32::MAX)
 }
 
-fn initial_port(seed: u32, i: u32) -> u16 {
+const fn initial_port(seed: u32, i: u32) -> u16 {
     let h = seed.wrapping_add(i.wrapping_mul(2_654_435_761));
-    PORT_BASE.saturating_add(u16::try_from(h % PORT_SPAN).unwrap_or(0))
+    // `h % PORT_SPAN` < 2^14: the cast is exact.
+    PORT_BASE.saturating_add((h % PORT_SPAN) as u16)
 }
 
 fn push_retx(q: &mut [u32], head: &mut usize, len: &mut usize, dsn: u32) {

@@ -30,6 +30,15 @@ pub struct Rtt {
 }
 
 impl Rtt {
+    /// No sample yet.
+    pub const NONE: Rtt = Rtt {
+        srtt: 0,
+        rttvar: 0,
+        min: 0,
+        samples: 0,
+        sum: 0,
+    };
+
     /// Adds a sample.
     pub fn sample(&mut self, rtt: u64) {
         let rtt = rtt.max(1);
@@ -168,6 +177,22 @@ pub struct PathStats {
     pub bad_acks: u64,
 }
 
+impl PathStats {
+    /// All counters zero.
+    pub const ZERO: PathStats = PathStats {
+        sent: 0,
+        bytes: 0,
+        retransmits: 0,
+        sack_losses: 0,
+        rto_losses: 0,
+        timeouts: 0,
+        ecn_echoes: 0,
+        repaths: 0,
+        acks: 0,
+        bad_acks: 0,
+    };
+}
+
 /// The sender's side of one path.
 #[derive(Clone, Debug)]
 pub struct TxPath {
@@ -201,13 +226,13 @@ fn slot_index(seq: u32) -> usize {
 
 impl TxPath {
     /// A path on UDP source `port` with window `cc`.
-    pub fn new(port: u16, cc: Aimd) -> Self {
+    pub const fn new(port: u16, cc: Aimd) -> Self {
         TxPath {
             state: PathState::Active,
             port,
             cc,
-            rtt: Rtt::default(),
-            stats: PathStats::default(),
+            rtt: Rtt::NONE,
+            stats: PathStats::ZERO,
             base: 0,
             next: 0,
             slots: [EMPTY; PATH_WINDOW as usize],
@@ -508,6 +533,15 @@ pub struct RxPath {
 }
 
 impl RxPath {
+    /// Nothing received.
+    pub const EMPTY: RxPath = RxPath {
+        win: SeqWindow::new(0),
+        ce_count: 0,
+        ack_pending: false,
+        ack_seq: 0,
+        port: 0,
+    };
+
     /// Builds the ACK owed on `path` for connection `conn`.
     pub fn ack(&self, path: u8, conn: u32, rate_hint_kbps: u32) -> AckPkt {
         AckPkt {

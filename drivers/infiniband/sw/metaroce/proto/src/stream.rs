@@ -90,7 +90,13 @@ pub struct TxStream<const K: usize> {
 
 impl<const K: usize> Default for TxStream<K> {
     fn default() -> Self {
-        TxStream {
+        Self::EMPTY
+    }
+}
+
+impl<const K: usize> TxStream<K> {
+    /// A closed stream with nothing posted.
+    pub const EMPTY: Self = TxStream {
             remote_qpn: 0,
             open: false,
             failed_reported: false,
@@ -105,8 +111,7 @@ impl<const K: usize> Default for TxStream<K> {
             seg: 0,
             seg_off: 0,
             next_rsn: 0,
-        }
-    }
+        };
 }
 
 fn ring<const K: usize>(msn: u32) -> usize {
@@ -281,7 +286,13 @@ pub struct RxStream<const K: usize> {
 
 impl<const K: usize> Default for RxStream<K> {
     fn default() -> Self {
-        RxStream {
+        Self::EMPTY
+    }
+}
+
+impl<const K: usize> RxStream<K> {
+    /// A closed stream with nothing received.
+    pub const EMPTY: Self = RxStream {
             local_qpn: 0,
             open: false,
             slots: [RxMsg {
@@ -297,8 +308,7 @@ impl<const K: usize> Default for RxStream<K> {
                 placed: 0,
             }; K],
             head: 0,
-        }
-    }
+        };
 }
 
 impl<const K: usize> RxStream<K> {

@@ -235,6 +235,80 @@ fn dead_peer_fails_the_connection_in_order() {
     assert!(a.post(0, msg(MrcOp::Send, 1)).is_err());
 }
 
+/// Moves every packet `from` has for `to` now; returns the receiver's results.
+fn deliver(from: &mut C, to: &mut C, now: u64) -> Vec<Result<RxEvent, metaroce_proto::conn::RxDrop>> {
+    let mut buf = [0u8; DATA_HDR_LEN];
+    let mut out = Vec::new();
+    while let Some(t) = from.poll_transmit(now, &mut buf) {
+        let mut bytes = buf[..t.hdr_len].to_vec();
+        if let Some(p) = t.payload {
+            bytes.resize(t.hdr_len + usize::from(p.len), 0);
+        }
+        out.push(to.on_packet(now, &bytes, false, 50_000, 0));
+    }
+    out
+}
+
+#[test]
+fn set_config_in_place_equals_new() {
+    let mut cfg = ConnConfig::new(77);
+    cfg.mss = 1024;
+    cfg.paths = 3;
+    let fresh = C::new(cfg);
+    let mut c = Box::new(C::new(ConnConfig::new(1)));
+    assert!(c.set_config(cfg));
+    assert_eq!(c.config(), fresh.config());
+    for i in 0..4 {
+        assert_eq!(c.path_info(i), fresh.path_info(i));
+        assert_eq!(c.path_rtt(i), fresh.path_rtt(i));
+    }
+    assert_eq!(c.conn_window(), fresh.conn_window());
+    // A used connection keeps its configuration.
+    assert!(c.open_stream(0, 1, 2));
+    assert!(!c.set_config(ConnConfig::new(5)));
+    assert_eq!(c.config().conn_id, 77);
+}
+
+#[test]
+fn closed_stream_is_abandoned_and_its_data_acknowledged() {
+    let (mut a, mut b) = pair();
+    // Stream 0's receiver is gone: b acknowledges its data (the path moves on) but drops it.
+    assert!(b.close_stream(0));
+    a.post(0, msg(MrcOp::Send, 3000)).unwrap();
+    let got = deliver(&mut a, &mut b, 0);
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|r| *r == Err(metaroce_proto::conn::RxDrop::NoStream)));
+    let acks = deliver(&mut b, &mut a, 10);
+    assert!(!acks.is_empty() && acks.iter().all(|r| *r == Ok(RxEvent::Ack)));
+    assert_eq!(a.stats.retransmits, 0);
+    // Stream 1's sender closes with messages in flight: they are never resent, the
+    // connection does not fail, and stream 0 still works.
+    a.post(1, msg(MrcOp::Send, 2000)).unwrap();
+    let mut buf = [0u8; DATA_HDR_LEN];
+    while a.poll_transmit(20, &mut buf).is_some() {}
+    assert_eq!(a.outstanding(1), 1);
+    assert!(a.close_stream(1));
+    assert_eq!(a.outstanding(1), 0);
+    let mut now = 20;
+    for _ in 0..200 {
+        match a.next_deadline() {
+            Some(t) => now = t.max(now),
+            None => break,
+        }
+        a.on_timer(now);
+        while a.poll_transmit(now, &mut buf).is_some() {}
+    }
+    assert_eq!(a.state(), ConnState::Active);
+    assert_eq!(a.stats.retransmits, 0, "an abandoned message was resent");
+    assert!(b.open_stream(0, 200, 100));
+    a.post(0, msg(MrcOp::Send, 100)).unwrap();
+    let got = deliver(&mut a, &mut b, now);
+    assert!(matches!(got.as_slice(), [Ok(RxEvent::Data(_))]), "{got:?}");
+    deliver(&mut b, &mut a, now + 10);
+    let done: Vec<Completion> = std::iter::from_fn(|| a.poll_completion()).collect();
+    assert_eq!(done.len(), 2, "{done:?}");
+}
+
 #[test]
 fn ack_for_another_connection_is_dropped() {
     let (mut a, _) = pair();
