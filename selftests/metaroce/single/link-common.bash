@@ -77,13 +77,14 @@ mr_two_namespaces_cleanup() {
 mr_ns_gid() { ip netns exec "$1" bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index $2 $3"; }
 
 # mr_two_namespaces plus, for RDMA traffic between them: lo up in both (loopback traffic), MetaRoCE
-# devices mra0 on va and mrb0 on vb, and ga/gb set to the RoCE v2 GID indices of $MR_ADDR_A on
-# mra0 and $MR_ADDR_B on mrb0.
+# devices mra0 on va and mrb0 on vb (link type $1, default metaroce), and ga/gb set to the RoCE v2
+# GID indices of $MR_ADDR_A on mra0 and $MR_ADDR_B on mrb0.
 mr_two_devices() {
+  local type=${1:-metaroce}
   mr_two_namespaces
   ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
-  ip netns exec mra rdma link add mra0 type metaroce netdev va || fail "add mra0"
-  ip netns exec mrb rdma link add mrb0 type metaroce netdev vb || fail "add mrb0"
+  ip netns exec mra rdma link add mra0 type $type netdev va || fail "add mra0"
+  ip netns exec mrb rdma link add mrb0 type $type netdev vb || fail "add mrb0"
   mr_wait 10 test -n "$(mr_ns_gid mra mra0 $MR_ADDR_A)" || fail "no RoCE v2 GID for $MR_ADDR_A on mra0"
   mr_wait 10 test -n "$(mr_ns_gid mrb mrb0 $MR_ADDR_B)" || fail "no RoCE v2 GID for $MR_ADDR_B on mrb0"
   ga=$(mr_ns_gid mra mra0 $MR_ADDR_A) gb=$(mr_ns_gid mrb mrb0 $MR_ADDR_B)

@@ -31,6 +31,7 @@ use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
 use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
+use crate::native::PeerTable;
 use crate::timer::Timers;
 use crate::xmit::TxEngine;
 use kernel::new_spinlock_irq;
@@ -98,11 +99,30 @@ pub(crate) enum Counter {
     RcvdDropped,
     /// Local ACK timeouts that found unacknowledged packets.
     LocalAckTimeouts,
-    /// Request packets sent again (go-back-N after a timeout or NAK).
+    /// Request packets sent again (go-back-N after a timeout or NAK); native DATA packets
+    /// sent again (a SACK gap, an RTO or a probe).
     Retransmits,
+    /// Native transport (`native.rs`): DATA packets sent for the first time.
+    NativeDataSent,
+    /// Native ACKs sent.
+    NativeAcksSent,
+    /// Native DATA packets found lost by a SACK gap.
+    NativeSackLosses,
+    /// Native path retransmission timeouts.
+    NativeTimeouts,
+    /// Native paths moved to another UDP source port.
+    NativeRepaths,
+    /// Native DATA packets received again (acknowledged, not placed again).
+    NativeDuplicates,
+    /// Native packets a connection dropped (window, stream, inconsistent, stale ACK).
+    NativeDrops,
+    /// Native DATA packets dropped because the receive queue had no request for them.
+    NativeRnrDrops,
+    /// Native connection-window decreases on ECN echoes.
+    NativeEcnDecreases,
 }
 
-const NUM_COUNTERS: usize = Counter::Retransmits as usize + 1;
+const NUM_COUNTERS: usize = Counter::NativeEcnDecreases as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -128,6 +148,15 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"rcvd_dropped"),
     StatDesc::new(c"local_ack_timeout_err"),
     StatDesc::new(c"retransmits"),
+    StatDesc::new(c"native_data_sent"),
+    StatDesc::new(c"native_acks_sent"),
+    StatDesc::new(c"native_sack_losses"),
+    StatDesc::new(c"native_timeouts"),
+    StatDesc::new(c"native_repaths"),
+    StatDesc::new(c"native_duplicates"),
+    StatDesc::new(c"native_drops"),
+    StatDesc::new(c"native_rnr_drops"),
+    StatDesc::new(c"native_ecn_decreases"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -188,11 +217,16 @@ pub(crate) struct MetaRoceDev {
     /// User AHs by number, for UD work requests taken from send rings; any context.
     #[pin]
     user_ahs: SpinLockIrq<RBTree<u32, UserAh>>,
+    /// A `metaroce-native` device: its RC QPs use the native transport.
+    pub(crate) native: bool,
+    /// The native connections, one per (our GID, remote GID); any context.
+    #[pin]
+    pub(crate) peers: SpinLockIrq<PeerTable>,
 }
 
 impl MetaRoceDev {
     /// Data for a device on a netdev with MAC address `mac`.
-    pub(crate) fn new(mac: &[u8; 6], netdev: &NetDevice) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(mac: &[u8; 6], netdev: &NetDevice, native: bool) -> impl PinInit<Self, Error> {
         let guid_be = eui64_from_mac(mac);
         let active = PortState::of_netdev(netdev) == PortState::Active;
         try_pin_init!(Self {
@@ -225,6 +259,8 @@ impl MetaRoceDev {
                 "metaroce_ah_nums"
             ),
             user_ahs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_ahs"),
+            native,
+            peers <- new_spinlock_irq!(PeerTable::new()?, "metaroce_peers"),
         })
     }
 

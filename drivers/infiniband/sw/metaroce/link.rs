@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The `metaroce` link type: `rdma link add NAME type metaroce netdev DEV`.
+//! The link types: `rdma link add NAME type metaroce netdev DEV` (RoCEv2 on the wire) and
+//! `type metaroce-native` (the MetaRoCE native transport for RC QPs, `transport.rst`).
+//! One device per netdev, of either type.
 
 use crate::device::{netdev_mac, MetaRoceDev, MetaRoceDriver, PORT};
 use kernel::net::netdev::NetDevice;
@@ -14,16 +16,29 @@ pub(crate) struct MetaRoceLink;
 #[vtable]
 impl LinkOps for MetaRoceLink {
     fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
-        let name_str = name.to_str().unwrap_or("?");
-        let mut ifname = [0u8; 16];
-        let ifname = netdev.name_str(&mut ifname);
-
-        crate::ns::with_sockets(name_str, netdev, || add(name, name_str, netdev, ifname))
+        newlink(name, netdev, false)
     }
 }
 
+/// The `metaroce-native` link type.
+pub(crate) struct MetaRoceNativeLink;
+
+#[vtable]
+impl LinkOps for MetaRoceNativeLink {
+    fn newlink(name: &CStr, netdev: &NetDevice) -> Result {
+        newlink(name, netdev, true)
+    }
+}
+
+fn newlink(name: &CStr, netdev: &NetDevice, native: bool) -> Result {
+    let name_str = name.to_str().unwrap_or("?");
+    let mut ifname = [0u8; 16];
+    let ifname = netdev.name_str(&mut ifname);
+    crate::ns::with_sockets(name_str, netdev, native, || add(name, name_str, netdev, ifname, native))
+}
+
 /// `newlink` with the netdev's namespace locked.
-fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str) -> Result {
+fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bool) -> Result {
     if !netdev.is_registered() {
         pr_err!("{name_str}: netdev {ifname} is being removed\n");
         return Err(ENODEV);
@@ -40,7 +55,7 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str) -> Result 
         pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
     })?;
 
-    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev))?;
+    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev, native))?;
     let guid = dev.guid_be();
     dev.set_node_guid(guid);
     dev.set_node_desc("metaroce");
@@ -67,6 +82,7 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str) -> Result 
         pr_err!("{name_str}: netdev {ifname} was removed during registration\n");
         return Err(ENODEV);
     }
-    pr_info!("{name_str}: added on netdev {ifname}\n");
+    let wire = if native { "MetaRoCE native" } else { "RoCEv2" };
+    pr_info!("{name_str}: added on netdev {ifname} ({wire})\n");
     Ok(())
 }

@@ -11,6 +11,7 @@ mod device;
 mod link;
 mod module;
 mod mr;
+mod native;
 mod net;
 mod ns;
 pub mod proto;
@@ -31,5 +32,5 @@ kernel::prelude::module! {
     description: "MetaRoCE software RDMA provider (RoCEv2 and MetaRoCE transports)",
     license: "GPL",
     // `rdma link add ... type metaroce` loads the module (MODULE_ALIAS_RDMA_LINK).
-    alias: ["rdma-link-metaroce"],
+    alias: ["rdma-link-metaroce", "rdma-link-metaroce-native"],
 }

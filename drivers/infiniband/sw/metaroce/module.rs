@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Module state: the netdev notifier and the `metaroce` link type.
+//! Module state: the netdev notifier and the `metaroce` and `metaroce-native` link types.
 
 use crate::device::MetaRoceDriver;
-use crate::link::MetaRoceLink;
+use crate::link::{MetaRoceLink, MetaRoceNativeLink};
 use crate::net::MetaRoceNetdevNotifier;
 use crate::ns::{self, MetaRoceNs};
 use kernel::net::namespace::PernetRegistration;
@@ -19,6 +19,8 @@ struct Registrations {
     notifier: NetdevNotifierRegistration<MetaRoceNetdevNotifier>,
     #[pin]
     link: LinkRegistration<MetaRoceLink>,
+    #[pin]
+    native_link: LinkRegistration<MetaRoceNativeLink>,
 }
 
 /// The loaded module.
@@ -41,6 +43,7 @@ impl kernel::Module for MetaRoceModule {
             try_pin_init!(Registrations {
                 notifier <- NetdevNotifierRegistration::new(),
                 link <- LinkRegistration::new(c"metaroce"),
+                native_link <- LinkRegistration::new(c"metaroce-native"),
             }),
             GFP_KERNEL,
         )?;
@@ -55,6 +58,7 @@ impl kernel::Module for MetaRoceModule {
 impl Drop for MetaRoceModule {
     fn drop(&mut self) {
         self.regs.link.unregister();
+        self.regs.native_link.unregister();
         // `ib_unregister_driver(RDMA_DRIVER_RXE)` removes every device with rdma_rxe's driver
         // id, which is ours only because Kconfig keeps RDMA_RXE out of any kernel with
         // MetaRoCE (`depends on RDMA_RXE=n`).

@@ -28,10 +28,15 @@ pub(crate) struct MetaRoceNs;
 
 static PERNET: Pernet<MetaRoceNs> = Pernet::new();
 
+/// The UDP destination port of the MetaRoCE native transport (`transport.rst`, section 2).
+pub(crate) const NATIVE_PORT: u16 = crate::proto::mrc_wire::NATIVE_PORT;
+
 /// The sockets of one namespace.
 struct Sockets {
     v4: UdpTunnelSocket<RoceRx>,
     v6: UdpTunnelSocket<RoceRx>,
+    /// The native port's, opened by the namespace's first `metaroce-native` device.
+    native: Option<(UdpTunnelSocket<NativeRx>, UdpTunnelSocket<NativeRx>)>,
 }
 
 /// The state of one namespace.
@@ -56,11 +61,14 @@ impl PernetOps for MetaRoceNs {
     }
 
     fn exit(net: &Net, data: &NsState) {
-        if data.sockets.lock().take().is_some() {
+        if let Some(s) = data.sockets.lock().take() {
             pr_info!(
                 "net namespace {}: released UDP port {ROCE_V2_PORT}\n",
                 net.inum()
             );
+            if s.native.is_some() {
+                pr_info!("net namespace {}: released UDP port {NATIVE_PORT}\n", net.inum());
+            }
         }
     }
 }
@@ -71,37 +79,55 @@ pub(crate) fn register() -> Result<kernel::net::namespace::PernetRegistration<Me
 }
 
 /// Runs `f` (the creation of a device on `netdev`) with the namespace of `netdev` locked and
-/// its RoCEv2 sockets open: `rdma link add`s in one namespace run one after the other, so the
-/// "netdev already carries a device" check and the registration cannot interleave.
+/// its RoCEv2 sockets open, and for a native device (`native`) also the native port's:
+/// `rdma link add`s in one namespace run one after the other, so the "netdev already carries
+/// a device" check and the registration cannot interleave.
 ///
 /// Opening the sockets fails with `EADDRINUSE` (and says so) when another socket holds UDP port
-/// 4791 in that namespace. Process context, may sleep.
-pub(crate) fn with_sockets(name: &str, netdev: &NetDevice, f: impl FnOnce() -> Result) -> Result {
+/// 4791 (or the native port) in that namespace. Process context, may sleep.
+pub(crate) fn with_sockets(
+    name: &str,
+    netdev: &NetDevice,
+    native: bool,
+    f: impl FnOnce() -> Result,
+) -> Result {
     let net = netdev.net().ok_or(ENODEV)?;
     let state = PERNET.get(&net).ok_or(ENODEV)?;
     let mut sockets = state.sockets.lock();
+    let why = |e: &Error, port: u16, what: &str| {
+        let why = if *e == EADDRINUSE {
+            " (already bound by another socket)"
+        } else {
+            ""
+        };
+        pr_err!(
+            "{name}: cannot bind {what} UDP port {port} in net namespace {}: error {}{why}\n",
+            net.inum(),
+            e.to_errno()
+        );
+    };
     if sockets.is_none() {
         let open = |family, what| {
-            UdpTunnelSocket::<RoceRx>::new(&net, family, ROCE_V2_PORT).inspect_err(|e| {
-                let why = if *e == EADDRINUSE {
-                    " (already bound by another socket)"
-                } else {
-                    ""
-                };
-                pr_err!(
-                    "{name}: cannot bind {what} UDP port {ROCE_V2_PORT} in net namespace {}: error {}{why}\n",
-                    net.inum(),
-                    e.to_errno()
-                );
-            })
+            UdpTunnelSocket::<RoceRx>::new(&net, family, ROCE_V2_PORT)
+                .inspect_err(|e| why(e, ROCE_V2_PORT, what))
         };
         let v4 = open(Family::Ipv4, "IPv4")?;
         let v6 = open(Family::Ipv6, "IPv6")?;
-        *sockets = Some(Sockets { v4, v6 });
+        *sockets = Some(Sockets { v4, v6, native: None });
         pr_info!(
             "net namespace {}: listening on UDP port {ROCE_V2_PORT}\n",
             net.inum()
         );
+    }
+    if let Some(s) = Option::as_mut(&mut *sockets).filter(|s| native && s.native.is_none()) {
+        let open = |family, what| {
+            UdpTunnelSocket::<NativeRx>::new(&net, family, NATIVE_PORT)
+                .inspect_err(|e| why(e, NATIVE_PORT, what))
+        };
+        let v4 = open(Family::Ipv4, "IPv4")?;
+        let v6 = open(Family::Ipv6, "IPv6")?;
+        s.native = Some((v4, v6));
+        pr_info!("net namespace {}: listening on UDP port {NATIVE_PORT}\n", net.inum());
     }
     f()
 }
@@ -153,6 +179,36 @@ impl UdpTunnelReceiver for RoceRx {
     }
 }
 
+/// The receive side of the native port's sockets: the first stage of a native device's
+/// receive path (netdev → parser → `native::receive`).
+struct NativeRx;
+
+impl UdpTunnelReceiver for NativeRx {
+    fn receive(pkt: RxPacket) {
+        let Some(rx_dev) = pkt.dev() else { return };
+        let rcu = rcu::read_lock();
+        let netdev = if rx_dev.is_loopback() {
+            match pkt.local_dev(&rcu) {
+                Some(d) => d,
+                None => return,
+            }
+        } else {
+            rx_dev
+        };
+        let Some(dev) = Device::<MetaRoceDriver>::find_by_netdev(netdev) else {
+            return;
+        };
+        if !dev.native {
+            return;
+        }
+        let Some(h) = pkt.headers() else {
+            dev.count(Counter::RcvdMalformed, 1);
+            return;
+        };
+        crate::native::receive(&dev, h.ip, h.udp, h.payload);
+    }
+}
+
 /// The IP address a RoCE v2 GID stands for: IPv4-mapped GIDs (`::ffff:a.b.c.d`) are IPv4.
 fn gid_ip(gid: &[u8; 16]) -> IpAddr {
     if gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff {
@@ -185,6 +241,34 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
     // lookup bound to the netdev would send them onto the wire (IPv6 does), an unbound one
     // delivers them through the loopback device, after which the receive path maps them back.
     let oif = if src == dst { None } else { Some(netdev) };
+    if let Some((src_port, ect)) = p.native {
+        let (n4, n6) = s.native.as_ref().ok_or(ENODEV)?;
+        let sock = match dst {
+            IpAddr::V4(_) => n4,
+            IpAddr::V6(_) => n6,
+        };
+        let route = sock.route(oif, src, dst)?;
+        let hdr = UdpHeader {
+            src_port,
+            dst_port: NATIVE_PORT,
+            // ECT(0) on DATA (section 3.3), Not-ECT on ACKs.
+            dscp_ecn: if ect { 0b10 } else { 0 },
+            ttl: 64,
+        };
+        let mut pkt = IpPacket::build(p.skb, &route, &hdr)?;
+        let ip_len = pkt.ip_header_len();
+        let data = pkt.data_mut()?;
+        let (ip, udp) = data.split_at_mut(ip_len);
+        let (s_ip, d_ip) = match ip.first().map(|b| b >> 4) {
+            Some(4) if ip.len() >= 20 => (&ip[12..16], &ip[16..20]),
+            Some(6) if ip.len() >= 40 => (&ip[8..24], &ip[24..40]),
+            _ => return Err(EINVAL),
+        };
+        // The UDP checksum is mandatory on the native port (section 2).
+        let csum = crate::proto::mrc_wire::udp_checksum(s_ip, d_ip, udp).ok_or(EINVAL)?;
+        udp.get_mut(6..8).ok_or(EINVAL)?.copy_from_slice(&csum.to_be_bytes());
+        return sock.send(pkt);
+    }
     let route = sock.route(oif, src, dst)?;
     let hdr = UdpHeader {
         src_port: udp_sport(p.src_qpn, p.dst_qpn),

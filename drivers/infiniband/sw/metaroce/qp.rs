@@ -29,6 +29,11 @@ use crate::proto::resp::{AccessError, MemAccess, RecvQueue, GRH_LEN};
 use crate::proto::wr as pwr;
 use crate::proto::packet::Packet;
 use crate::device::MetaRoceDev;
+use crate::native::{self, Peer};
+use crate::proto::conn::{Completion as NativeCompletion, Place as NativePlace, SendStatus};
+use crate::proto::mrc_wire::{DataHdr, MrcOp};
+use crate::proto::stream::{MsgDesc, PostError as NativePostError};
+use kernel::sync::Arc;
 use crate::mr::KeyKind;
 use crate::srq::Taken;
 use crate::uqueue::{Role, UQueue};
@@ -409,6 +414,35 @@ struct SqSide {
     inline_len: Option<u32>,
     /// Datagram QPs: the destination's address vector.
     av: Option<RoceAv>,
+    /// Native RC QPs: what the connection needs and the completion it reports.
+    native: NativeSlot,
+}
+
+/// A send queue slot of a native RC QP (`native.rs`).
+#[derive(Clone, Copy, Default)]
+struct NativeSlot {
+    wr_id: u64,
+    signaled: bool,
+    /// The message to send (`None`: a local operation, done when posted).
+    msg: Option<MsgDesc>,
+    /// Its Msn once handed to the connection.
+    msn: u32,
+    /// The completion status, once known.
+    done: Option<WcStatus>,
+}
+
+/// A native RC QP's place on its connection (`native.rs`).
+struct NativeState {
+    /// The connection (kept after the stream closed: the QP's transmit runs still drive it).
+    peer: Arc<Peer>,
+    /// The stream the QP holds (`None` once closed: error or reset).
+    stream: Option<usize>,
+    /// Send ring counter of the oldest request not completed.
+    head: u32,
+    /// Send ring counter of the next request to hand to the connection.
+    posted: u32,
+    /// Receive ring counter of the request that Rsn 0 consumes.
+    rq_base: u32,
 }
 
 /// The send queue: the core's slots, the glue's per-slot data, and counters.
@@ -509,6 +543,8 @@ struct QpInner {
     engine: Option<Engine>,
     /// The engine's counters already added to the device's (`account`).
     counted: pqp::Stats,
+    /// RC QPs of a native device: the connection stream (there is no `engine`).
+    native: Option<NativeState>,
 }
 
 /// A kernel queue pair.
@@ -549,6 +585,9 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
                 return Err(EINVAL);
             }
         }
+        // A native device's RC QPs use the native transport and its UD QPs RoCEv2; UC has
+        // no native form (transport.rst, section 1).
+        QpType::Uc if qp.device().native => return Err(EOPNOTSUPP),
         QpType::Rc | QpType::Uc | QpType::Ud => {}
         // RoCE has no QP0; raw packet and XRC QPs are not offered.
         _ => return Err(EOPNOTSUPP),
@@ -671,6 +710,7 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
                 sq,
                 counted: pqp::Stats::default(),
                 engine: None,
+                native: None,
             },
             "metaroce_qp"
         ),
@@ -680,6 +720,14 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
 pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
     // Acknowledgements and responses already due leave first.
     xmit::flush(qp);
+    // A native QP gives its stream back (its unacknowledged messages are abandoned).
+    let bound = {
+        let mut g = qp.inner.lock();
+        g.native.take().and_then(|s| s.stream.map(|idx| (s.peer, idx)))
+    };
+    if let Some((peer, idx)) = bound {
+        native::unbind(&peer, idx, qp.qpn);
+    }
     // No new packet or transmit run can find the QP after this; the abstraction then waits
     // for the ones in progress.
     qp.device().unpublish_qp(qp.qpn);
@@ -704,10 +752,16 @@ pub(crate) struct Notify {
     recv: bool,
     /// The QP's SRQ reached its limit.
     srq_limit: bool,
+    /// A native QP's stream to close (taken from the QP under its lock; closed once the lock
+    /// is released, as the connection's lock comes first).
+    unbind: Option<(Arc<Peer>, usize)>,
 }
 
 impl Notify {
     pub(crate) fn deliver(self, qp: &Qp<MetaRoceDriver>) {
+        if let Some((peer, idx)) = &self.unbind {
+            native::unbind(peer, *idx, qp.qpn);
+        }
         if self.send {
             if let Some(cq) = qp.send_cq() {
                 cq.notify_completion();
@@ -825,6 +879,7 @@ fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         engine.set_error();
     }
     reap_send(qp, inner, n);
+    native_flush(qp, inner, n);
     let mut flushed = |wr_id| {
         let wc = WorkCompletion::new(wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
         n.recv |= complete(qp, qp.recv_cq(), wc, false);
@@ -872,7 +927,31 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             .and_then(|nd| Pmtu::from_bytes(crate::device::active_mtu(nd.mtu()).bytes())),
         _ => None,
     };
-    {
+    // An RC QP of a native device that reaches RTR takes a stream of the connection to its
+    // destination, bound before the QP lock is taken (the connection's lock comes first) and
+    // given back if the transition fails.
+    let native_rc = qp.device().native && qp.qp_type == QpType::Rc;
+    let mut native_bind = if native_rc && to_rtr {
+        let (state, attrs, bound) = {
+            let g = qp.inner.lock();
+            (g.state, g.attrs, g.native.as_ref().is_some_and(|s| s.stream.is_some()))
+        };
+        let from = if mask.contains(QpAttrMask::CUR_STATE) { attr.cur_qp_state()? } else { state };
+        if from == QpState::Init && !bound {
+            let av = if mask.contains(QpAttrMask::AV) { Some(roce_av(attr.ah_attr())?) } else { attrs.av };
+            let dest = if mask.contains(QpAttrMask::DEST_QPN) { attr.dest_qp_num() } else { attrs.dest_qpn };
+            let av = av.ok_or(EINVAL)?;
+            let mtu = qp.device().netdev(PORT).map_or(1500, |nd| nd.mtu());
+            let peer = native::peer(qp.device(), &av, mtu)?;
+            let idx = native::bind(&peer, qp.qpn, dest)?;
+            Some((peer, idx))
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    let res = (|| -> Result {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
         let cur = if mask.contains(QpAttrMask::CUR_STATE) {
@@ -977,7 +1056,18 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             e.set_send_attrs(send, &inner.sq.wqes).map_err(|_| EINVAL)?;
             inner.sq.reset();
         }
-        if rebuild {
+        if rebuild && native_rc {
+            inner.sq.reset();
+            if let Some((peer, idx)) = native_bind.take() {
+                inner.native = Some(NativeState {
+                    peer,
+                    stream: Some(idx),
+                    head: 0,
+                    posted: 0,
+                    rq_base: inner.rq.head,
+                });
+            }
+        } else if rebuild {
             let mut cfg = engine_config(qp, inner.sq.depth(), &a);
             if let Some(mtu) = port_mtu {
                 cfg.pmtu = mtu;
@@ -995,6 +1085,9 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
                 QpState::Reset => {
                     inner.rq.drain(|_| {});
                     inner.sq.reset();
+                    if let Some(s) = inner.native.take() {
+                        n.unbind = s.stream.map(|idx| (s.peer, idx));
+                    }
                     account(qp, inner);
                     inner.engine = None;
                     inner.counted = pqp::Stats::default();
@@ -1004,7 +1097,12 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             }
         }
         inner.state = next;
+        Ok(())
+    })();
+    if let Some((peer, idx)) = native_bind.take() {
+        native::unbind(&peer, idx, qp.qpn);
     }
+    res?;
     n.deliver(qp);
     // A QP with an SRQ that is put in the error state takes no more requests from it:
     // ib_drain_qp waits for this event (IBA 10.3.1) before draining the CQ.
@@ -1118,14 +1216,23 @@ fn post_one(
     if u64::from(len) > MAX_MSG_SZ {
         return Err(EINVAL);
     }
-    let engine = inner.engine.as_mut().ok_or(EINVAL)?;
+    let used = match (&inner.native, &inner.engine) {
+        (Some(s), _) => inner.sq.tail.wrapping_sub(s.head),
+        (None, Some(e)) => e.sq_used(),
+        (None, None) => return Err(EINVAL),
+    };
+    if inner.native.is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err()) {
+        // READ, atomics and SEND with invalidate are not on the native wire yet
+        // (transport.rst, section 11).
+        return Err(if used >= inner.sq.depth() { ENOMEM } else { EOPNOTSUPP });
+    }
     if cop == pwr::SendOp::Local {
         // Registration and local invalidate take effect now, in posting order with the
         // requests around them (a consumer may hand out a key only in a later request); the
         // core reports the completion in order. Everything that could refuse the request is
         // checked first, so a refused request has had no effect.
         let connected = matches!(qp.qp_type, QpType::Rc | QpType::Uc);
-        if !connected || len != 0 || engine.sq_used() >= inner.sq.depth() {
+        if !connected || len != 0 || used >= inner.sq.depth() {
             return Err(if connected && len == 0 { ENOMEM } else { EINVAL });
         }
         let pd = qp.pd().ok_or(EINVAL)?.id();
@@ -1149,15 +1256,22 @@ fn post_one(
         solicited: flags.solicited(),
         ud,
     };
-    engine.post_send(&mut inner.sq.wqes, cwr).map_err(|e| match e {
-        crate::proto::req::PostError::QueueFull => ENOMEM,
-        _ => EINVAL,
-    })?;
+    let native = if inner.native.is_some() {
+        native_slot(&cwr).map_err(|_| EOPNOTSUPP)?
+    } else {
+        let engine = inner.engine.as_mut().ok_or(EINVAL)?;
+        engine.post_send(&mut inner.sq.wqes, cwr).map_err(|e| match e {
+            crate::proto::req::PostError::QueueFull => ENOMEM,
+            _ => EINVAL,
+        })?;
+        NativeSlot::default()
+    };
     inner.sq.side[slot] = SqSide {
         opcode: Some(send_wc_opcode(&op)),
         num_sge: sges.len() as u32,
         inline_len: None,
         av,
+        native,
     };
     inner.sq.tail = inner.sq.tail.wrapping_add(1);
     Ok(())
@@ -1205,8 +1319,12 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {}
             _ => return,
         }
-        let Some(engine) = inner.engine.as_ref() else { return };
-        if engine.sq_used() >= inner.sq.depth() {
+        let used = match (&inner.native, &inner.engine) {
+            (Some(s), _) => inner.sq.tail.wrapping_sub(s.head),
+            (None, Some(e)) => e.sq_used(),
+            (None, None) => return,
+        };
+        if used >= inner.sq.depth() {
             return;
         }
         let Some(q) = inner.sq.user.as_ref() else { return };
@@ -1312,18 +1430,26 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             solicited: w.solicited,
             ud,
         };
-        let Some(engine) = inner.engine.as_mut() else { return };
-        if engine.post_send(&mut inner.sq.wqes, cwr).is_err() {
+        let native = if inner.native.is_some() {
+            // READ, atomics and SEND with invalidate are not on the native wire yet
+            // (transport.rst, section 11).
+            native_slot(&cwr).ok()
+        } else {
+            let Some(engine) = inner.engine.as_mut() else { return };
+            engine.post_send(&mut inner.sq.wqes, cwr).is_ok().then(NativeSlot::default)
+        };
+        let Some(native) = native else {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
             n.send |= complete(qp, qp.send_cq(), wc, false);
             enter_error(qp, inner, n);
             return;
-        }
+        };
         inner.sq.side[slot] = SqSide {
             opcode: Some(w.wc_opcode),
             num_sge: w.num_sge,
             inline_len: w.inline_len,
             av,
+            native,
         };
         inner.sq.tail = inner.sq.tail.wrapping_add(1);
     }
@@ -1585,6 +1711,26 @@ pub(crate) struct OutPacket {
     pub(crate) av: RoceAv,
     pub(crate) src_qpn: u32,
     pub(crate) dst_qpn: u32,
+    /// A native packet (`native.rs`): its UDP source port (the path) and whether it is
+    /// ECN-capable; the skb then holds the MetaRoCE header and payload.
+    pub(crate) native: Option<(u16, bool)>,
+}
+
+impl OutPacket {
+    /// A native packet from `peer`'s connection.
+    pub(crate) fn native(skb: kernel::net::skbuff::SkBuff, peer: &Peer, src_port: u16, ect: bool) -> Self {
+        let av = RoceAv {
+            dgid: peer.dgid,
+            sgid: peer.sgid,
+            sgid_index: 0,
+            dmac: [0; 6],
+            flow_label: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            sl: 0,
+        };
+        Self { skb, av, src_qpn: 0, dst_qpn: 0, native: Some((src_port, ect)) }
+    }
 }
 
 /// Pulls up to `out.len()` packets from the QP's core into `out` (the transmit worker's
@@ -1595,6 +1741,9 @@ pub(crate) fn pull_tx(
     headroom: usize,
     out: &mut [Option<OutPacket>],
 ) -> usize {
+    if let Some(peer) = native_peer(qp) {
+        return native::pull_tx(qp.device(), &peer, headroom, out);
+    }
     let mut n = Notify::default();
     let mut got = 0;
     let timed;
@@ -1641,6 +1790,13 @@ fn settle(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool 
 /// by the device's timer tick (`timer.rs`), process context. Returns whether a deadline is still
 /// pending.
 pub(crate) fn on_tick(qp: &Qp<MetaRoceDriver>) -> bool {
+    if let Some(peer) = native_peer(qp) {
+        let (fired, pending) = native::on_tick(qp.device(), &peer);
+        if fired {
+            xmit::schedule(qp);
+        }
+        return pending;
+    }
     let mut n = Notify::default();
     let mut fired = false;
     let timed;
@@ -1707,5 +1863,321 @@ fn build_packet(
     }
     // Pad and ICRC slot.
     buf[end..].fill(0);
-    Ok(OutPacket { skb, av, src_qpn: qp.qpn, dst_qpn })
+    Ok(OutPacket { skb, av, src_qpn: qp.qpn, dst_qpn, native: None })
+}
+
+// Native RC QPs (`native.rs`): the QP keeps its work requests; the connection moves them.
+
+/// The connection of a native RC QP (also after its stream closed: its transmit runs and
+/// timer ticks still drive the connection).
+fn native_peer(qp: &Qp<MetaRoceDriver>) -> Option<Arc<Peer>> {
+    if !(qp.device().native && qp.qp_type == QpType::Rc) {
+        return None;
+    }
+    qp.inner.lock().native.as_ref().map(|s| s.peer.clone())
+}
+
+/// The connection's form of a send request: the message, or `None` for a local operation
+/// (done when posted). `Err` for what the native wire does not carry yet.
+fn native_msg(op: &pwr::SendOp, len: u32, solicited: bool) -> core::result::Result<Option<MsgDesc>, ()> {
+    let (op, va, rkey, imm) = match *op {
+        pwr::SendOp::Send => (MrcOp::Send, 0, 0, 0),
+        pwr::SendOp::SendImm { imm } => (MrcOp::SendImm, 0, 0, imm),
+        pwr::SendOp::Write { va, rkey } => (MrcOp::Write, va, rkey, 0),
+        pwr::SendOp::WriteImm { va, rkey, imm } => (MrcOp::WriteImm, va, rkey, imm),
+        pwr::SendOp::Local => return Ok(None),
+        _ => return Err(()),
+    };
+    Ok(Some(MsgDesc { op, len, va, rkey, imm, se: solicited }))
+}
+
+fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, ()> {
+    let msg = native_msg(&w.op, w.len, w.solicited)?;
+    Ok(NativeSlot {
+        wr_id: w.wr_id,
+        signaled: w.signaled,
+        msg,
+        msn: 0,
+        done: if msg.is_none() { Some(WcStatus::Success) } else { None },
+    })
+}
+
+/// Reports the send requests that are done, oldest first (posting order).
+fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+    let QpInner { native, sq, .. } = inner;
+    let Some(s) = native.as_mut() else { return };
+    while s.head != s.posted {
+        let side = sq.side[sq.slot(s.head)];
+        let Some(status) = side.native.done else { break };
+        report_native_send(qp, &side, status, n);
+        s.head = s.head.wrapping_add(1);
+    }
+}
+
+fn report_native_send(qp: &Qp<MetaRoceDriver>, side: &SqSide, status: WcStatus, n: &mut Notify) {
+    let dev = qp.device();
+    match status {
+        WcStatus::Success if side.native.msg.is_some() => dev.count(Counter::RdmaSends, 1),
+        WcStatus::RetryExcErr => dev.count(Counter::RetryExceededErr, 1),
+        _ => {}
+    }
+    if side.native.signaled || status != WcStatus::Success {
+        let opcode = side.opcode.unwrap_or(WcOpcode::Send);
+        let mut wc = WorkCompletion::new(side.native.wr_id, status, opcode, qp.id());
+        wc.byte_len = side.native.msg.map_or(0, |m| m.len);
+        n.send |= complete(qp, qp.send_cq(), wc, false);
+    }
+}
+
+/// The error state of a native QP: completions already known are reported, every other
+/// request is flushed, in posting order; the stream is given back (by `n`).
+fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+    native_retire(qp, inner, n);
+    let QpInner { native, sq, .. } = inner;
+    let Some(s) = native.as_mut() else { return };
+    while s.head != sq.tail {
+        let side = sq.side[sq.slot(s.head)];
+        report_native_send(qp, &side, side.native.done.unwrap_or(WcStatus::WrFlushErr), n);
+        s.head = s.head.wrapping_add(1);
+    }
+    s.posted = s.head;
+    if let Some(idx) = s.stream.take() {
+        n.unbind = Some((s.peer.clone(), idx));
+    }
+}
+
+/// Hands the requests posted to `qp` (stream `idx`) to the connection, as far as it takes
+/// them, and reports those done. Returns `false` if the QP is not on that stream any more
+/// (or broke now): the caller closes the stream. Called under the connection's lock.
+pub(crate) fn native_feed(
+    qp: &Qp<MetaRoceDriver>,
+    idx: usize,
+    conn: &mut native::NativeConn,
+    n: &mut Notify,
+) -> bool {
+    let mut g = qp.inner.lock();
+    let inner = &mut *g;
+    if !inner.native.as_ref().is_some_and(|s| s.stream == Some(idx)) {
+        return false;
+    }
+    if inner.sq.user.is_some() {
+        drain_user_sq(qp, inner, n);
+    }
+    let mut broke = false;
+    {
+        let QpInner { native, sq, .. } = &mut *inner;
+        let Some(s) = native.as_mut() else { return false };
+        if s.stream != Some(idx) {
+            return false;
+        }
+        while s.posted != sq.tail {
+            let slot = sq.slot(s.posted);
+            let side = &mut sq.side[slot].native;
+            if let Some(m) = side.msg {
+                match conn.post(idx, m) {
+                    Ok(msn) => side.msn = msn,
+                    // `K` messages in flight: the rest waits for completions.
+                    Err(NativePostError::Full) => break,
+                    Err(_) => {
+                        broke = true;
+                        break;
+                    }
+                }
+            }
+            s.posted = s.posted.wrapping_add(1);
+        }
+    }
+    native_retire(qp, inner, n);
+    if broke {
+        enter_error(qp, inner, n);
+        return false;
+    }
+    true
+}
+
+/// Copies `out.len()` bytes at `offset` of message `msn` of `qp` (stream `idx`) into `out`.
+pub(crate) fn native_payload(
+    qp: &Qp<MetaRoceDriver>,
+    idx: usize,
+    msn: u32,
+    offset: u32,
+    out: &mut [u8],
+) -> Result {
+    let g = qp.inner.lock();
+    let s = g.native.as_ref().filter(|s| s.stream == Some(idx)).ok_or(ENOENT)?;
+    let mut i = s.head;
+    while i != s.posted {
+        let slot = g.sq.slot(i);
+        let side = &g.sq.side[slot];
+        if side.native.msg.is_some() && side.native.msn == msn {
+            let off = offset as usize;
+            return match g.sq.inline(slot) {
+                Some(data) => {
+                    let src = data.get(off..off + out.len()).ok_or(EINVAL)?;
+                    out.copy_from_slice(src);
+                    Ok(())
+                }
+                None => {
+                    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+                    gather(&mem, g.sq.bufs(slot), off, out)
+                }
+            };
+        }
+        i = i.wrapping_add(1);
+    }
+    Err(ENOENT)
+}
+
+/// Whether `qp` can take the DATA packet `h` now: a receive-consuming message needs its
+/// posted receive (taken from the receive ring or SRQ here, in order). Without one the
+/// packet is dropped unacknowledged and sent again later (receiver not ready).
+pub(crate) fn native_ready(qp: &Qp<MetaRoceDriver>, h: &DataHdr, n: &mut Notify) -> bool {
+    if !h.op.consumes_recv() {
+        return true;
+    }
+    let mut g = qp.inner.lock();
+    let inner = &mut *g;
+    let Some(base) = inner.native.as_ref().map(|s| s.rq_base) else { return true };
+    let id = base.wrapping_add(h.rsn);
+    let srq = qp.srq();
+    let mut src = RecvSource { rq: &mut inner.rq, srq, srq_limit: false };
+    // Taken already (or completed: a duplicate, which the connection recognises).
+    let mut ok = (id.wrapping_sub(src.rq.taken) as i32) < 0;
+    while !ok {
+        if src.take().is_none() {
+            break;
+        }
+        ok = (id.wrapping_sub(src.rq.taken) as i32) < 0;
+    }
+    n.srq_limit |= src.srq_limit;
+    if inner.rq.user_errors > 0 {
+        inner.rq.user_errors = 0;
+        enter_error(qp, inner, n);
+        return false;
+    }
+    if !ok {
+        qp.device().count(Counter::SendRnrErr, 1);
+    }
+    ok
+}
+
+/// Places the payload of a new DATA packet of `qp` (stream `idx`). Returns `false` if it
+/// could not be placed (no such memory, too long for the receive): the QP enters the error
+/// state and the caller closes its stream.
+pub(crate) fn native_place(
+    qp: &Qp<MetaRoceDriver>,
+    idx: usize,
+    p: &NativePlace,
+    data: &[u8],
+    n: &mut Notify,
+) -> bool {
+    let mut g = qp.inner.lock();
+    let inner = &mut *g;
+    let Some(base) = inner.native.as_ref().filter(|s| s.stream == Some(idx)).map(|s| s.rq_base) else {
+        return false;
+    };
+    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+    let placed = (|| -> Result {
+        let d = data.get(..usize::from(p.len)).ok_or(EINVAL)?;
+        if p.op.is_write() {
+            // The QP must allow remote writes, and the key name writable memory.
+            if !inner.attrs.access.contains(AccessFlags::REMOTE_WRITE) {
+                return Err(EACCES);
+            }
+            let pd = mem.pd.ok_or(EINVAL)?;
+            let va = p.va.wrapping_add(u64::from(p.offset));
+            let kind = KeyKind::Remote { qpn: mem.qpn };
+            mem.dev.mr_check(p.rkey, kind, pd, va, d.len(), AccessFlags::REMOTE_WRITE).map_err(|_| EACCES)?;
+            return mem.dev.mr_copy_to(p.rkey, kind, pd, va, d).map_err(|_| EFAULT);
+        }
+        let id = base.wrapping_add(p.rsn);
+        if (id.wrapping_sub(inner.rq.taken) as i32) >= 0 {
+            return Err(EINVAL);
+        }
+        let (entry, bufs) = inner.rq.entry(u64::from(id));
+        let end = u64::from(p.offset) + d.len() as u64;
+        if end > u64::from(entry.len) {
+            return Err(EMSGSIZE);
+        }
+        let rmem = match qp.srq() {
+            Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
+            None => mem,
+        };
+        scatter(&rmem, bufs, p.offset as usize, d)
+    })();
+    if placed.is_err() {
+        qp.device().count(Counter::RcvdDropped, 1);
+        enter_error(qp, inner, n);
+        return false;
+    }
+    true
+}
+
+/// Turns a completion of the connection for `qp` (stream `idx`) into a work completion.
+/// Returns `false` if the QP is not on that stream any more or broke now (a send that
+/// exhausted its retries): the caller closes the stream.
+pub(crate) fn native_completion(
+    qp: &Qp<MetaRoceDriver>,
+    idx: usize,
+    c: &NativeCompletion,
+    n: &mut Notify,
+) -> bool {
+    let mut g = qp.inner.lock();
+    let inner = &mut *g;
+    let Some((head, posted, rq_base)) = inner
+        .native
+        .as_ref()
+        .filter(|s| s.stream == Some(idx))
+        .map(|s| (s.head, s.posted, s.rq_base))
+    else {
+        return false;
+    };
+    match *c {
+        NativeCompletion::Send { msn, status, .. } => {
+            let mut i = head;
+            while i != posted {
+                let slot = inner.sq.slot(i);
+                let side = &mut inner.sq.side[slot].native;
+                if side.msg.is_some() && side.done.is_none() {
+                    if side.msn == msn {
+                        side.done = Some(match status {
+                            SendStatus::Ok => WcStatus::Success,
+                            SendStatus::RetryExceeded => WcStatus::RetryExcErr,
+                            SendStatus::Flushed => WcStatus::WrFlushErr,
+                        });
+                    }
+                    break;
+                }
+                i = i.wrapping_add(1);
+            }
+            native_retire(qp, inner, n);
+            if status != SendStatus::Ok {
+                enter_error(qp, inner, n);
+                return false;
+            }
+            true
+        }
+        NativeCompletion::Recv { done, .. } => {
+            // A plain WRITE holds the order but completes nothing here.
+            if !done.op.consumes_recv() {
+                return true;
+            }
+            let id = rq_base.wrapping_add(done.rsn);
+            if id != inner.rq.head || inner.rq.head == inner.rq.taken {
+                // Receive completions come in Rsn order from requests taken in order.
+                qp.device().count(Counter::RcvdDropped, 1);
+                enter_error(qp, inner, n);
+                return false;
+            }
+            let (entry, _) = inner.rq.entry(u64::from(id));
+            let opcode = if done.op.is_write() { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+            let mut wc = WorkCompletion::new(entry.wr_id, WcStatus::Success, opcode, qp.id());
+            wc.byte_len = done.len;
+            wc.imm = done.op.has_imm().then_some(done.imm);
+            inner.rq.complete(u64::from(id));
+            qp.device().count(Counter::RdmaRecvs, 1);
+            n.recv |= complete(qp, qp.recv_cq(), wc, done.se);
+            true
+        }
+    }
 }

@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The MetaRoCE native transport of a `metaroce-native` device
+//! (`Documentation/metaroce/transport.rst`).
+//!
+//! A device keeps one [`Peer`] per (local GID, remote GID) pair its RC QPs talk to: a protocol
+//! core connection ([`NativeConn`]: paths, SACK, retransmission, congestion control, streams)
+//! and the QP number of each of its stream slots. An RC QP that reaches RTR is bound to a
+//! stream of its peer's connection (section 8) and stays bound until it is reset, put in the
+//! error state or destroyed, when its stream is closed (its unacknowledged messages are
+//! abandoned; the QP flushes their work requests).
+//!
+//! The QP glue (`qp.rs`) keeps each QP's work requests as for RoCEv2; this module moves them
+//! into the connection, writes packets from it, places received data and turns the
+//! connection's completions into work completions. Packets still flow one way each: the
+//! transmit worker pulls from a QP's peer ([`pull_tx`]), the receive path hands datagrams of
+//! the native port to [`receive`]; timers run through the device's timer list (`timer.rs`),
+//! whichever bound QP listed them.
+//!
+//! Locking: a peer's lock is taken before the lock of any QP bound to it, never after (the QP
+//! glue never takes a peer lock while it holds a QP lock: it defers binding changes to
+//! [`crate::qp::Notify::deliver`]). Completion handlers run after both are released.
+//!
+//! UD and UC QPs (QP1 included, so rdma_cm works) of a native device use the RoCEv2 wire.
+
+use crate::device::{Counter, MetaRoceDriver};
+use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
+use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_PAYLOAD};
+use crate::qp::{self, Notify, OutPacket};
+use crate::timer;
+use crate::verbs::RoceAv;
+use crate::xmit;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::alloc::VBox;
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::rdma::device::Device;
+use kernel::rdma::qp::Qp;
+use kernel::sync::aref::ARef;
+use kernel::sync::{Arc, SpinLockIrq};
+
+/// Paths per connection (section 10).
+pub(crate) const PATHS: usize = 8;
+/// Dsn descriptors per connection (packets in flight), a multiple of 64.
+const DESCS: usize = 512;
+/// Streams (RC QPs) per connection.
+pub(crate) const STREAMS: usize = 16;
+/// Messages per stream outstanding (`K`).
+pub(crate) const MSGS: usize = 32;
+/// Peers per device.
+const MAX_PEERS: usize = 64;
+/// Completions handled per peer lock hold (their QPs are notified after it).
+const NOTES: usize = 16;
+
+/// The protocol core's connection in the kernel's shape (about 100 KiB: allocated with
+/// vmalloc, never on a stack).
+pub(crate) type NativeConn = Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS>;
+
+/// A connection that was never used, copied into each new allocation and then configured.
+const BLANK: NativeConn = NativeConn::new(ConnConfig::new(1));
+
+/// IP, UDP and MetaRoCE header bytes in an Ethernet frame's payload at worst (IPv6).
+const NATIVE_HDR_MAX: u32 = 40 + 8 + DATA_HDR_LEN as u32;
+
+/// The payload bytes per DATA packet on a netdev of MTU `eth_mtu`: the largest IB MTU
+/// (256..4096) that fits with the headers, as for RoCEv2.
+pub(crate) fn mss(eth_mtu: u32) -> u16 {
+    let room = eth_mtu.saturating_sub(NATIVE_HDR_MAX);
+    let mut m: u32 = u32::from(MAX_PAYLOAD);
+    while m > 256 && m > room {
+        m /= 2;
+    }
+    m as u16
+}
+
+/// A connection's mutable state.
+pub(crate) struct PeerInner {
+    pub(crate) conn: VBox<NativeConn>,
+    /// The QP number bound to each stream slot (0: free).
+    streams: [u32; STREAMS],
+    /// DATA packets dropped because the destination QP had no receive request posted.
+    rnr_drops: u64,
+    /// The figures already added to the device's counters ([`account`]).
+    counted: Figures,
+}
+
+/// What a connection counted, as the device's counters add it up.
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    stats: ConnStats,
+    sack_losses: u64,
+    timeouts: u64,
+    rnr_drops: u64,
+}
+
+/// Adds what the connection counted since the last call to the device's counters.
+fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
+    let mut now = Figures { stats: inner.conn.stats, rnr_drops: inner.rnr_drops, ..Figures::default() };
+    for i in 0..PATHS {
+        if let Some((_, _, p)) = inner.conn.path_info(i) {
+            now.sack_losses = now.sack_losses.wrapping_add(p.sack_losses);
+            now.timeouts = now.timeouts.wrapping_add(p.timeouts);
+        }
+    }
+    let was = core::mem::replace(&mut inner.counted, now);
+    let d = |a: u64, b: u64| a.wrapping_sub(b);
+    let (n, w) = (&now.stats, &was.stats);
+    dev.count(Counter::NativeDataSent, d(n.data_sent, w.data_sent));
+    dev.count(Counter::Retransmits, d(n.retransmits, w.retransmits));
+    dev.count(Counter::NativeAcksSent, d(n.acks_sent, w.acks_sent));
+    dev.count(Counter::NativeRepaths, d(n.repaths, w.repaths));
+    dev.count(Counter::NativeDuplicates, d(n.duplicates, w.duplicates));
+    dev.count(Counter::NativeDrops, d(n.drops, w.drops));
+    dev.count(Counter::NativeEcnDecreases, d(n.conn_ecn_decreases, w.conn_ecn_decreases));
+    dev.count(Counter::NativeSackLosses, d(now.sack_losses, was.sack_losses));
+    dev.count(Counter::NativeTimeouts, d(now.timeouts, was.timeouts));
+    dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
+}
+
+/// The connection to one remote device, shared by every RC QP between the two GIDs.
+#[pin_data]
+pub(crate) struct Peer {
+    /// Our GID (source address of the packets).
+    pub(crate) sgid: [u8; 16],
+    /// The remote device's GID.
+    pub(crate) dgid: [u8; 16],
+    #[pin]
+    pub(crate) inner: SpinLockIrq<PeerInner>,
+}
+
+/// The peers of one device (empty on a RoCEv2 device).
+pub(crate) struct PeerTable {
+    peers: KVec<Arc<Peer>>,
+}
+
+impl PeerTable {
+    /// A table with room for [`MAX_PEERS`] (reserved now: adding never allocates).
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self { peers: KVec::with_capacity(MAX_PEERS, GFP_KERNEL)? })
+    }
+
+    fn find(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<Arc<Peer>> {
+        self.peers.iter().find(|p| p.sgid == *sgid && p.dgid == *dgid).cloned()
+    }
+}
+
+/// Connection ids handed out on this host (mixed into each new id).
+static CONN_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A connection id: non-zero and different for every connection this host makes, also
+/// across device re-creation (the device clock, its GUID and a host-wide count).
+fn conn_id(dev: &Device<MetaRoceDriver>) -> u32 {
+    let seq = CONN_SEQ.fetch_add(1, Ordering::Relaxed);
+    let t = dev.now_ns();
+    let g = dev.guid_be();
+    let mut x = (t as u32) ^ ((t >> 32) as u32) ^ (g as u32) ^ ((g >> 32) as u32);
+    x = x.wrapping_mul(0x9E37_79B1) ^ seq.wrapping_mul(0x85EB_CA77);
+    if x == 0 {
+        1
+    } else {
+        x
+    }
+}
+
+/// The connection of `dev` from `sgid` to `dgid`, created if there is none. Process context.
+pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> Result<Arc<Peer>> {
+    if let Some(p) = dev.peers.lock().find(&av.sgid, &av.dgid) {
+        return Ok(p);
+    }
+    let mut conn = VBox::new(BLANK, GFP_KERNEL)?;
+    let mut cfg = ConnConfig::new(conn_id(dev));
+    cfg.mss = mss(eth_mtu);
+    cfg.paths = PATHS as u8;
+    // Deadlines fire on the device's timer tick (`timer.rs`): an RTO shorter than two ticks
+    // only fires late or spuriously (a software peer's ACKs wait for its transmit worker,
+    // several ms under load), and every spurious RTO collapses a path's window and moves
+    // it. Loss is found by SACK gaps within an RTT; the RTO is the backstop.
+    let tick = u64::from(timer::TICK_MS) * 1_000_000;
+    cfg.rto_min_ns = 2 * tick;
+    cfg.rto_init_ns = 4 * tick;
+    cfg.pto_min_ns = tick;
+    if !conn.set_config(cfg) {
+        return Err(EINVAL);
+    }
+    let p = Arc::pin_init(
+        pin_init!(Peer {
+            sgid: av.sgid,
+            dgid: av.dgid,
+            inner <- new_spinlock_irq!(
+                PeerInner { conn, streams: [0; STREAMS], rnr_drops: 0, counted: Figures::default() },
+                "metaroce_peer"
+            ),
+        }),
+        GFP_KERNEL,
+    )?;
+    let mut t = dev.peers.lock();
+    // Another QP may have created it meanwhile.
+    if let Some(old) = t.find(&av.sgid, &av.dgid) {
+        return Ok(old);
+    }
+    if t.peers.len() >= MAX_PEERS {
+        return Err(ENOSPC);
+    }
+    t.peers.push(p.clone(), GFP_ATOMIC)?;
+    Ok(p)
+}
+
+/// Binds QP `local_qpn` (talking to the peer's QP `remote_qpn`) to a free stream of `peer`;
+/// returns the stream's index. `ENOSPC` if every stream is taken. Any context.
+pub(crate) fn bind(peer: &Peer, local_qpn: u32, remote_qpn: u32) -> Result<usize> {
+    let mut g = peer.inner.lock();
+    let inner = &mut *g;
+    let idx = inner.streams.iter().position(|&q| q == 0).ok_or(ENOSPC)?;
+    if !inner.conn.open_stream(idx, local_qpn, remote_qpn) {
+        return Err(EINVAL);
+    }
+    inner.streams[idx] = local_qpn;
+    Ok(idx)
+}
+
+/// Closes stream `idx` of `peer` if QP `qpn` still holds it. Any context; the caller holds
+/// no QP lock.
+pub(crate) fn unbind(peer: &Peer, idx: usize, qpn: u32) {
+    let mut g = peer.inner.lock();
+    let inner = &mut *g;
+    if inner.streams.get(idx) == Some(&qpn) {
+        inner.conn.close_stream(idx);
+        inner.streams[idx] = 0;
+    }
+}
+
+/// QPs whose completions or errors were produced under a peer lock, notified after it.
+struct Notes {
+    qps: [Option<(ARef<Qp<MetaRoceDriver>>, Notify)>; NOTES],
+    len: usize,
+}
+
+impl Notes {
+    fn new() -> Self {
+        Self { qps: [const { None }; NOTES], len: 0 }
+    }
+
+    fn full(&self) -> bool {
+        self.len == NOTES
+    }
+
+    /// The notification record of `qp` (one per QP).
+    fn of(&mut self, qp: &ARef<Qp<MetaRoceDriver>>) -> Option<&mut Notify> {
+        let at = self.qps[..self.len]
+            .iter()
+            .position(|e| e.as_ref().is_some_and(|(q, _)| core::ptr::eq(&**q, &**qp)));
+        let at = match at {
+            Some(i) => i,
+            None if self.len < NOTES => {
+                self.qps[self.len] = Some((qp.clone(), Notify::default()));
+                self.len += 1;
+                self.len - 1
+            }
+            None => return None,
+        };
+        self.qps[at].as_mut().map(|(_, n)| n)
+    }
+
+    /// Notifies every listed QP; arms its timer if `timed` (the connection waits for a
+    /// deadline) — listing every QP keeps the timer running while any of them lives.
+    fn deliver(self, timed: bool) {
+        for (qp, n) in self.qps.into_iter().flatten() {
+            n.deliver(&qp);
+            if timed {
+                timer::arm(&qp);
+            }
+        }
+    }
+}
+
+/// The QP bound to stream `idx`, if it is still published.
+fn stream_qp(dev: &Device<MetaRoceDriver>, inner: &PeerInner, idx: usize) -> Option<ARef<Qp<MetaRoceDriver>>> {
+    match inner.streams.get(idx) {
+        Some(&qpn) if qpn != 0 => dev.lookup_qp(qpn),
+        _ => None,
+    }
+}
+
+/// Hands the connection's completions to their QPs (as many as `notes` has room for).
+fn reap(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) {
+    while !notes.full() {
+        let Some(c) = inner.conn.poll_completion() else { return };
+        let idx = match c {
+            Completion::Send { stream, .. } | Completion::Recv { stream, .. } => stream,
+        };
+        let Some(q) = stream_qp(dev, inner, idx) else { continue };
+        let Some(n) = notes.of(&q) else { return };
+        if !qp::native_completion(&q, idx, &c, n) {
+            // The QP broke (its stream is closed at once; the binding was taken).
+            close(inner, idx);
+        }
+    }
+}
+
+fn close(inner: &mut PeerInner, idx: usize) {
+    if let Some(q) = inner.streams.get_mut(idx) {
+        *q = 0;
+        inner.conn.close_stream(idx);
+    }
+}
+
+/// Moves the work requests posted to every bound QP into the connection.
+fn feed(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) {
+    for idx in 0..STREAMS {
+        let Some(q) = stream_qp(dev, inner, idx) else { continue };
+        let Some(n) = notes.of(&q) else { return };
+        if !qp::native_feed(&q, idx, &mut inner.conn, n) {
+            close(inner, idx);
+        }
+    }
+}
+
+/// Pulls up to `out.len()` packets from the connection of the native RC QP `qp` (its own and
+/// those of every QP sharing the connection) and hands out the completions that became
+/// ready. Returns the number of packets. Any context (GFP_ATOMIC skbs).
+pub(crate) fn pull_tx(
+    dev: &Device<MetaRoceDriver>,
+    peer: &Arc<Peer>,
+    headroom: usize,
+    out: &mut [Option<OutPacket>],
+) -> usize {
+    let mut notes = Notes::new();
+    let mut got = 0;
+    let timed;
+    {
+        let mut g = peer.inner.lock();
+        let inner = &mut *g;
+        feed(dev, inner, &mut notes);
+        let now = dev.now_ns();
+        let mut hdr = [0u8; DATA_HDR_LEN];
+        while got < out.len() {
+            let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else { break };
+            let plen = t.payload.map_or(0, |p| usize::from(p.len));
+            let built = (|| -> Result<OutPacket> {
+                let total = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
+                let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom + total, GFP_ATOMIC)?;
+                skb.reserve(headroom)?;
+                let buf = skb.put(total)?;
+                buf[..t.hdr_len].copy_from_slice(hdr.get(..t.hdr_len).ok_or(EINVAL)?);
+                if let Some(p) = t.payload {
+                    let q = stream_qp(dev, inner, p.stream).ok_or(ENOENT)?;
+                    qp::native_payload(&q, p.stream, p.msn, p.offset, &mut buf[t.hdr_len..])?;
+                }
+                Ok(OutPacket::native(skb, peer, t.src_port, t.ect))
+            })();
+            match built {
+                Ok(p) => {
+                    out[got] = Some(p);
+                    got += 1;
+                }
+                // The connection resends what it never got acknowledged; a QP whose buffers
+                // became unreadable is broken by the glue.
+                Err(_) => dev.count(Counter::SendErr, 1),
+            }
+        }
+        reap(dev, inner, &mut notes);
+        feed(dev, inner, &mut notes);
+        account(dev, inner);
+        timed = inner.conn.next_deadline().is_some();
+    }
+    notes.deliver(timed);
+    got
+}
+
+/// Runs the connection's timers if one is due. Returns whether a deadline is still pending.
+/// Process context (the device's timer tick), through any QP bound to `peer`.
+pub(crate) fn on_tick(dev: &Device<MetaRoceDriver>, peer: &Peer) -> (bool, bool) {
+    let mut g = peer.inner.lock();
+    let now = dev.now_ns();
+    let mut fired = false;
+    if g.conn.next_deadline().is_some_and(|d| d <= now) {
+        g.conn.on_timer(now);
+        account(dev, &mut g);
+        fired = true;
+    }
+    (fired, g.conn.next_deadline().is_some())
+}
+
+/// The IP address a GID stands for, as a GID: IPv4 source addresses are IPv4-mapped.
+fn ip_gid(ip: &[u8], src: bool) -> Option<[u8; 16]> {
+    let mut g = [0u8; 16];
+    match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(if src { &ip[12..16] } else { &ip[16..20] });
+        }
+        Some(6) if ip.len() >= 40 => g.copy_from_slice(if src { &ip[8..24] } else { &ip[24..40] }),
+        _ => return None,
+    }
+    Some(g)
+}
+
+/// Whether the IP header says Congestion Experienced.
+fn ce(ip: &[u8]) -> bool {
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => ip.get(1).is_some_and(|b| b & 3 == 3),
+        Some(6) => ip.get(1).is_some_and(|b| (b >> 4) & 3 == 3),
+        _ => false,
+    }
+}
+
+/// Handles one datagram of the native port for `dev`. Softirq context.
+pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], payload: &[u8]) {
+    // UDP checksum 0 ("none", IPv4 only) is refused: the checksum is mandatory (section 2);
+    // a wrong one never gets here (the UDP layer drops it).
+    let v4 = ip.first().is_some_and(|b| b >> 4 == 4);
+    if udp.len() < 8 || (v4 && udp[6] == 0 && udp[7] == 0) {
+        dev.count(Counter::RcvdMalformed, 1);
+        return;
+    }
+    let pkt = match mrc_wire::parse(payload) {
+        Ok(p) => p,
+        Err(_) => {
+            dev.count(Counter::RcvdMalformed, 1);
+            return;
+        }
+    };
+    let (Some(src), Some(dst)) = (ip_gid(ip, true), ip_gid(ip, false)) else {
+        dev.count(Counter::RcvdMalformed, 1);
+        return;
+    };
+    // Receive state exists only towards devices our QPs talk to.
+    let Some(peer) = dev.peers.lock().find(&dst, &src) else {
+        dev.count(Counter::RcvdNoQp, 1);
+        return;
+    };
+    dev.count(Counter::RcvdPkts, 1);
+    dev.count(Counter::RcvdBytes, payload.len() as u64);
+    let sport = u16::from_be_bytes([udp[0], udp[1]]);
+    let mut notes = Notes::new();
+    let timed;
+    let mut kick: Option<ARef<Qp<MetaRoceDriver>>> = None;
+    {
+        let mut g = peer.inner.lock();
+        let inner = &mut *g;
+        let now = dev.now_ns();
+        let res = match pkt {
+            MrcPacket::Data(h, data) => {
+                let idx = inner.streams.iter().position(|&q| q != 0 && q == h.stream);
+                let q = idx.and_then(|i| stream_qp(dev, inner, i));
+                match (idx, q) {
+                    (Some(idx), Some(q)) => {
+                        // A receive-consuming message needs its posted receive, checked
+                        // before the connection takes the packet: a packet it took is
+                        // acknowledged and never resent (section 5.6: receiver not ready).
+                        let ready = notes.of(&q).map(|n| (qp::native_ready(&q, &h, n), n));
+                        let r = match ready {
+                            Some((true, n)) => {
+                                let r = inner.conn.on_packet(now, payload, ce(ip), sport, 0);
+                                if let Ok(RxEvent::Data(place)) = &r {
+                                    if !qp::native_place(&q, idx, place, data, n) {
+                                        close(inner, idx);
+                                    }
+                                }
+                                r.map_err(Some)
+                            }
+                            _ => {
+                                inner.rnr_drops += 1;
+                                Err(None)
+                            }
+                        };
+                        kick = Some(q);
+                        r
+                    }
+                    // No such stream: the connection acknowledges and drops it.
+                    _ => inner.conn.on_packet(now, payload, ce(ip), sport, 0).map_err(Some),
+                }
+            }
+            MrcPacket::Ack(_) => inner.conn.on_packet(now, payload, ce(ip), sport, 0).map_err(Some),
+        };
+        match res {
+            Ok(_) | Err(None) => {}
+            Err(Some(RxDrop::Malformed(_))) => dev.count(Counter::RcvdMalformed, 1),
+            Err(Some(RxDrop::NoStream)) => dev.count(Counter::RcvdNoQp, 1),
+            Err(Some(_)) => dev.count(Counter::RcvdDropped, 1),
+        }
+        reap(dev, inner, &mut notes);
+        // Someone must send the ACK this packet is owed and the data an ACK made room for:
+        // the receiving QP, else any QP of the connection.
+        if kick.is_none() {
+            kick = (0..STREAMS).find_map(|i| stream_qp(dev, inner, i));
+        }
+        account(dev, inner);
+        timed = inner.conn.next_deadline().is_some();
+    }
+    notes.deliver(timed);
+    if let Some(q) = kick {
+        if timed {
+            timer::arm(&q);
+        }
+        xmit::schedule(&q);
+    }
+}
