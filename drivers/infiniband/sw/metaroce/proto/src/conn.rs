@@ -648,14 +648,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         self.stats.repaths = self.stats.repaths.saturating_add(1);
     }
 
-    /// The smallest RTO of path `p`: `rto_min_ns`, and on a new route
-    /// (repathed, no RTT sample there yet) at least the largest RTO of the
-    /// paths with a sample on their route (section 6.1).
-    fn rto_floor(&self, p: &TxPath) -> u64 {
+    /// The smallest RTO of a path on a new route (repathed, no RTT sample
+    /// there yet): the largest RTO of the paths with a sample on their
+    /// route, at least `rto_min_ns` (section 6.1).
+    fn new_route_rto_floor(&self) -> u64 {
         let c = &self.cfg;
-        if !p.new_route() {
-            return c.rto_min_ns;
-        }
         self.paths
             .iter()
             .take(self.npaths())
@@ -664,15 +661,24 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             .fold(c.rto_min_ns, u64::max)
     }
 
+    /// Path `p`'s RTO deadline, with `floor` from
+    /// [`Self::new_route_rto_floor`] if it is on a new route.
+    fn rto_deadline(&self, p: &TxPath, floor: u64) -> Option<u64> {
+        let c = &self.cfg;
+        let min = if p.new_route() { floor } else { c.rto_min_ns };
+        p.deadline(c.rto_init_ns, min, c.rto_max_ns)
+    }
+
     /// The earliest time [`Self::on_timer`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
         let c = &self.cfg;
+        let floor = self.new_route_rto_floor();
         let timers = self
             .paths
             .iter()
             .take(self.npaths())
             .filter_map(|p| {
-                let rto = p.deadline(c.rto_init_ns, self.rto_floor(p), c.rto_max_ns);
+                let rto = self.rto_deadline(p, floor);
                 let pto = if self.has_unsent() {
                     p.probe_deadline(c.pto_min_ns)
                 } else {
@@ -702,11 +708,12 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 p.on_probe_timer(now, c.pto_min_ns);
             }
         }
+        let mut floor = self.new_route_rto_floor();
         for pi in 0..self.npaths() {
             let due = self
                 .paths
                 .get(pi)
-                .and_then(|p| p.deadline(c.rto_init_ns, self.rto_floor(p), c.rto_max_ns))
+                .and_then(|p| self.rto_deadline(p, floor))
                 .is_some_and(|t| t <= now);
             if !due {
                 continue;
@@ -735,6 +742,8 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 });
             }
             self.repath(pi);
+            // The path left the floor's set (new route).
+            floor = self.new_route_rto_floor();
         }
     }
 
@@ -1211,10 +1220,10 @@ mod tests {
             .rtt
             .rto(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns);
         assert!(slow > 400_000);
-        assert_eq!(a.rto_floor(&a.paths[1]), c.rto_min_ns);
+        assert_eq!(a.new_route_rto_floor(), slow);
         a.repath(1);
         assert!(a.paths[1].new_route());
-        assert_eq!(a.rto_floor(&a.paths[1]), slow);
+        assert_eq!(a.new_route_rto_floor(), slow);
         // A packet sent on the new route is not declared lost after the
         // path's own (fast) RTO, only after the slow path's.
         let m = MsgDesc {
