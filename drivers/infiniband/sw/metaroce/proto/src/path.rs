@@ -373,9 +373,16 @@ impl TxPath {
             }
         }
         let mut any = false;
-        // Cumulative part: base .. cum.
-        let mut seq = self.base;
-        while seq_diff(seq, ack.cum) < 0 && self.in_window(seq) {
+        // Each outstanding seq is compared on its own: in the 2^31 window,
+        // "before" is not monotonic over base .. next for a CumSeq or a
+        // newest seq 2^31 away (a forged ACK), so a scan may not stop early.
+        let outstanding = self.next.wrapping_sub(self.base);
+        // Cumulative part: every seq before CumSeq.
+        for off in 0..outstanding {
+            let seq = self.base.wrapping_add(off);
+            if seq_diff(seq, ack.cum) >= 0 {
+                continue;
+            }
             if let Some(s) = self.resolve(seq, SlotState::Acked) {
                 any = true;
                 self.cc.on_ack(s.len);
@@ -385,7 +392,6 @@ impl TxPath {
                     len: s.len,
                 });
             }
-            seq = seq.wrapping_add(1);
         }
         // Selective part.
         let cum1 = ack.cum.wrapping_add(1);
@@ -412,13 +418,15 @@ impl TxPath {
             newest = ack.ack_seq;
         }
         // A gap before it is loss (duplicate threshold 1).
-        let mut seq = self.base;
-        while seq_diff(seq, newest) < 0 && self.in_window(seq) {
+        for off in 0..outstanding {
+            let seq = self.base.wrapping_add(off);
+            if seq_diff(seq, newest) >= 0 {
+                continue;
+            }
             if let Some(s) = self.resolve(seq, SlotState::Lost) {
                 self.count_loss(false);
                 ev(PathEvent::Lost { dsn: s.dsn, seq });
             }
-            seq = seq.wrapping_add(1);
         }
         self.advance_base();
         if any {
