@@ -41,14 +41,16 @@
 //! * states: an ACK that acknowledges something makes the path ACTIVE; an
 //!   RTO makes it RECOVERING, the third in a row FAILED (6.1); the window
 //!   restarts at one MSS after an RTO (6.2), always within `[MSS, 256
-//!   MSS]`; growth by the acknowledged bytes in slow start (6.2: `cwnd +=
-//!   b` while cwnd < ssthresh) only with METAROCE_FUZZ_PATH_SLOW_START=1,
-//!   because the core never grows a path window (an open divergence);
+//!   MSS]`; until the first RTO it grows by exactly the bytes of the
+//!   transmissions each ACK acknowledges (6.2: slow start, `cwnd += b`
+//!   while cwnd < ssthresh, which is infinite until then; the path is never
+//!   fed an ECN decrease here), at most to 256 MSS;
 //! * the ECN echo is reported exactly when CeCount moved forward;
-//! * the repath epoch says "repath" exactly when 16 of the epoch's 64
-//!   sends were matched by losses (the core counts the losses detected
-//!   while the epoch's sends happen, which is how the harness reads the
-//!   spec's "16 of the last 64 packets it sent").
+//! * the repath epoch says "repath" as soon as 16 losses were counted in
+//!   an epoch of at most 64 sends, and starts a new epoch then or when 64
+//!   sends are full (6.1; the core counts the losses detected while the
+//!   epoch's sends happen, which is how the harness reads the spec's "16
+//!   of the last 64 packets it sent").
 //!
 //! The sender's own sequence space starts at 0 (section 5.1) and cannot
 //! wrap within an input; its wrap is covered by the receive windows above,
@@ -474,20 +476,12 @@ pub fn run_input(input: &Input) {
     }
 }
 
-fn path_slow_start() -> bool {
-    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| std::env::var_os("METAROCE_FUZZ_PATH_SLOW_START").is_some())
-}
-
 fn epoch(p: &mut TxPath, pm: &mut PathModel) {
-    let want = if pm.epoch_sent >= u32::from(REPATH_EPOCH) {
-        let bad = pm.epoch_lost >= u32::from(REPATH_LOSS);
+    let want = pm.epoch_lost >= u32::from(REPATH_LOSS);
+    if want || pm.epoch_sent >= u32::from(REPATH_EPOCH) {
         pm.epoch_sent = 0;
         pm.epoch_lost = 0;
-        bad
-    } else {
-        false
-    };
+    }
     assert_eq!(p.loss_epoch_says_repath(), want, "repath epoch");
 }
 
@@ -565,12 +559,7 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
     }
     // Slow start (section 6.2): `cwnd += b` while below ssthresh, which is
     // infinite until the first RTO or ECN reduction; at most 256 MSS.
-    // The core does not do this: no path window ever grows (TxPath::on_ack
-    // leaves `cc` alone and Conn feeds only the connection window). Making
-    // it grow breaks four metaroce-sim target tests, so it is an open
-    // divergence (README, "Fuzzing"), checked only with
-    // METAROCE_FUZZ_PATH_SLOW_START=1.
-    if let (Some(w), true) = (pm.cwnd, path_slow_start()) {
+    if let Some(w) = pm.cwnd {
         let grown = w.saturating_add(acked_bytes).min(256 * mss);
         assert_eq!(p.cc.cwnd(), grown, "slow start: {w} + {acked_bytes} acknowledged bytes");
         pm.cwnd = Some(grown);

@@ -655,6 +655,12 @@ pub fn sack() -> Seeds {
     s.extend((0..70).map(|_| Step::Send(1)));
     s.push(Step::AckForged { cum: next(0), ack_seq: next(-1), sack: [0; 4], ce: 0 });
     v.push(seed("window-limit-and-epoch", big, s));
+    // 19 of 20 sends lost: repath at once, not after 64 sends.
+    let mut s: Vec<Step> = (0..20).map(|_| Step::Send(1)).collect();
+    s.extend([Step::Deliver(0, false), Step::AckHonest]);
+    s.extend((0..30).map(|_| Step::Send(1)));
+    s.extend([Step::Deliver(0, false), Step::AckHonest]);
+    v.push(seed("early-repath", big, s));
     v
 }
 

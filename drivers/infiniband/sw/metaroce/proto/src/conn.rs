@@ -743,15 +743,37 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         self.stats.repaths = self.stats.repaths.saturating_add(1);
     }
 
+    /// The smallest RTO of a path on a new route (repathed, no RTT sample
+    /// there yet): the largest RTO of the paths with a sample on their
+    /// route, at least `rto_min_ns` (section 6.1).
+    fn new_route_rto_floor(&self) -> u64 {
+        let c = &self.cfg;
+        self.paths
+            .iter()
+            .take(self.npaths())
+            .filter(|q| !q.new_route() && q.rtt.srtt() != 0)
+            .map(|q| q.rtt.rto(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns))
+            .fold(c.rto_min_ns, u64::max)
+    }
+
+    /// Path `p`'s RTO deadline, with `floor` from
+    /// [`Self::new_route_rto_floor`] if it is on a new route.
+    fn rto_deadline(&self, p: &TxPath, floor: u64) -> Option<u64> {
+        let c = &self.cfg;
+        let min = if p.new_route() { floor } else { c.rto_min_ns };
+        p.deadline(c.rto_init_ns, min, c.rto_max_ns)
+    }
+
     /// The earliest time [`Self::on_timer`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
         let c = &self.cfg;
+        let floor = self.new_route_rto_floor();
         let timers = self
             .paths
             .iter()
             .take(self.npaths())
             .filter_map(|p| {
-                let rto = p.deadline(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns);
+                let rto = self.rto_deadline(p, floor);
                 let pto = if self.has_unsent() {
                     p.probe_deadline(c.pto_min_ns)
                 } else {
@@ -781,11 +803,12 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 p.on_probe_timer(now, c.pto_min_ns);
             }
         }
+        let mut floor = self.new_route_rto_floor();
         for pi in 0..self.npaths() {
             let due = self
                 .paths
                 .get(pi)
-                .and_then(|p| p.deadline(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns))
+                .and_then(|p| self.rto_deadline(p, floor))
                 .is_some_and(|t| t <= now);
             if !due {
                 continue;
@@ -814,6 +837,8 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 });
             }
             self.repath(pi);
+            // The path left the floor's set (new route).
+            floor = self.new_route_rto_floor();
         }
     }
 
@@ -887,15 +912,15 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             return best
                 .or_else(|| (0..n).find(|&i| self.paths.get(i).is_some_and(|p| p.can_send(len))));
         }
-        // New data: the path with the most free window (paths on a
-        // congested route have smaller windows), ties in round-robin order.
+        // New data: of the paths whose window allows it, the one with the
+        // fewest bytes in flight, ties in round-robin order.
         let mut best: Option<(usize, u32)> = None;
         for k in 0..n {
             let i = self.rr_path.wrapping_add(k) % n;
             if let Some(p) = self.paths.get(i).filter(|p| p.can_send(len)) {
-                let room = p.room();
-                if best.map_or(true, |(_, r)| room > r) {
-                    best = Some((i, room));
+                let load = p.inflight_bytes();
+                if best.map_or(true, |(_, l)| load < l) {
+                    best = Some((i, load));
                 }
             }
         }
@@ -1134,5 +1159,189 @@ fn push_retx(q: &mut [u32], head: &mut usize, len: &mut usize, dsn: u32) {
     if let Some(slot) = q.get_mut(at) {
         *slot = dsn;
         *len = len.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::mrc_wire::DATA_HDR_LEN;
+    use super::*;
+
+    type C = Conn<4, 256, 4, 1, 8>;
+    const MSS: u16 = 256;
+    const WIRE: usize = 512;
+
+    fn pair() -> (C, C) {
+        let mut cfg = ConnConfig::new(11);
+        cfg.mss = MSS;
+        cfg.paths = 4;
+        let mut a = C::new(cfg);
+        cfg.conn_id = 22;
+        let mut b = C::new(cfg);
+        assert!(a.open_stream(0, 100, 200));
+        assert!(b.open_stream(0, 200, 100));
+        (a, b)
+    }
+
+    #[derive(Clone, Copy)]
+    struct Pkt {
+        at: u64,
+        to_b: bool,
+        len: usize,
+        buf: [u8; DATA_HDR_LEN + MSS as usize],
+    }
+
+    /// Sends `msgs` messages of `pkts` packets from `a` to `b` without loss,
+    /// `b` giving rate hint `hint` (kbit/s, 0: none); DATA takes 1 us, an
+    /// ACK of path `i` `ack_ns[i]`. Returns the time the last send
+    /// completion arrived.
+    fn transfer(
+        a: &mut C,
+        b: &mut C,
+        mut now: u64,
+        (msgs, pkts): (u32, u32),
+        ack_ns: [u64; 4],
+        hint: u32,
+    ) -> u64 {
+        let mut wire: [Option<Pkt>; WIRE] = [None; WIRE];
+        let (mut posted, mut done) = (0, 0);
+        while done < msgs {
+            assert!(now < 1_000_000_000, "stuck after {done} messages");
+            while posted < msgs {
+                let m = MsgDesc {
+                    op: MrcOp::Write,
+                    len: pkts * u32::from(MSS),
+                    va: 0x1000,
+                    rkey: 5,
+                    imm: 0,
+                    se: false,
+                };
+                if a.post(0, m).is_err() {
+                    break;
+                }
+                posted += 1;
+            }
+            for (to_b, c) in [(true, &mut *a), (false, &mut *b)] {
+                let mut p = Pkt {
+                    at: 0,
+                    to_b,
+                    len: 0,
+                    buf: [0; DATA_HDR_LEN + MSS as usize],
+                };
+                while let Some(t) = c.poll_transmit(now, &mut p.buf) {
+                    p.len = t.hdr_len + t.payload.map_or(0, |d| usize::from(d.len));
+                    let ack = usize::from(t.path);
+                    p.at = now + if to_b { 1_000 } else { ack_ns[ack] };
+                    let slot = wire.iter_mut().find(|w| w.is_none()).expect("wire full");
+                    *slot = Some(p);
+                }
+            }
+            let arrival = wire.iter().flatten().map(|p| p.at).min();
+            let timer = [a.next_deadline(), b.next_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
+            now = match (arrival, timer) {
+                (Some(x), Some(y)) => x.min(y),
+                (x, y) => x.or(y).expect("nothing in flight and no timer"),
+            }
+            .max(now);
+            for w in wire.iter_mut() {
+                if let Some(p) = w.filter(|p| p.at <= now) {
+                    *w = None;
+                    let c = if p.to_b { &mut *b } else { &mut *a };
+                    let buf = p.buf.get(..p.len).expect("length");
+                    assert!(c.on_packet(now, buf, false, 50_000, hint).is_ok());
+                }
+            }
+            a.on_timer(now);
+            b.on_timer(now);
+            while let Some(c) = a.poll_completion() {
+                assert!(matches!(
+                    c,
+                    Completion::Send {
+                        status: SendStatus::Ok,
+                        ..
+                    }
+                ));
+                done += 1;
+            }
+            while b.poll_completion().is_some() {}
+        }
+        now
+    }
+
+    #[test]
+    fn path_windows_grow_and_share_new_data() {
+        let mss = u32::from(MSS);
+        // Window-limited (no hint), then paced at 1 Gbit/s (about 4
+        // packets per RTT: the windows never limit) with path 0's window
+        // already grown by 60 MSS more than the others.
+        for hint in [0, 1_000_000] {
+            let (mut a, mut b) = pair();
+            if hint != 0 {
+                a.paths[0].cc.on_ack(60 * mss);
+            }
+            let before = [0, 1, 2, 3].map(|i| a.path_rtt(i).unwrap().0);
+            // 32 messages of 8 packets: 64 packets a path.
+            transfer(&mut a, &mut b, 0, (32, 8), [10_000; 4], hint);
+            for (i, w) in before.iter().enumerate() {
+                let (_, _, st) = a.path_info(i).unwrap();
+                let (cwnd, ..) = a.path_rtt(i).unwrap();
+                // Slow start (section 6.2): every acknowledged byte of the
+                // path grew its window.
+                let grown = (w + u32::try_from(st.bytes).unwrap()).min(256 * mss);
+                let what = (cwnd, st.retransmits, st.timeouts);
+                assert_eq!(what, (grown, 0, 0), "hint {hint}: path {i}");
+                // New data spread evenly although the windows grew
+                // (section 6.1: fewest bytes in flight, not most room).
+                let sent = st.sent;
+                assert!(
+                    (60..=68).contains(&sent),
+                    "hint {hint}: path {i} carried {sent}"
+                );
+            }
+            assert!(a.conn_window().0 > 8 * mss);
+        }
+    }
+
+    #[test]
+    fn new_route_waits_for_the_other_paths_rto() {
+        let (mut a, mut b) = pair();
+        // Path 0's route is slow (its ACKs take 400 us), the others fast.
+        let acks = [400_000, 10_000, 10_000, 10_000];
+        let now = transfer(&mut a, &mut b, 0, (8, 8), acks, 0);
+        let c = a.cfg;
+        let slow = a.paths[0]
+            .rtt
+            .rto(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns);
+        assert!(slow > 400_000);
+        assert_eq!(a.new_route_rto_floor(), slow);
+        a.repath(1);
+        assert!(a.paths[1].new_route());
+        assert_eq!(a.new_route_rto_floor(), slow);
+        // A packet sent on the new route is not declared lost after the
+        // path's own (fast) RTO, only after the slow path's.
+        let m = MsgDesc {
+            op: MrcOp::Write,
+            len: 16 * u32::from(MSS),
+            va: 0x1000,
+            rkey: 5,
+            imm: 0,
+            se: false,
+        };
+        a.post(0, m).unwrap();
+        let mut buf = [0u8; DATA_HDR_LEN];
+        while a.poll_transmit(now, &mut buf).is_some() {}
+        assert!(a.paths[1].inflight_pkts() > 0);
+        let own = a.paths[1]
+            .rtt
+            .rto(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns);
+        assert!(own < slow / 2);
+        a.on_timer(now + own + 1);
+        assert_eq!(a.paths[1].stats.timeouts, 0);
+        a.on_timer(now + slow);
+        assert_eq!(a.paths[1].stats.timeouts, 1);
+        assert!(a.paths[1].new_route());
     }
 }

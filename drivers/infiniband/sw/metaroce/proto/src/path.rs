@@ -218,6 +218,7 @@ pub struct TxPath {
     probe: Probe,
     epoch_sent: u16,
     epoch_lost: u16,
+    new_route: bool,
 }
 
 fn slot_index(seq: u32) -> usize {
@@ -245,7 +246,13 @@ impl TxPath {
             probe: Probe::Armed,
             epoch_sent: 0,
             epoch_lost: 0,
+            new_route: false,
         }
+    }
+
+    /// True from a repath until the first RTT sample on the new route.
+    pub const fn new_route(&self) -> bool {
+        self.new_route
     }
 
     /// Oldest unresolved sequence number (sent as PathFloor).
@@ -386,22 +393,30 @@ impl TxPath {
             if let Some(s) = self.slots.get(slot_index(ack.ack_seq)) {
                 if s.state == SlotState::InFlight {
                     self.rtt.sample(now.saturating_sub(s.sent_at));
+                    self.new_route = false;
                 }
             }
         }
         let mut any = false;
-        // Cumulative part: base .. cum.
-        let mut seq = self.base;
-        while seq_diff(seq, ack.cum) < 0 && self.in_window(seq) {
+        // Each outstanding seq is compared on its own: in the 2^31 window,
+        // "before" is not monotonic over base .. next for a CumSeq or a
+        // newest seq 2^31 away (a forged ACK), so a scan may not stop early.
+        let outstanding = self.next.wrapping_sub(self.base);
+        // Cumulative part: every seq before CumSeq.
+        for off in 0..outstanding {
+            let seq = self.base.wrapping_add(off);
+            if seq_diff(seq, ack.cum) >= 0 {
+                continue;
+            }
             if let Some(s) = self.resolve(seq, SlotState::Acked) {
                 any = true;
+                self.cc.on_ack(s.len);
                 ev(PathEvent::Acked {
                     dsn: s.dsn,
                     seq,
                     len: s.len,
                 });
             }
-            seq = seq.wrapping_add(1);
         }
         // Selective part.
         let cum1 = ack.cum.wrapping_add(1);
@@ -410,6 +425,7 @@ impl TxPath {
                 let seq = cum1.wrapping_add(i);
                 if let Some(s) = self.resolve(seq, SlotState::Acked) {
                     any = true;
+                    self.cc.on_ack(s.len);
                     ev(PathEvent::Acked {
                         dsn: s.dsn,
                         seq,
@@ -427,13 +443,15 @@ impl TxPath {
             newest = ack.ack_seq;
         }
         // A gap before it is loss (duplicate threshold 1).
-        let mut seq = self.base;
-        while seq_diff(seq, newest) < 0 && self.in_window(seq) {
+        for off in 0..outstanding {
+            let seq = self.base.wrapping_add(off);
+            if seq_diff(seq, newest) >= 0 {
+                continue;
+            }
             if let Some(s) = self.resolve(seq, SlotState::Lost) {
                 self.count_loss(false);
                 ev(PathEvent::Lost { dsn: s.dsn, seq });
             }
-            seq = seq.wrapping_add(1);
         }
         self.advance_base();
         if any {
@@ -459,16 +477,15 @@ impl TxPath {
         self.epoch_lost = self.epoch_lost.saturating_add(1);
     }
 
-    /// True once per epoch of [`REPATH_EPOCH`] packets if at least
-    /// [`REPATH_LOSS`] of them were lost; starts the next epoch when the
-    /// current one is full.
+    /// True as soon as [`REPATH_LOSS`] losses were counted in the current
+    /// epoch of at most [`REPATH_EPOCH`] packets sent; starts the next
+    /// epoch then, or when the current one is full.
     pub fn loss_epoch_says_repath(&mut self) -> bool {
-        if self.epoch_sent < REPATH_EPOCH {
-            return false;
-        }
         let bad = self.epoch_lost >= REPATH_LOSS;
-        self.epoch_sent = 0;
-        self.epoch_lost = 0;
+        if bad || self.epoch_sent >= REPATH_EPOCH {
+            self.epoch_sent = 0;
+            self.epoch_lost = 0;
+        }
         bad
     }
 
@@ -508,9 +525,11 @@ impl TxPath {
     }
 
     /// Moves the path to a new UDP source port (a new route). The RTT
-    /// estimate is kept as the best guess for the new route.
+    /// estimate is kept as the best guess for the new route;
+    /// [`Self::new_route`] says so until the first sample there.
     pub fn repath(&mut self, port: u16) {
         self.port = port;
+        self.new_route = true;
         self.stats.repaths = self.stats.repaths.saturating_add(1);
         self.epoch_sent = 0;
         self.epoch_lost = 0;
@@ -656,6 +675,92 @@ mod tests {
         }
         p.repath(2);
         assert_eq!((p.port, p.stats.repaths), (2, 1));
+    }
+
+    #[test]
+    fn acknowledged_bytes_grow_the_window() {
+        let mut p = path();
+        for d in 0..6 {
+            p.on_send(d, 1000, 0, false);
+        }
+        // Cumulative part: 0 and 1 acknowledged, slow start 4000 -> 6000.
+        let mut rx = RxPath::default();
+        rx.win.mark(0);
+        rx.win.mark(1);
+        rx.ack_seq = 1;
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 10), [2, 0]);
+        assert_eq!(p.cc.cwnd(), 6000);
+        // Selective part: 3 acknowledged (+1000), 2 lost (no change).
+        rx.win.mark(3);
+        rx.ack_seq = 3;
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 20), [1, 1]);
+        assert_eq!(p.cc.cwnd(), 7000);
+        // Nothing new acknowledged: no growth.
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 30), [0, 0]);
+        assert_eq!(p.cc.cwnd(), 7000);
+        // After an RTO: 1 MSS, ssthresh 3500, slow start up to it, then
+        // one MSS per window acknowledged.
+        p.on_timeout(|_| {});
+        assert_eq!((p.cc.cwnd(), p.cc.ssthresh()), (1000, 3500));
+        for d in 0..8 {
+            assert_eq!(p.on_send(d, 1000, 40, true), 6 + d);
+        }
+        for s in 6..14 {
+            rx.win.mark(s);
+        }
+        rx.ack_seq = 13;
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 50), [8, 0]);
+        // 2000, 3000, 3500 (ssthresh); then 4 x 1000 >= 3500: 4500.
+        assert_eq!(p.cc.cwnd(), 4500);
+    }
+
+    #[test]
+    fn loss_epoch_repaths_at_the_sixteenth_loss() {
+        // 20 packets sent, the first 16 lost: repath without waiting for
+        // the epoch's 64 packets; the next epoch starts empty.
+        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        for d in 0..20 {
+            p.on_send(d, 1, 0, false);
+        }
+        let mut rx = RxPath::default();
+        rx.win.mark(16);
+        rx.ack_seq = 16;
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 10), [1, 16]);
+        assert!(p.loss_epoch_says_repath());
+        assert!(!p.loss_epoch_says_repath());
+        // 15 losses are not enough, neither in 64 packets.
+        for d in 20..84 {
+            p.on_send(d, 1, 20, false);
+        }
+        for s in 17..84 {
+            if s % 4 != 0 || s > 76 {
+                rx.win.mark(s);
+            }
+        }
+        rx.ack_seq = 83;
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 30), [52, 15]);
+        assert!(!p.loss_epoch_says_repath());
+    }
+
+    #[test]
+    fn new_route_until_an_rtt_sample() {
+        let mut p = path();
+        assert!(!p.new_route());
+        p.on_send(0, 1000, 0, false);
+        p.repath(2);
+        assert!(p.new_route());
+        // An ACK without a sample (AckSeq not in flight) keeps it.
+        let mut rx = RxPath {
+            ack_seq: 7,
+            ..RxPath::default()
+        };
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 10), [0, 0]);
+        assert!(p.new_route());
+        rx.win.mark(0);
+        rx.ack_seq = 0;
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 10), [1, 0]);
+        assert!(!p.new_route());
+        assert_eq!(p.rtt.srtt(), 10);
     }
 
     #[test]

@@ -240,3 +240,32 @@ fn retry_exceeded_is_not_given_to_a_local_wqe() {
     let st: Vec<_> = core::iter::from_fn(|| qp.poll_send_completion(&mut sq).map(|c| (c.wr_id, c.status))).collect();
     assert_eq!(st, [(1, WcStatus::Success), (2, WcStatus::RetryExcErr)]);
 }
+
+#[test]
+fn native_forged_cum_half_space_away_is_judged_per_seq() {
+    // `sack` (path.rs): six transmissions in flight, a forged ACK with
+    // CumSeq 2^31 + 6. Section 5.3 judges each in-flight seq against the
+    // newest acknowledged one (CumSeq - 1 = 2^31 + 5): only seq 5 is
+    // "before" it in the 2^31 window (exactly 2^31 away). The core's scan
+    // from the base stopped at seq 0 (not before it) and missed seq 5.
+    use metaroce_proto::cc::{Aimd, MD_ECN_PATH};
+    use metaroce_proto::mrc_wire::AckPkt;
+    use metaroce_proto::path::{PathEvent, TxPath};
+    let mut p = TxPath::new(50_000, Aimd::new(1000, 8, 256, MD_ECN_PATH));
+    for d in 0..6 {
+        p.on_send(d, 1000, 0, false);
+    }
+    let ack = AckPkt {
+        path: 0,
+        conn: 1,
+        cum: (1 << 31) + 6,
+        ack_seq: 1 << 31,
+        rate_hint_kbps: 0,
+        ce_count: 0,
+        sack: [0; 4],
+    };
+    let mut ev = Vec::new();
+    assert_eq!(p.on_ack(&ack, 10, |e| ev.push(e)), Some(false));
+    assert_eq!(ev, [PathEvent::Lost { dsn: 5, seq: 5 }]);
+    assert_eq!((p.inflight_pkts(), p.floor()), (5, 0));
+}
