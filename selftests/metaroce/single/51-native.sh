@@ -24,6 +24,8 @@ mr_perf "send_bw 4 KiB x 50" ib_send_bw -s 4096 -n 50 -F
 mr_perf "write_bw 64 KiB x 20, 2 QPs" ib_write_bw -s 65536 -n 20 -q 2 -F
 
 sleep 1; kill -INT $cap 2>/dev/null; wait $cap; cat /tmp/dumpcap.log
+ip netns exec mra rdma statistic show link mra0/1
+ip netns exec mrb rdma statistic show link mrb0/1
 python3 "$MR_SELFTESTS/pcap_native.py" /tmp/native.pcap 1000 4 || fail "native wire check"
 
 ip netns exec mra tc qdisc add dev va root netem loss 1% || fail "netem on va"
