@@ -31,7 +31,9 @@ use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
 use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
-use crate::native::PeerTable;
+use crate::native::{ConnView, PeerTable, Peers};
+use kernel::debugfs::{Dir, File};
+use kernel::str::CString;
 use crate::timer::Timers;
 use crate::xmit::TxEngine;
 use kernel::new_spinlock_irq;
@@ -220,16 +222,28 @@ pub(crate) struct MetaRoceDev {
     /// A `metaroce-native` device: its RC QPs use the native transport.
     pub(crate) native: bool,
     /// The native connections, one per (our GID, remote GID); any context.
-    #[pin]
-    pub(crate) peers: SpinLockIrq<PeerTable>,
+    pub(crate) peers: Arc<Peers>,
+    /// `/sys/kernel/debug/metaroce_DEV/connections`: the native connections and their paths.
+    _debugfs: Pin<KBox<File<ConnView>>>,
 }
 
 impl MetaRoceDev {
     /// Data for a device on a netdev with MAC address `mac`.
-    pub(crate) fn new(mac: &[u8; 6], netdev: &NetDevice, native: bool) -> impl PinInit<Self, Error> {
+    ///
+    /// The device's debugfs directory is `metaroce_NAME` (created here: it lives as long as the
+    /// data; a name already taken, or no debugfs, leaves it out without failing).
+    pub(crate) fn new(
+        mac: &[u8; 6],
+        netdev: &NetDevice,
+        native: bool,
+        name: &str,
+    ) -> Result<impl PinInit<Self, Error>> {
         let guid_be = eui64_from_mac(mac);
         let active = PortState::of_netdev(netdev) == PortState::Active;
-        try_pin_init!(Self {
+        let peers = Arc::pin_init(new_spinlock_irq!(PeerTable::new()?, "metaroce_peers"), GFP_KERNEL)?;
+        let dir = Dir::new(&CString::try_from_fmt(fmt!("metaroce_{name}"))?);
+        let debugfs = KBox::pin_init(dir.read_only_file(c"connections", ConnView(peers.clone())), GFP_KERNEL)?;
+        Ok(try_pin_init!(Self {
             guid_be,
             ucontexts: AtomicU32::new(0),
             port_active: AtomicBool::new(active),
@@ -260,8 +274,9 @@ impl MetaRoceDev {
             ),
             user_ahs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_ahs"),
             native,
-            peers <- new_spinlock_irq!(PeerTable::new()?, "metaroce_peers"),
-        })
+            peers,
+            _debugfs: debugfs,
+        }))
     }
 
     /// Allocates a QP number: 1 for the GSI QP (one per device, `EBUSY` for a second),

@@ -55,7 +55,7 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bo
         pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
     })?;
 
-    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev, native))?;
+    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev, native, name_str)?)?;
     let guid = dev.guid_be();
     dev.set_node_guid(guid);
     dev.set_node_desc("metaroce");

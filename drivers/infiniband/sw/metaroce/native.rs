@@ -144,6 +144,97 @@ impl PeerTable {
     }
 }
 
+/// A device's native connections (shared with its debugfs view).
+pub(crate) type Peers = SpinLockIrq<PeerTable>;
+
+/// The `connections` file of a device's debugfs directory (`/sys/kernel/debug/metaroce_DEV/`):
+/// every connection with its streams, window and counters, and each path's source port, state,
+/// window, RTT and counters.
+pub(crate) struct ConnView(pub(crate) Arc<Peers>);
+
+/// What the view prints of one connection, copied under its lock.
+struct Snapshot {
+    conn_id: u32,
+    state: crate::proto::conn::ConnState,
+    window: (u32, u32),
+    stats: ConnStats,
+    streams: [u32; STREAMS],
+    rnr_drops: u64,
+    paths: [Option<(u16, crate::proto::path::PathState, crate::proto::path::PathStats, (u32, u64, u64, u64))>; PATHS],
+}
+
+/// A GID as the address it stands for.
+struct Gid<'a>(&'a [u8; 16]);
+
+impl core::fmt::Display for Gid<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let g = self.0;
+        if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
+            return write!(f, "{}.{}.{}.{}", g[12], g[13], g[14], g[15]);
+        }
+        for i in 0..8 {
+            let w = u16::from_be_bytes([g[2 * i], g[2 * i + 1]]);
+            write!(f, "{}{w:x}", if i == 0 { "" } else { ":" })?;
+        }
+        Ok(())
+    }
+}
+
+impl core::fmt::Debug for ConnView {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut peers: [Option<Arc<Peer>>; MAX_PEERS] = [const { None }; MAX_PEERS];
+        {
+            let t = self.0.lock();
+            for (slot, p) in peers.iter_mut().zip(t.peers.iter()) {
+                *slot = Some(p.clone());
+            }
+        }
+        for p in peers.iter().flatten() {
+            let s = {
+                let g = p.inner.lock();
+                let c = &g.conn;
+                Snapshot {
+                    conn_id: c.config().conn_id,
+                    state: c.state(),
+                    window: c.conn_window(),
+                    stats: c.stats,
+                    streams: g.streams,
+                    rnr_drops: g.rnr_drops,
+                    paths: core::array::from_fn(|i| {
+                        c.path_info(i).zip(c.path_rtt(i)).map(|((port, st, ps), rtt)| (port, st, ps, rtt))
+                    }),
+                }
+            };
+            writeln!(
+                f,
+                "connection {:#010x} {} -> {} {:?} window {} B rate hint {} kbit/s rnr drops {}",
+                s.conn_id,
+                Gid(&p.sgid),
+                Gid(&p.dgid),
+                s.state,
+                s.window.0,
+                s.window.1,
+                s.rnr_drops
+            )?;
+            write!(f, "  streams (QPN):")?;
+            for q in s.streams.iter().filter(|&&q| q != 0) {
+                write!(f, " {q}")?;
+            }
+            writeln!(f)?;
+            writeln!(f, "  {:?}", s.stats)?;
+            for (i, path) in s.paths.iter().enumerate() {
+                if let Some((port, st, ps, (cwnd, srtt, min, avg))) = path {
+                    writeln!(
+                        f,
+                        "  path {i} port {port} {st:?} cwnd {cwnd} B srtt {srtt} ns min {min} ns avg {avg} ns {ps:?}"
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Connection ids handed out on this host (mixed into each new id).
 static CONN_SEQ: AtomicU32 = AtomicU32::new(0);
 
