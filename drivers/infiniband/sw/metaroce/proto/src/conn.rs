@@ -411,6 +411,30 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         usize::from(self.cfg.paths).clamp(1, P.max(1)).min(P)
     }
 
+    /// The peer's connection id the receiving half accepted (`None` before its first DATA).
+    pub const fn peer_conn(&self) -> Option<u32> {
+        self.peer
+    }
+
+    /// Forgets the receiving half's state (the peer restarted with a new connection id,
+    /// section 7): the next DATA packet's connection id is accepted; per-path windows, the Dsn
+    /// window and every open stream's incomplete messages start over (the streams stay open
+    /// for their QPs). The sending half is untouched.
+    pub fn reset_receiver(&mut self) {
+        self.peer = None;
+        self.rx_hint = 0;
+        self.rx_dsn = SeqWindow::new(0);
+        for p in self.rx_paths.iter_mut() {
+            *p = RxPath::EMPTY;
+        }
+        for r in self.rx_streams.iter_mut() {
+            let (open, qpn) = (r.open, r.local_qpn);
+            *r = RxStream::EMPTY;
+            r.open = open;
+            r.local_qpn = qpn;
+        }
+    }
+
     /// Opens stream `idx` between our QP `local_qpn` and the peer's QP
     /// `remote_qpn`.
     pub fn open_stream(&mut self, idx: usize, local_qpn: u32, remote_qpn: u32) -> bool {

@@ -310,6 +310,30 @@ fn closed_stream_is_abandoned_and_its_data_acknowledged() {
 }
 
 #[test]
+fn restarted_peer_is_accepted_after_reset_receiver() {
+    let (mut a, mut b) = pair();
+    a.post(0, msg(MrcOp::Send, 10)).unwrap();
+    assert!(matches!(deliver(&mut a, &mut b, 0).as_slice(), [Ok(RxEvent::Data(_))]));
+    assert_eq!(b.peer_conn(), Some(11));
+    // `a` restarts: a new connection with a new id and the same streams.
+    let mut cfg = ConnConfig::new(33);
+    cfg.mss = 1024;
+    cfg.paths = 4;
+    let mut a2 = Box::new(C::new(cfg));
+    assert!(a2.open_stream(0, 100, 200));
+    a2.post(0, msg(MrcOp::Send, 10)).unwrap();
+    let got = deliver(&mut a2, &mut b, 10);
+    assert_eq!(got, [Err(metaroce_proto::conn::RxDrop::WrongConn)]);
+    b.reset_receiver();
+    a2.on_timer(50_000_000);
+    let got = deliver(&mut a2, &mut b, 50_000_000);
+    assert!(got.iter().any(|r| matches!(r, Ok(RxEvent::Data(p)) if p.msn == 0)), "{got:?}");
+    assert_eq!(b.peer_conn(), Some(33));
+    // b's sending half kept its state: its stream to a still works for the old peer's ids.
+    assert_eq!(b.state(), ConnState::Active);
+}
+
+#[test]
 fn ack_for_another_connection_is_dropped() {
     let (mut a, _) = pair();
     let mut buf = [0u8; 64];
