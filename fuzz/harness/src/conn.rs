@@ -817,6 +817,7 @@ impl World {
                 assert!(failed, "Flushed without a failure");
                 assert!(t.failed_seen[s], "Flushed before the stream's RetryExceeded");
             }
+            other => panic!("{other:?} for a message that is no READ or atomic"),
         }
     }
 

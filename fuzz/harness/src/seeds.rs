@@ -552,6 +552,26 @@ pub fn mrc_packet() -> Seeds {
     for op in [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm] {
         v.push((format!("data-op{}", op.to_u8()), data(op, 40)));
     }
+    // READ, READ_RESP, NAK, CMP_SWAP, FETCH_ADD, ATOMIC_RESP (section 3.1).
+    let req = |op: MrcOp, msg_len: u32, len: u16, va: u64, rkey: u32, imm: u32| {
+        let mut b = data(MrcOp::Write, 0);
+        b[3] = op.to_u8();
+        b[28..32].copy_from_slice(&0u32.to_be_bytes());
+        b[32..36].copy_from_slice(&msg_len.to_be_bytes());
+        b[36..40].copy_from_slice(&(if op == MrcOp::ReadResp { 1000u32 } else { 0 }).to_be_bytes());
+        b[40..48].copy_from_slice(&va.to_be_bytes());
+        b[48..52].copy_from_slice(&rkey.to_be_bytes());
+        b[52..56].copy_from_slice(&imm.to_be_bytes());
+        b[56..58].copy_from_slice(&len.to_be_bytes());
+        b.extend((0..len).map(|i| i as u8));
+        b
+    };
+    v.push(("data-op4".into(), req(MrcOp::Read, 70_000, 0, 0x7000_0000_1000, 0x55, 0)));
+    v.push(("data-op5".into(), req(MrcOp::ReadResp, 3000, 40, 0, 0, 0)));
+    v.push(("data-op6".into(), req(MrcOp::Nak, 0, 0, 0, 0, 1)));
+    v.push(("data-op7".into(), req(MrcOp::CmpSwap, 16, 16, 0x7000_0000_1008, 0x55, 0)));
+    v.push(("data-op8".into(), req(MrcOp::FetchAdd, 16, 16, 0x7000_0000_1010, 0x55, 0)));
+    v.push(("data-op9".into(), req(MrcOp::AtomicResp, 8, 0, 0xDEAD_BEEF_0000_0001, 0, 0)));
     v.push(("data-empty".into(), data(MrcOp::Send, 0)));
     let mut t = data(MrcOp::Write, 16);
     t.extend_from_slice(&[9, 9, 9]);
@@ -576,7 +596,13 @@ pub fn mrc_packet() -> Seeds {
     });
     broken("bad-version", data(MrcOp::Send, 4), &|b| b[0] = 0x21);
     broken("bad-type", data(MrcOp::Send, 4), &|b| b[0] = 0x13);
-    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 4);
+    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 10);
+    broken("read-with-payload", data(MrcOp::Write, 4), &|b| b[3] = 4);
+    broken("nak-bad-code", req(MrcOp::Nak, 0, 0, 0, 0, 4), &|_| {});
+    broken("atomic-short", req(MrcOp::FetchAdd, 16, 16, 8, 1, 0), &|b| {
+        b[56..58].copy_from_slice(&8u16.to_be_bytes());
+        b.truncate(b.len() - 8);
+    });
     broken("reserved-flag", data(MrcOp::Send, 4), &|b| b[1] |= 1);
     broken("reserved-stream", data(MrcOp::Send, 4), &|b| b[16] = 1);
     broken("past-message", data(MrcOp::Send, 4), &|b| b[36..40].copy_from_slice(&2999u32.to_be_bytes()));

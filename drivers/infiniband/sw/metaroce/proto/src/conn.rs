@@ -11,12 +11,60 @@
 //! nanoseconds of any monotonic clock. All storage is inside the value and
 //! sized by const generics: `P` paths, `D` Dsn descriptors (`D = 64 * DW`),
 //! `S` streams, `K` messages per stream.
+//!
+//! # RDMA READ and atomics (`transport.rst`, section 11)
+//!
+//! The same value is requester (its sending half carries the request, its
+//! receiving half takes the response) and responder (the reverse). What the
+//! caller (the kernel glue) does:
+//!
+//! * **Requester, posting.** A READ is [`Conn::post`] with a [`MsgDesc`] of
+//!   op [`MrcOp::Read`], `len` bytes from the peer's (`rkey`, `va`); an
+//!   atomic is [`Conn::post_atomic`] (op [`MrcOp::CmpSwap`] with compare and
+//!   swap, or [`MrcOp::FetchAdd`] with the addend). Both return the Msn, as
+//!   for any message; the caller keeps its work request under (stream, Msn).
+//!   Their transmits have `payload: None` (an atomic's 16 operand bytes are
+//!   part of `hdr_len`: give `poll_transmit` a buffer of
+//!   [`super::mrc_wire::MAX_HDR_LEN`] bytes).
+//! * **Requester, response.** [`Conn::on_packet`] returns
+//!   [`RxEvent::Data`] with [`Place::op`] [`MrcOp::ReadResp`]: copy the
+//!   packet's payload (`len` bytes) to byte `offset` of the scatter list of
+//!   READ (`stream`, `msn`); or [`MrcOp::AtomicResp`]: write [`Place::va`]
+//!   (the original value, in host order) to the atomic's 8-byte local
+//!   buffer. [`RxEvent::Nak`] needs nothing. Do **not** check a receive
+//!   queue for these (they consume no receive:
+//!   [`MrcOp::consumes_recv`] is false).
+//! * **Requester, completion.** [`Completion::Send`] for the READ/atomic's
+//!   Msn, in posting order, only once every READ byte was placed (resp. the
+//!   value delivered); a refused request completes with
+//!   [`SendStatus::RemoteAccess`], [`SendStatus::RemoteInvalid`] or
+//!   [`SendStatus::RemoteOperation`] (verbs: remote access / invalid request
+//!   / operation error; the QP then goes to the error state, as for any
+//!   status but `Ok`).
+//! * **Responder, request.** [`Conn::on_packet`] returns
+//!   [`RxEvent::Request`] once per request (never again for a duplicate):
+//!   check (`rkey`, `va`, `len`) against the QP's memory with
+//!   `REMOTE_READ` (READ) or `REMOTE_ATOMIC` (atomics); for an atomic
+//!   perform it now (compare-and-swap / fetch-and-add on the aligned 8-byte
+//!   word at `va`). Then, before releasing the connection's lock, call
+//!   [`Conn::respond`] with [`Response::Read`], [`Response::Atomic`] (the
+//!   original value) or [`Response::Nak`] (e.g.
+//!   [`NakCode::RemoteAccess`]). A misaligned atomic is answered by the
+//!   core ([`RxEvent::Refused`]). The request also produces a
+//!   [`Completion::Recv`] whose op is not receive-consuming: skip it like a
+//!   plain WRITE's.
+//! * **Responder, data.** A READ response's [`Transmit::payload`] has
+//!   [`PayloadRef::mr`] `Some(MrRef { rkey, va })`: read `len` bytes from
+//!   that key and address (`va` already includes the offset), not from a
+//!   send request. The same happens for a retransmission.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
 use super::mrc_wire::{parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
-use super::stream::{MsgDesc, PostError, RecvDone, RxStream, StreamDrop, TxStream};
+use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
+pub use super::stream::{MsgDesc, PostError, Request, Response};
+pub use super::mrc_wire::NakCode;
 
 /// Connection parameters (`transport.rst`, section 10).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -83,12 +131,24 @@ pub enum ConnState {
 pub struct PayloadRef {
     /// Stream index.
     pub stream: usize,
-    /// Message.
+    /// Message (of a READ response: the requester's Msn).
     pub msn: u32,
     /// Offset within the message.
     pub offset: u32,
     /// Bytes.
     pub len: u16,
+    /// `None`: bytes `offset ..` of our message `msn` (its send request).
+    /// `Some`: a READ response: the bytes are read from local memory.
+    pub mr: Option<MrRef>,
+}
+
+/// Local memory a READ response packet's payload is read from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MrRef {
+    /// The key the requester named.
+    pub rkey: u32,
+    /// Address of the packet's first byte (the request's address + offset).
+    pub va: u64,
 }
 
 /// A packet to send: `hdr_len` header bytes were written to the caller's
@@ -121,9 +181,11 @@ pub struct Place {
     pub msn: u32,
     /// Posted receive (receive-consuming opcodes).
     pub rsn: u32,
-    /// Offset within the message (sends) or from `va` (writes).
+    /// Offset within the message (sends, READ responses) or from `va`
+    /// (writes).
     pub offset: u32,
-    /// Remote address of message byte 0 (writes).
+    /// Remote address of message byte 0 (writes); the original value of
+    /// the word ([`MrcOp::AtomicResp`]).
     pub va: u64,
     /// Remote key (writes).
     pub rkey: u32,
@@ -140,6 +202,22 @@ pub enum RxEvent {
     Duplicate,
     /// An ACK was processed.
     Ack,
+    /// A new READ or atomic request: the caller checks it (and carries out
+    /// an atomic) and answers with [`Conn::respond`].
+    Request(Request),
+    /// A request the core refused itself (a misaligned atomic): a NAK is
+    /// on its way, nothing to do.
+    Refused(NakCode),
+    /// The responder refused our request `msn`: nothing to place; its
+    /// completion carries the error.
+    Nak {
+        /// Stream index.
+        stream: usize,
+        /// Our message.
+        msn: u32,
+        /// Why.
+        code: NakCode,
+    },
 }
 
 /// Why a received packet was dropped.
@@ -172,6 +250,22 @@ pub enum SendStatus {
     RetryExceeded,
     /// The connection failed before this message completed.
     Flushed,
+    /// The responder refused a READ or atomic: key, range or rights.
+    RemoteAccess,
+    /// The responder refused a malformed request (misaligned atomic).
+    RemoteInvalid,
+    /// The responder could not carry out the request.
+    RemoteOperation,
+}
+
+impl SendStatus {
+    const fn of_nak(c: NakCode) -> SendStatus {
+        match c {
+            NakCode::RemoteAccess => SendStatus::RemoteAccess,
+            NakCode::InvalidRequest => SendStatus::RemoteInvalid,
+            NakCode::RemoteOperation => SendStatus::RemoteOperation,
+        }
+    }
 }
 
 /// A completion, in verbs order per stream.
@@ -247,6 +341,8 @@ enum DescState {
 #[derive(Clone, Copy, Debug)]
 struct Desc {
     stream: u16,
+    /// A response packet (of the stream's [`RespRing`]), not of our message.
+    resp: bool,
     msn: u32,
     offset: u32,
     len: u16,
@@ -258,6 +354,7 @@ struct Desc {
 
 const FREE_DESC: Desc = Desc {
     stream: 0,
+    resp: false,
     msn: 0,
     offset: 0,
     len: 0,
@@ -309,6 +406,8 @@ pub struct Conn<const P: usize, const D: usize, const DW: usize, const S: usize,
     port_rng: u32,
     tx_streams: [TxStream<K>; S],
     rx_streams: [RxStream<K>; S],
+    /// Requests of the peer we answer, per stream.
+    resps: [RespRing<K>; S],
     rx_paths: [RxPath; P],
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
@@ -366,6 +465,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             port_rng: cfg.port_seed | 1,
             tx_streams: [TxStream::EMPTY; S],
             rx_streams: [RxStream::EMPTY; S],
+            resps: [RespRing::EMPTY; S],
             rx_paths: [RxPath::EMPTY; P],
             rx_dsn: SeqWindow::new(0),
             peer: None,
@@ -424,6 +524,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         *r = RxStream::default();
         r.open = true;
         r.local_qpn = local_qpn & 0x00FF_FFFF;
+        if let Some(q) = self.resps.get_mut(idx) {
+            *q = RespRing::EMPTY;
+        }
         if self.state == ConnState::Idle {
             self.state = ConnState::Active;
         }
@@ -440,6 +543,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         };
         *t = TxStream::EMPTY;
         *r = RxStream::EMPTY;
+        if let Some(q) = self.resps.get_mut(idx) {
+            *q = RespRing::EMPTY;
+        }
         let mut dsn = self.dsn_base;
         while dsn != self.dsn_next {
             if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
@@ -474,6 +580,38 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             .post(msg, mss)
     }
 
+    /// Posts an atomic on stream `idx` (see [`TxStream::post_atomic`]);
+    /// returns its Msn.
+    pub fn post_atomic(
+        &mut self,
+        idx: usize,
+        op: MrcOp,
+        va: u64,
+        rkey: u32,
+        compare_add: u64,
+        swap: u64,
+    ) -> Result<u32, PostError> {
+        if self.state == ConnState::Failed {
+            return Err(PostError::ConnFailed);
+        }
+        let mss = self.cfg.mss;
+        self.tx_streams
+            .get_mut(idx)
+            .ok_or(PostError::NoStream)?
+            .post_atomic(op, va, rkey, compare_add, swap, mss)
+    }
+
+    /// Answers the peer's request `msn` on stream `idx` (from
+    /// [`RxEvent::Request`]): the response is then sent like any data.
+    /// `false` (nothing changed) if no such request waits for an answer or
+    /// the answer does not fit it.
+    pub fn respond(&mut self, idx: usize, msn: u32, r: Response) -> bool {
+        let mss = self.cfg.mss;
+        self.resps
+            .get_mut(idx)
+            .is_some_and(|q| q.answer(msn, r, mss))
+    }
+
     /// Path `i`'s current UDP source port, state and counters.
     pub fn path_info(&self, i: usize) -> Option<(u16, PathState, PathStats)> {
         self.paths.get(i).map(|p| (p.port, p.state, p.stats))
@@ -502,7 +640,13 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     }
 
     fn has_unsent(&self) -> bool {
-        self.tx_streams.iter().any(|s| s.open && s.has_unsent())
+        (0..S).any(|i| self.stream_has_unsent(i))
+    }
+
+    fn stream_has_unsent(&self, i: usize) -> bool {
+        self.tx_streams.get(i).is_some_and(|s| s.open)
+            && (self.resps.get(i).is_some_and(|q| q.has_unsent())
+                || self.tx_streams.get(i).is_some_and(|s| s.has_unsent()))
     }
 
     fn desc_index(dsn: u32) -> usize {
@@ -521,7 +665,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         rate_hint_kbps: u32,
     ) -> Result<RxEvent, RxDrop> {
         let r = match parse(buf) {
-            Ok(MrcPacket::Data(h, _)) => self.on_data(&h, ce, src_port, rate_hint_kbps),
+            Ok(MrcPacket::Data(h, payload)) => {
+                self.on_data(&h, payload, ce, src_port, rate_hint_kbps)
+            }
             Ok(MrcPacket::Ack(a)) => self.on_ack(&a, now),
             Err(e) => Err(RxDrop::Malformed(e)),
         };
@@ -534,6 +680,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     fn on_data(
         &mut self,
         h: &DataHdr,
+        payload: &[u8],
         ce: bool,
         src_port: u16,
         hint: u32,
@@ -571,8 +718,18 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 .position(|s| s.open && s.local_qpn == h.stream)
             {
                 Some(idx) => {
-                    let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
-                    s.check(h).map_err(RxDrop::Stream)?;
+                    if h.op.is_response() {
+                        // Answers one of our requests (section 11.2).
+                        let t = self.tx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                        t.check_response(h).map_err(RxDrop::Stream)?;
+                    } else {
+                        let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                        s.check(h).map_err(RxDrop::Stream)?;
+                        if h.op.is_request() {
+                            let q = self.resps.get(idx).ok_or(RxDrop::NoStream)?;
+                            q.check(h).map_err(RxDrop::Stream)?;
+                        }
+                    }
                     Some(idx)
                 }
                 None => {
@@ -606,8 +763,31 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             // Unreachable after the checks above; counted, not placed.
             return Err(RxDrop::DsnWindow);
         }
-        if let Some(s) = self.rx_streams.get_mut(idx) {
+        if h.op.is_response() {
+            if let Some(t) = self.tx_streams.get_mut(idx) {
+                t.response(h);
+            }
+            if h.op == MrcOp::Nak {
+                let code = NakCode::from_u32(h.imm).unwrap_or(NakCode::RemoteOperation);
+                return Ok(RxEvent::Nak {
+                    stream: idx,
+                    msn: h.msn,
+                    code,
+                });
+            }
+        } else if let Some(s) = self.rx_streams.get_mut(idx) {
             s.placed(h);
+        }
+        if h.op.is_request() {
+            let mss = self.cfg.mss;
+            let q = self.resps.get_mut(idx).ok_or(RxDrop::NoStream)?;
+            let req = q.insert(idx, h, payload).ok_or(RxDrop::NoStream)?;
+            if req.op.is_atomic() && req.va % 8 != 0 {
+                let code = NakCode::InvalidRequest;
+                q.answer(req.msn, Response::Nak(code), mss);
+                return Ok(RxEvent::Refused(code));
+            }
+            return Ok(RxEvent::Request(req));
         }
         self.stats.data_placed = self.stats.data_placed.saturating_add(1);
         self.stats.bytes_placed = self.stats.bytes_placed.saturating_add(u64::from(h.len));
@@ -638,6 +818,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             retx_head,
             retx_len,
             tx_streams,
+            resps,
             cc,
             ..
         } = self;
@@ -662,7 +843,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                     d.state = DescState::Acked;
                     cc.on_ack(len);
                     acked_bytes = acked_bytes.saturating_add(len);
-                    if let Some(s) = tx_streams.get_mut(usize::from(d.stream)) {
+                    if d.resp {
+                        if let Some(q) = resps.get_mut(usize::from(d.stream)) {
+                            q.packet_acked(d.msn);
+                        }
+                    } else if let Some(s) = tx_streams.get_mut(usize::from(d.stream)) {
                         s.packet_acked(d.msn);
                     }
                 }
@@ -937,6 +1122,21 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 self.pop_retx();
                 continue;
             }
+            // A response whose request slot was taken by a newer request: the
+            // requester completed it (section 11.3), nothing to resend.
+            let gone = d.resp
+                && self
+                    .resps
+                    .get(usize::from(d.stream))
+                    .map_or(true, |q| q.get(d.msn).is_none());
+            if gone {
+                if let Some(dm) = self.descs.get_mut(Self::desc_index(dsn)) {
+                    dm.state = DescState::Acked;
+                }
+                self.pop_retx();
+                self.advance_dsn_base();
+                continue;
+            }
             if d.tx_count > self.cfg.max_retx {
                 self.fail();
                 return None;
@@ -965,11 +1165,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         }
         for k in 0..S {
             let si = self.rr_stream.wrapping_add(k) % S.max(1);
-            let has = self
-                .tx_streams
-                .get(si)
-                .is_some_and(|s| s.open && s.has_unsent());
-            if !has {
+            if !self.stream_has_unsent(si) {
                 continue;
             }
             // The next segment's length is at most mss.
@@ -977,11 +1173,23 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 Some(pi) => pi,
                 None => self.pick_path(None, u32::from(mss))?,
             };
-            let seg = self.tx_streams.get_mut(si)?.next_segment(mss)?;
+            // Responses first: they complete the peer's requests.
+            let resp = self.resps.get(si).is_some_and(|q| q.has_unsent());
+            let seg = if resp {
+                let r = self.resps.get_mut(si)?.next_segment(mss)?;
+                Segment {
+                    msn: r.msn,
+                    offset: r.offset,
+                    len: r.len,
+                }
+            } else {
+                self.tx_streams.get_mut(si)?.next_segment(mss)?
+            };
             let dsn = self.dsn_next;
             if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
                 *d = Desc {
                     stream: u16::try_from(si).ok()?,
+                    resp,
                     msn: seg.msn,
                     offset: seg.offset,
                     len: seg.len,
@@ -1032,15 +1240,53 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             imm: 0,
             len: d.len,
         };
-        let seg = super::stream::Segment {
-            msn: d.msn,
-            offset: d.offset,
-            len: d.len,
+        let si = usize::from(d.stream);
+        let t = self.tx_streams.get(si)?;
+        let mut mr = None;
+        let mut operands = None;
+        if d.resp {
+            let seg = RespSegment {
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+            };
+            let q = self.resps.get(si)?;
+            q.fill_header(&seg, t.remote_qpn, &mut h)?;
+            if let Some((req, Response::Read)) = q.get(d.msn) {
+                mr = Some(MrRef {
+                    rkey: req.rkey,
+                    va: req.va.wrapping_add(u64::from(d.offset)),
+                });
+            }
+        } else {
+            let seg = Segment {
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+            };
+            t.fill_header(&seg, &mut h)?;
+            operands = t.operands(d.msn);
+        }
+        let mut hdr_len = h.write(buf)?;
+        if let Some([a, b]) = operands {
+            // An atomic's operand block follows the header (section 3.1).
+            let ops = buf.get_mut(hdr_len..hdr_len.checked_add(16)?)?;
+            let (x, y) = ops.split_at_mut(8);
+            x.copy_from_slice(&a.to_be_bytes());
+            y.copy_from_slice(&b.to_be_bytes());
+            hdr_len = hdr_len.checked_add(16)?;
+        }
+        // Requests and non-READ responses carry no payload from the caller.
+        let payload = match h.op {
+            MrcOp::Read | MrcOp::CmpSwap | MrcOp::FetchAdd | MrcOp::Nak | MrcOp::AtomicResp => None,
+            _ => Some(PayloadRef {
+                stream: si,
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+                mr,
+            }),
         };
-        self.tx_streams
-            .get(usize::from(d.stream))?
-            .fill_header(&seg, &mut h)?;
-        let hdr_len = h.write(buf)?;
         let src_port = p.port;
         // Any hint paces (section 6.4): a scaled rate that rounds down to
         // 0 kbit/s is the slowest rate, not "no hint".
@@ -1068,12 +1314,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             path,
             src_port,
             hdr_len,
-            payload: Some(PayloadRef {
-                stream: usize::from(d.stream),
-                msn: d.msn,
-                offset: d.offset,
-                len: d.len,
-            }),
+            payload,
             ect: true,
             retx,
         })
@@ -1103,14 +1344,14 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 let done = if failed && t.failed_reported {
                     None
                 } else {
-                    t.pop_complete()
+                    t.pop_done()
                 };
-                if let Some(msn) = done {
+                if let Some((msn, nak)) = done {
                     self.rr_done = si;
                     return Some(Completion::Send {
                         stream: si,
                         msn,
-                        status: SendStatus::Ok,
+                        status: nak.map_or(SendStatus::Ok, SendStatus::of_nak),
                     });
                 }
                 if failed {
