@@ -709,6 +709,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         // the path and the Dsn window move on (an unacknowledged packet would be resent
         // until the whole connection fails), and dropped (section 4).
         let mut no_stream = false;
+        let mut stale = false;
         let stream = if dup {
             None
         } else {
@@ -719,9 +720,13 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             {
                 Some(idx) => {
                     if h.op.is_response() {
-                        // Answers one of our requests (section 11.2).
+                        // Answers one of our requests (section 11.2); one for a
+                        // message flushed by a failure is acknowledged, not placed.
                         let t = self.tx_streams.get(idx).ok_or(RxDrop::NoStream)?;
-                        t.check_response(h).map_err(RxDrop::Stream)?;
+                        stale = t.stale_response(h);
+                        if !stale {
+                            t.check_response(h).map_err(RxDrop::Stream)?;
+                        }
                     } else {
                         let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
                         s.check(h).map_err(RxDrop::Stream)?;
@@ -759,6 +764,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
             return Ok(RxEvent::Duplicate);
         };
+        if stale {
+            let _ = self.rx_dsn.mark(h.dsn);
+            self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            return Ok(RxEvent::Duplicate);
+        }
         if self.rx_dsn.mark(h.dsn) != Mark::New {
             // Unreachable after the checks above; counted, not placed.
             return Err(RxDrop::DsnWindow);

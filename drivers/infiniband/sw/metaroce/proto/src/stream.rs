@@ -339,6 +339,12 @@ impl<const K: usize> TxStream<K> {
         }
     }
 
+    /// True if response `h` is for a message that already completed or was
+    /// flushed (before the oldest incomplete one): acknowledged, not placed.
+    pub fn stale_response(&self, h: &DataHdr) -> bool {
+        seq_diff(h.msn, self.head) < 0
+    }
+
     /// Counts a new response packet (after [`Self::check_response`]).
     pub fn response(&mut self, h: &DataHdr) {
         let Some(m) = self.msgs.get_mut(ring::<K>(h.msn)) else {

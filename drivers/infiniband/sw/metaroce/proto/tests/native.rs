@@ -289,7 +289,8 @@ fn read_workload() -> Vec<Op> {
                     let slot = (i / 5) * 2 + u32::from(i % 5 == 3);
                     Op::new(s, MrcOp::Write, (i * 997) % 2000 + 1, u64::from(slot * 2000))
                 }
-                1 | 4 => Op::new(s, MrcOp::Read, (i * 1_499) % 7000, u64::from((i * 2_731) % 58_000)),
+                // One empty READ (i = 16).
+                1 | 4 => Op::new(s, MrcOp::Read, (i * 1_499) % 7000 * u32::from(i != 16), u64::from((i * 2_731) % 58_000)),
                 _ => Op::new(s, MrcOp::Send, (i * 377) % 3000, 0),
             }
         })
@@ -784,4 +785,36 @@ fn read_waits_for_earlier_writes_and_later_writes_for_the_read() {
     assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 1, status: SendStatus::Ok, .. })));
     assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 2, status: SendStatus::Ok, .. })));
     assert_eq!(data_ops(&drain(&mut a, 11)), [MrcOp::Write]);
+}
+
+#[test]
+fn response_for_a_flushed_read_is_acknowledged() {
+    let (mut a, mut b) = pair();
+    let read = MsgDesc { op: MrcOp::Read, len: 0, va: BASE, rkey: RKEY, imm: 0, se: false };
+    a.post(0, read).unwrap();
+    let req = drain(&mut a, 0);
+    let Ok(RxEvent::Request(q)) = b.on_packet(1, &req[0], false, 7, 0) else { panic!() };
+    assert_eq!(q.len, 0);
+    assert!(b.respond(0, 0, Response::Read));
+    // b's ACK and its (empty) READ_RESP never reach a, whose connection fails.
+    let resp = drain(&mut b, 2);
+    assert_eq!(data_ops(&resp), [MrcOp::ReadResp]);
+    let mut now = 2;
+    let mut buf = [0u8; MAX_HDR_LEN];
+    while a.state() != ConnState::Failed {
+        now = a.next_deadline().expect("a timer").max(now);
+        a.on_timer(now);
+        while a.poll_transmit(now, &mut buf).is_some() {}
+    }
+    assert_eq!(
+        a.poll_completion(),
+        Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::RetryExceeded })
+    );
+    // The response arrives late: acknowledged (b stops resending it), not placed.
+    let data = resp.iter().find(|p| matches!(parse(p), Ok(MrcPacket::Data(..)))).unwrap();
+    assert_eq!(a.on_packet(now, data, false, 9, 0), Ok(RxEvent::Duplicate));
+    let acks = drain(&mut a, now);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(b.on_packet(now, &acks[0], false, 9, 0), Ok(RxEvent::Ack));
+    assert_eq!(b.next_deadline(), None, "b still has the response in flight");
 }
