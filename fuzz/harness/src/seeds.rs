@@ -752,5 +752,47 @@ pub fn conn() -> Seeds {
     s.extend(first(5));
     s.extend([Step::Poll(0), post(0, 0, 0, 3)]);
     v.push(seed("post-limits", Cfg { mss: 2, paths: 1, max_retx: 1 }, s));
+    // READ and atomics (section 11): flags bit 2 selects READ, CMP_SWAP,
+    // FETCH_ADD; bit 3 a refused key, bit 4 a misaligned atomic.
+    let req = |side: u8, stream: u8, op: u8, len: u16, flags: u8| Step::Post { side, stream, op, len, flags: 4 | flags };
+    let mut s = vec![
+        post(0, 0, 2, 100),
+        req(0, 0, 0, 300, 0),
+        req(0, 0, 0, 0, 0),
+        post(0, 0, 0, 20),
+        req(0, 1, 1, 2, 0),
+        req(0, 1, 2, 7, 0),
+        req(0, 1, 1, 3, 0),
+        req(1, 0, 3, 64, 0),
+        post(1, 1, 3, 10),
+        req(1, 1, 2, 1, 0),
+    ];
+    for _ in 0..6 {
+        s.extend([Step::Pump(0, 15), Step::Pump(1, 15)]);
+        s.extend(first(16));
+        s.extend([Step::Poll(0), Step::Poll(1)]);
+    }
+    v.push(seed("read-atomic-both-ways", cfg, s));
+    // Lost, duplicated and reordered requests and responses, then timers.
+    let mut s = vec![req(0, 0, 0, 700, 0), req(0, 0, 3, 250, 0), req(0, 1, 2, 4, 0), req(0, 1, 1, 6, 0), Step::Pump(0, 15)];
+    s.extend([dl(0, 4), dl(0, 3), dl(1, 0), Step::Pump(1, 15), dl(1, 4), dl(0, 3), dl(2, 0), dl(0, 0)]);
+    s.extend([Step::Timer(0, 0), Step::Pump(1, 15), Step::Pump(0, 15), dl(3, 0), dl(0, 0), Step::Poll(0)]);
+    v.push(seed("read-atomic-loss", cfg, s));
+    // Refused: a wrong key (READ and atomic), a misaligned atomic; a WRITE
+    // behind them.
+    let s = vec![
+        req(0, 0, 0, 50, 8),
+        req(0, 1, 2, 3, 16),
+        req(0, 1, 1, 4, 8),
+        post(0, 1, 2, 9),
+        Step::Pump(0, 15),
+        dl(0, 0),
+        dl(0, 0),
+        Step::Pump(1, 15),
+        dl(0, 0),
+        dl(0, 0),
+        Step::Poll(0),
+    ];
+    v.push(seed("read-atomic-refused", cfg, s));
     v
 }
