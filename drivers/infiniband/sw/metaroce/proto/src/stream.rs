@@ -641,6 +641,8 @@ pub struct RespSegment {
 pub struct RespRing<const K: usize> {
     slots: [Resp; K],
     order: u32,
+    /// Slots in use (so that an idle ring costs nothing to poll).
+    held: u32,
 }
 
 impl<const K: usize> Default for RespRing<K> {
@@ -654,6 +656,7 @@ impl<const K: usize> RespRing<K> {
     pub const EMPTY: Self = RespRing {
         slots: [NO_RESP; K],
         order: 0,
+        held: 0,
     };
 
     /// Checks that a new (not duplicate) request `h` can take its slot: the
@@ -690,6 +693,9 @@ impl<const K: usize> RespRing<K> {
         let order = self.order;
         self.order = order.wrapping_add(1);
         let s = self.slots.get_mut(ring::<K>(h.msn))?;
+        if !s.active {
+            self.held = self.held.saturating_add(1);
+        }
         *s = Resp {
             active: true,
             req,
@@ -733,7 +739,7 @@ impl<const K: usize> RespRing<K> {
 
     /// True if some answered request has response bytes not yet sent.
     pub fn has_unsent(&self) -> bool {
-        self.slots.iter().any(Self::unsent)
+        self.held != 0 && self.slots.iter().any(Self::unsent)
     }
 
     /// Takes the next response segment of at most `mss` bytes, of the
@@ -814,13 +820,14 @@ impl<const K: usize> RespRing<K> {
             s.acked = s.acked.saturating_add(1);
             if s.acked >= s.pkts && !Self::unsent(s) {
                 s.active = false;
+                self.held = self.held.saturating_sub(1);
             }
         }
     }
 
     /// Requests held (waiting for an answer or acknowledgements).
-    pub fn held(&self) -> usize {
-        self.slots.iter().filter(|s| s.active).count()
+    pub fn held(&self) -> u32 {
+        self.held
     }
 }
 
@@ -923,4 +930,97 @@ mod tests {
         r.placed(&z);
         assert_eq!(r.pop_complete().map(|d| d.len), Some(0));
     }
+
+    fn req(op: MrcOp, msn: u32, msg_len: u32) -> DataHdr {
+        DataHdr {
+            op,
+            msn,
+            rsn: 0,
+            msg_len,
+            offset: 0,
+            va: 0x8000,
+            rkey: 3,
+            len: if op.is_atomic() { 16 } else { 0 },
+            ..hdr(0, 0, 0, 0)
+        }
+    }
+
+    #[test]
+    fn response_ring_segments_and_frees() {
+        let mut q = RespRing::<4>::default();
+        let h = req(MrcOp::Read, 3, 2500);
+        q.check(&h).unwrap();
+        let r = q.insert(1, &h, &[]).unwrap();
+        assert_eq!((r.stream, r.msn, r.len, r.va, r.rkey), (1, 3, 2500, 0x8000, 3));
+        assert!(!q.has_unsent(), "sent before the answer");
+        assert!(!q.answer(3, Response::Atomic(1), 1000), "a value for a READ");
+        assert!(!q.answer(2, Response::Read, 1000));
+        assert!(q.answer(3, Response::Read, 1000));
+        assert!(!q.answer(3, Response::Read, 1000), "answered twice");
+        let segs: [Option<RespSegment>; 4] = core::array::from_fn(|_| q.next_segment(1000));
+        let want = |offset, len| Some(RespSegment { msn: 3, offset, len });
+        assert_eq!(segs, [want(0, 1000), want(1000, 1000), want(2000, 500), None]);
+        // The same Msn again with a new Dsn: refused; Msn + K takes the slot.
+        assert_eq!(q.check(&h), Err(StreamDrop::Inconsistent));
+        assert_eq!(q.check(&req(MrcOp::Read, 7, 1)), Ok(()));
+        for _ in 0..2 {
+            q.packet_acked(3);
+        }
+        assert_eq!(q.held(), 1);
+        q.packet_acked(4);
+        assert_eq!(q.held(), 1, "another Msn's ACK freed the slot");
+        q.packet_acked(3);
+        assert_eq!((q.held(), q.get(3)), (0, None));
+        // An atomic: its operands from the payload, one packet.
+        let mut ops = [0u8; 16];
+        ops[..8].copy_from_slice(&5u64.to_be_bytes());
+        ops[8..].copy_from_slice(&9u64.to_be_bytes());
+        let r = q.insert(0, &req(MrcOp::CmpSwap, 8, 16), &ops).unwrap();
+        assert_eq!((r.len, r.compare_add, r.swap), (8, 5, 9));
+        assert!(!q.answer(8, Response::Read, 1000), "READ data for an atomic");
+        assert!(q.answer(8, Response::Atomic(77), 1000));
+        assert_eq!(q.next_segment(1000), Some(RespSegment { msn: 8, offset: 0, len: 0 }));
+        assert!(!q.has_unsent());
+        let mut out = hdr(0, 0, 0, 0);
+        q.fill_header(&RespSegment { msn: 8, offset: 0, len: 0 }, 0x42, &mut out).unwrap();
+        assert_eq!((out.op, out.va, out.msg_len, out.stream), (MrcOp::AtomicResp, 77, 8, 0x42));
+        q.packet_acked(8);
+        assert_eq!(q.held(), 0);
+    }
+
+    #[test]
+    fn request_completes_after_its_response() {
+        let mut t = TxStream::<4>::default();
+        t.open = true;
+        let read = MsgDesc { op: MrcOp::Read, len: 1500, va: 0x8000, rkey: 3, ..NO_MSG };
+        assert_eq!(t.post(read, 1000), Ok(0));
+        assert_eq!(t.post(MsgDesc { op: MrcOp::CmpSwap, len: 8, ..read }, 1000), Err(PostError::BadOp));
+        assert_eq!(t.post_atomic(MrcOp::FetchAdd, 0x10, 3, 1, 99, 1000), Ok(1));
+        let resp = |op, msn, off, len, msg_len| DataHdr { op, msn, offset: off, len, msg_len, va: 0, rkey: 0, rsn: 0, ..hdr(0, 0, 0, 0) };
+        // Not sent yet: no response accepted.
+        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)), Err(StreamDrop::MsnWindow));
+        assert_eq!(t.next_segment(1000), Some(Segment { msn: 0, offset: 0, len: 0 }));
+        // The atomic waits for the READ (section 11.4).
+        assert!(!t.has_unsent());
+        t.packet_acked(0);
+        assert_eq!(t.pop_done(), None, "READ complete without its data");
+        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1400)), Err(StreamDrop::Inconsistent));
+        assert_eq!(t.check_response(&resp(MrcOp::AtomicResp, 0, 0, 0, 8)), Err(StreamDrop::Inconsistent));
+        for (off, len) in [(1000, 500), (0, 1000)] {
+            let h = resp(MrcOp::ReadResp, 0, off, len, 1500);
+            t.check_response(&h).unwrap();
+            t.response(&h);
+        }
+        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)), Err(StreamDrop::Inconsistent));
+        assert_eq!(t.pop_done(), Some((0, None)));
+        assert_eq!(t.next_segment(1000), Some(Segment { msn: 1, offset: 0, len: 0 }));
+        assert_eq!(t.operands(1), Some([1, 0]));
+        t.packet_acked(1);
+        let nak = DataHdr { imm: NakCode::RemoteAccess.to_u32(), ..resp(MrcOp::Nak, 1, 0, 0, 0) };
+        t.check_response(&nak).unwrap();
+        t.response(&nak);
+        assert_eq!(t.pop_done(), Some((1, Some(NakCode::RemoteAccess))));
+        assert!(t.stale_response(&nak));
+    }
+
 }
