@@ -990,8 +990,7 @@ mod tests {
 
     #[test]
     fn request_completes_after_its_response() {
-        let mut t = TxStream::<4>::default();
-        t.open = true;
+        let mut t = TxStream::<4> { open: true, ..TxStream::EMPTY };
         let read = MsgDesc { op: MrcOp::Read, len: 1500, va: 0x8000, rkey: 3, ..NO_MSG };
         assert_eq!(t.post(read, 1000), Ok(0));
         assert_eq!(t.post(MsgDesc { op: MrcOp::CmpSwap, len: 8, ..read }, 1000), Err(PostError::BadOp));

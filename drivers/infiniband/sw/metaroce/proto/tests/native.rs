@@ -99,7 +99,7 @@ fn initial_memory() -> Vec<u8> {
 struct Outcome {
     sends: Vec<(usize, u32, SendStatus)>,
     recvs: Vec<(usize, u32, u32)>,
-    reads: std::collections::HashMap<(usize, u32), Vec<u8>>,
+    reads: Results,
     memory: Vec<u8>,
     retx: u64,
 }
@@ -300,7 +300,10 @@ fn read_workload() -> Vec<Op> {
 /// The results verbs order promises: every READ returns the bytes the
 /// responder's memory holds after every earlier message of its stream
 /// and none of the later ones; the final memory.
-fn expected(msgs: &[Op]) -> (std::collections::HashMap<(usize, u32), Vec<u8>>, Vec<u8>) {
+/// Results of READs and atomics by (stream, Msn).
+type Results = std::collections::HashMap<(usize, u32), Vec<u8>>;
+
+fn expected(msgs: &[Op]) -> (Results, Vec<u8>) {
     let mut mem = initial_memory();
     let mut reads = std::collections::HashMap::new();
     let mut msn = [0u32; 2];
