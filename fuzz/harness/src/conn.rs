@@ -799,6 +799,15 @@ impl World {
             if genuine && !self.tainted {
                 self.genuine_drop(side, &parsed, r);
             }
+            // DATA naming no open stream is acknowledged and its Dsn recorded
+            // before it is dropped (section 4): the receive half took it.
+            if let (Err(metaroce_proto::conn::RxDrop::NoStream), Ok(MrcPacket::Data(h, _))) = (r, &parsed) {
+                if !genuine {
+                    self.tainted = true;
+                }
+                self.rx_commit(side, h, ce, hint);
+                self.rx[side].seen.insert(h.dsn);
+            }
             return;
         }
         if !genuine {
@@ -834,9 +843,9 @@ impl World {
         super::count(|| "genuine MsnWindow drop (receiver not polled)".into(), 1);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
-        let tainted = self.tainted;
+    /// What the receive half of `side` records of every DATA packet it
+    /// takes (placed, duplicate, or for no stream).
+    fn rx_commit(&mut self, side: usize, h: &DataHdr, ce: bool, hint: u32) {
         let rm = &mut self.rx[side];
         if let Some(p) = rm.peer {
             assert_eq!(p, h.conn, "DATA of another connection accepted");
@@ -852,6 +861,13 @@ impl World {
         if ce {
             rm.ce[pi] = rm.ce[pi].wrapping_add(1);
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
+        let tainted = self.tainted;
+        self.rx_commit(side, h, ce, hint);
+        let rm = &mut self.rx[side];
         let new_dsn = !rm.seen.contains(&h.dsn);
         rm.seen.insert(h.dsn);
         if ev == RxEvent::Duplicate {
