@@ -59,7 +59,7 @@
 //!   send request. The same happens for a retransmission.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
-use super::mrc_wire::{parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket};
+use super::mrc_wire::{parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
 use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
@@ -1227,9 +1227,22 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     ) -> Option<Transmit> {
         let di = Self::desc_index(dsn);
         let d = *self.descs.get(di)?;
+        // Payload bytes on the wire: an atomic's operand block is written
+        // here, not referenced, but windows and pacer count it all the same.
+        let atomic = !d.resp
+            && self
+                .tx_streams
+                .get(usize::from(d.stream))
+                .and_then(|t| t.operands(d.msn))
+                .is_some();
+        let wire_len = if atomic {
+            u32::from(ATOMIC_OPERANDS_LEN)
+        } else {
+            u32::from(d.len)
+        };
         let p = self.paths.get_mut(pi)?;
         let floor = p.floor();
-        let seq = p.on_send(dsn, u32::from(d.len), now, retx);
+        let seq = p.on_send(dsn, wire_len, now, retx);
         let path = u8::try_from(pi).ok()?;
         let mut h = DataHdr {
             retx,
@@ -1280,11 +1293,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         let mut hdr_len = h.write(buf)?;
         if let Some([a, b]) = operands {
             // An atomic's operand block follows the header (section 3.1).
-            let ops = buf.get_mut(hdr_len..hdr_len.checked_add(16)?)?;
+            let ops = buf.get_mut(hdr_len..hdr_len.checked_add(usize::from(ATOMIC_OPERANDS_LEN))?)?;
             let (x, y) = ops.split_at_mut(8);
             x.copy_from_slice(&a.to_be_bytes());
             y.copy_from_slice(&b.to_be_bytes());
-            hdr_len = hdr_len.checked_add(16)?;
+            hdr_len = hdr_len.checked_add(usize::from(ATOMIC_OPERANDS_LEN))?;
         }
         // Requests and non-READ responses carry no payload from the caller.
         let payload = match h.op {
@@ -1305,7 +1318,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         } else {
             scale_q16(self.rate_hint, self.pace_scale).max(1)
         };
-        if let Some(gap) = pace_gap_ns(u32::from(d.len), rate) {
+        if let Some(gap) = pace_gap_ns(wire_len, rate) {
             self.pace_next = self.pace_next.max(now).saturating_add(gap);
         }
         self.pace_blocked = false;
