@@ -25,7 +25,8 @@
 //!   for any message; the caller keeps its work request under (stream, Msn).
 //!   Their transmits have `payload: None` (an atomic's 16 operand bytes are
 //!   part of `hdr_len`: give `poll_transmit` a buffer of
-//!   [`super::mrc_wire::MAX_HDR_LEN`] bytes).
+//!   [`super::mrc_wire::MAX_HDR_LEN`] bytes; with a shorter one atomics
+//!   wait and everything else is sent).
 //! * **Requester, response.** [`Conn::on_packet`] returns
 //!   [`RxEvent::Data`] with [`Place::op`] [`MrcOp::ReadResp`]: copy the
 //!   packet's payload (`len` bytes) to byte `offset` of the scatter list of
@@ -59,7 +60,9 @@
 //!   send request. The same happens for a retransmission.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
-use super::mrc_wire::{parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN};
+use super::mrc_wire::{
+    parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
+};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
 use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
@@ -1038,8 +1041,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     }
 
     /// The next packet to send, its header written to `buf` (at least
-    /// [`super::mrc_wire::DATA_HDR_LEN`] bytes): ACKs first, then retransmissions, then new
-    /// data round-robin over streams.
+    /// [`super::mrc_wire::DATA_HDR_LEN`] bytes; [`MAX_HDR_LEN`] for atomic requests, which
+    /// wait for such a buffer): ACKs first, then retransmissions, then new data round-robin
+    /// over streams (a stream's READ/atomic responses before its own messages).
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(t) = self.poll_ack(buf) {
             return Some(t);
@@ -1147,6 +1151,10 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 self.advance_dsn_base();
                 continue;
             }
+            if buf.len() < MAX_HDR_LEN && self.is_atomic_desc(&d) {
+                // No room for the operand block: wait for a larger buffer.
+                return None;
+            }
             if d.tx_count > self.cfg.max_retx {
                 self.fail();
                 return None;
@@ -1185,6 +1193,12 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             };
             // Responses first: they complete the peer's requests.
             let resp = self.resps.get(si).is_some_and(|q| q.has_unsent());
+            let atomic = !resp && self.tx_streams.get(si).is_some_and(|t| t.next_is_atomic());
+            if atomic && buf.len() < MAX_HDR_LEN {
+                // No room for the operand block: the stream waits for a
+                // caller with a larger buffer.
+                continue;
+            }
             let seg = if resp {
                 let r = self.resps.get_mut(si)?.next_segment(mss)?;
                 Segment {
@@ -1229,12 +1243,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         let d = *self.descs.get(di)?;
         // Payload bytes on the wire: an atomic's operand block is written
         // here, not referenced, but windows and pacer count it all the same.
-        let atomic = !d.resp
-            && self
-                .tx_streams
-                .get(usize::from(d.stream))
-                .and_then(|t| t.operands(d.msn))
-                .is_some();
+        let atomic = self.is_atomic_desc(&d);
         let wire_len = if atomic {
             u32::from(ATOMIC_OPERANDS_LEN)
         } else {
@@ -1341,6 +1350,15 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             ect: true,
             retx,
         })
+    }
+
+    fn is_atomic_desc(&self, d: &Desc) -> bool {
+        !d.resp
+            && self
+                .tx_streams
+                .get(usize::from(d.stream))
+                .and_then(|t| t.operands(d.msn))
+                .is_some()
     }
 
     fn pop_retx(&mut self) {

@@ -309,6 +309,16 @@ impl<const K: usize> TxStream<K> {
         Some(())
     }
 
+    /// True if the next segment [`Self::next_segment`] would give is an
+    /// atomic request's.
+    pub fn next_is_atomic(&self) -> bool {
+        self.has_unsent()
+            && self
+                .msgs
+                .get(ring::<K>(self.seg))
+                .is_some_and(|m| m.desc.op.is_atomic())
+    }
+
     /// The operands of atomic `msn` (Compare or Add, Swap or 0).
     pub fn operands(&self, msn: u32) -> Option<[u64; 2]> {
         self.msgs

@@ -821,3 +821,24 @@ fn response_for_a_flushed_read_is_acknowledged() {
     assert_eq!(b.on_packet(now, &acks[0], false, 9, 0), Ok(RxEvent::Ack));
     assert_eq!(b.next_deadline(), None, "b still has the response in flight");
 }
+
+#[test]
+fn atomic_waits_for_a_buffer_with_room_for_its_operands() {
+    let (mut a, _b) = pair();
+    a.post_atomic(0, MrcOp::CmpSwap, BASE, RKEY, 1, 2).unwrap();
+    a.post(1, msg(MrcOp::Send, 10)).unwrap();
+    let mut small = [0u8; DATA_HDR_LEN];
+    // The other stream's SEND goes; the atomic does not, and nothing of it
+    // was counted as sent.
+    let t = a.poll_transmit(0, &mut small).expect("the SEND");
+    assert_eq!(t.payload.map(|p| p.stream), Some(1));
+    assert_eq!(a.poll_transmit(0, &mut small), None);
+    let sent: u64 = (0..4).map(|i| a.path_info(i).unwrap().2.sent).sum();
+    assert_eq!(sent, 1);
+    let mut buf = [0u8; MAX_HDR_LEN];
+    let t = a.poll_transmit(0, &mut buf).expect("the atomic");
+    assert_eq!(t.hdr_len, MAX_HDR_LEN);
+    let Ok(MrcPacket::Data(h, ops)) = parse(&buf) else { panic!() };
+    assert_eq!((h.op, h.va, h.rkey, h.msg_len), (MrcOp::CmpSwap, BASE, RKEY, 16));
+    assert_eq!(ops, [1u64.to_be_bytes(), 2u64.to_be_bytes()].concat());
+}
