@@ -854,7 +854,14 @@ impl World {
         rm.hint = hint;
         let pi = usize::from(h.path);
         assert!(pi < self.paths, "DATA on path {pi} accepted");
-        if seq_diff(h.path_floor, rm.floor[pi]) > 0 {
+        // Section 4, step 1: the window slides to PathFloor if it is after
+        // CumSeq (the first PathSeq from the last floor on not received),
+        // not merely after the previous floor (they differ near 2^31).
+        let mut cum = rm.floor[pi];
+        while rm.path_seqs[pi].contains(&cum) {
+            cum = cum.wrapping_add(1);
+        }
+        if seq_diff(h.path_floor, cum) > 0 {
             rm.floor[pi] = h.path_floor;
         }
         rm.path_seqs[pi].insert(h.path_seq);
