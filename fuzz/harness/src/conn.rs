@@ -61,12 +61,31 @@
 //!   byte of the message placed; a successful send completion only after
 //!   every packet of the message reached the peer; and after the drain
 //!   every message of a side that did not fail completed at both ends
-//!   (no stall: if nothing can move, some timer is pending).
+//!   (no stall: if nothing can move, some timer is pending);
+//! * READ and atomics (section 11; `Post` with `flags` bit 2): each side
+//!   also plays the responder's glue (memory: a fixed byte function for
+//!   READs, a map of 8-byte words for atomics, one valid key; `flags` bit
+//!   3: a wrong key, bit 4: a misaligned atomic) and answers every
+//!   `RxEvent::Request` at once. Checked: a request packet carries its
+//!   message (opcode, Msn, MsgLen, RemoteVa, RKey, operand block, no
+//!   payload reference); a request is reported to the responder at most
+//!   once per (stream, Msn) and matches what was posted; response packets
+//!   carry the answer (READ_RESP segments at MSS boundaries with the memory
+//!   reference `(RKey, va + Offset)`, ATOMIC_RESP the original value, NAK
+//!   the code); every placed READ byte is the responder's memory byte, each
+//!   placed once, an atomic's value is what the responder's execution
+//!   returned; a successful READ/atomic completion only after its whole
+//!   response arrived, a NAK's completion has the matching status; the
+//!   fences of section 11.4 (no message starts while an older incomplete
+//!   one of another class is outstanding; an atomic only alone); and at
+//!   the drain every READ and atomic completes unless the responder's
+//!   connection failed (section 11.5).
 
 use super::enc::{steps, Enc, Wire};
 use arbitrary::{Result, Unstructured};
-use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, AckPkt, DataHdr, MrcOp, MrcPacket, DATA_HDR_LEN, MAX_MSG_LEN};
+use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, MrRef, RxEvent, SendStatus};
+use metaroce_proto::mrc_wire::{parse, AckPkt, DataHdr, MrcOp, MrcPacket, NakCode, DATA_HDR_LEN, MAX_HDR_LEN, MAX_MSG_LEN};
+use metaroce_proto::stream::{Request, Response};
 use metaroce_proto::path::PATH_WINDOW;
 use metaroce_proto::stream::{MsgDesc, PostError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,6 +104,11 @@ fn local_qpn(side: usize, s: usize) -> u32 {
     [100, 200][side] + s as u32
 }
 
+/// The stream of `side` whose QPN is `qpn`.
+fn dst_stream(side: usize, qpn: u32) -> usize {
+    (0..S).find(|&s| local_qpn(side, s) == qpn).unwrap_or_else(|| panic!("DATA for QPN {qpn}, no stream of side {side}"))
+}
+
 /// Parameters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cfg {
@@ -100,8 +124,10 @@ pub struct Cfg {
 #[derive(Clone, Debug)]
 pub enum Step {
     /// Post on `side`'s stream `stream % 2`: op (modulo 4: SEND, SEND_IMM,
-    /// WRITE, WRITE_IMM), length (modulo 4 MSS + 1; `flags` bit 1: beyond
-    /// 2^31), `flags` bit 0: solicited.
+    /// WRITE, WRITE_IMM; with `flags` bit 2: READ, CMP_SWAP, FETCH_ADD,
+    /// READ), length (modulo 4 MSS + 1; `flags` bit 1: beyond 2^31),
+    /// `flags` bit 0: solicited, bit 3: a key the responder refuses, bit 4:
+    /// an atomic's address not 8-byte aligned.
     Post {
         /// 0 A, 1 B.
         side: u8,
@@ -259,15 +285,49 @@ fn pattern(side: usize, s: usize, msn: u32, off: u32) -> u8 {
     (off.wrapping_mul(7) ^ msn.wrapping_mul(31) ^ (s as u32 * 3 + side as u32 * 101)) as u8
 }
 
+/// The one key the responders accept.
+const GOOD_KEY: u32 = 0x77;
+const BAD_KEY: u32 = 0x66;
+
+/// Byte at `va` of `side`'s memory (what its READ responses carry).
+fn mem_byte(side: usize, va: u64) -> u8 {
+    (va.wrapping_mul(13) ^ (va >> 7) ^ (side as u64 * 0x5D)) as u8
+}
+
+/// Initial value of the 8-byte word at `va` of `side`'s memory.
+fn word0(side: usize, va: u64) -> u64 {
+    va.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ side as u64
+}
+
+/// Fence class of section 11.4.
+fn class(op: MrcOp) -> u8 {
+    match op {
+        MrcOp::Read => 1,
+        MrcOp::CmpSwap | MrcOp::FetchAdd => 2,
+        _ => 0,
+    }
+}
+
 #[derive(Clone, Debug)]
 struct TxMsg {
     desc: MsgDesc,
     rsn: u32,
+    /// Atomic operands (compare or add, swap).
+    operands: [u64; 2],
+    /// READ bytes placed (genuine responses).
+    resp: Vec<bool>,
+    /// An ATOMIC_RESP's value, or a NAK's code, arrived.
+    value: Option<u64>,
+    nak: Option<NakCode>,
+    /// Its first packet was sent.
+    started: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seg {
     stream: usize,
+    /// A response packet (the Msn is the peer's request's).
+    resp: bool,
     msn: u32,
     offset: u32,
     len: u16,
@@ -309,6 +369,11 @@ struct RxMsg {
 /// What one side received.
 #[derive(Default)]
 struct RxModel {
+    /// Requests reported (`RxEvent::Request` or `Refused`), by (stream,
+    /// Msn): each only once; with the answer given.
+    requests: BTreeMap<(usize, u32), (Option<Request>, Response)>,
+    /// The responder's atomic words.
+    words: BTreeMap<u64, u64>,
     /// Dsns placed (`RxEvent::Data`).
     dsns: BTreeSet<u32>,
     /// Dsns accepted at all (placed or duplicate).
@@ -429,22 +494,52 @@ pub fn run_input(input: &Input) {
 
 impl World {
     fn post(&mut self, side: usize, s: usize, op: u8, len: u16, flags: u8) {
-        let op = [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm][usize::from(op % 4)];
+        let ops = if flags & 4 != 0 {
+            [MrcOp::Read, MrcOp::CmpSwap, MrcOp::FetchAdd, MrcOp::Read]
+        } else {
+            [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm]
+        };
+        let op = ops[usize::from(op % 4)];
         let mut len = u32::from(len) % (4 * self.mss + 1);
-        if flags & 2 != 0 {
+        if op.is_atomic() {
+            len = 8;
+        } else if flags & 2 != 0 {
             len += MAX_MSG_LEN + 1;
         }
+        // READs from a few places (offset by the length), atomics on two
+        // words per stream (so that they meet), misaligned on request.
+        let va = match op {
+            MrcOp::Read => 0x20_0000 * (s as u64 + 1) + u64::from(len % 61),
+            MrcOp::CmpSwap | MrcOp::FetchAdd => {
+                0x30_0000 * (s as u64 + 1) + 8 * u64::from(len % 2) + if flags & 16 != 0 { 4 } else { 0 }
+            }
+            _ if op.is_write() => 0x10_0000 * (s as u64 + 1),
+            _ => 0,
+        };
         let desc = MsgDesc {
             op,
             len,
-            va: if op.is_write() { 0x10_0000 * (s as u64 + 1) } else { 0 },
-            rkey: if op.is_write() { 0x77 } else { 0 },
+            va,
+            rkey: if op.has_remote() { if flags & 8 != 0 { BAD_KEY } else { GOOD_KEY } } else { 0 },
             imm: if op.has_imm() { 0xC0DE_0000 | u32::from(len as u16) } else { 0 },
-            se: flags & 1 != 0,
+            se: flags & 1 != 0 && !op.is_request(),
+        };
+        // CMP_SWAP compares with the word's current value when `len` is even
+        // (so that some succeed), FETCH_ADD adds.
+        let cur = self.rx[1 - side].words.get(&va).copied().unwrap_or_else(|| word0(1 - side, va));
+        let operands = match op {
+            MrcOp::CmpSwap if len % 2 == 0 => [cur, u64::from(len) << 40 | 0xAB],
+            MrcOp::CmpSwap => [!cur, 1],
+            MrcOp::FetchAdd => [u64::from(len) * 0x0101_0101 + 1, 0],
+            _ => [0; 2],
         };
         let t = &mut self.tx[side];
         let outstanding = t.msgs[s].len() as u32 - t.reported[s];
-        let got = self.c[side].post(s, desc);
+        let got = if op.is_atomic() {
+            self.c[side].post_atomic(s, op, va, desc.rkey, operands[0], operands[1])
+        } else {
+            self.c[side].post(s, desc)
+        };
         let failed = self.c[side].state() == ConnState::Failed;
         match got {
             Err(PostError::ConnFailed) => assert!(failed, "ConnFailed while not failed"),
@@ -460,7 +555,15 @@ impl World {
                 } else {
                     0
                 };
-                t.msgs[s].push(TxMsg { desc, rsn });
+                t.msgs[s].push(TxMsg {
+                    desc,
+                    rsn,
+                    operands,
+                    resp: if op == MrcOp::Read { vec![false; len as usize] } else { Vec::new() },
+                    value: None,
+                    nak: None,
+                    started: false,
+                });
             }
         }
         if failed {
@@ -470,7 +573,7 @@ impl World {
 
     /// One transmission of `side`; false if it had none.
     fn pump(&mut self, side: usize) -> bool {
-        let mut buf = [0u8; DATA_HDR_LEN];
+        let mut buf = [0u8; MAX_HDR_LEN];
         let failed = self.c[side].state() == ConnState::Failed;
         let Some(t) = self.c[side].poll_transmit(self.now, &mut buf) else {
             return false;
@@ -483,14 +586,29 @@ impl World {
                 assert!(t.payload.is_none() && !t.ect && !t.retx, "ACK transmit {t:?}");
                 self.check_ack_sent(side, &a);
             }
-            Ok(MrcPacket::Data(h, _)) if h.len == 0 => {
+            Ok(MrcPacket::Data(h, payload)) if h.len == 0 || t.payload.is_none() => {
                 assert!(!failed, "DATA sent after the connection failed");
+                if h.op.is_atomic() {
+                    // The operand block is in the transmit's header bytes.
+                    assert_eq!(t.hdr_len, DATA_HDR_LEN + 16, "atomic request length");
+                    let m = &self.tx[side].msgs[dst_stream(1 - side, h.stream)][h.msn as usize];
+                    let want: Vec<u8> = m.operands.iter().flat_map(|v| v.to_be_bytes()).collect();
+                    assert_eq!(payload, &want[..], "atomic operand block");
+                } else {
+                    assert_eq!(t.hdr_len, DATA_HDR_LEN);
+                }
                 self.check_data_sent(side, &h, &t);
             }
             Err(metaroce_proto::mrc_wire::MrcError::Truncated) => {
-                // A DATA header whose payload the caller appends.
+                // A DATA header whose payload the caller appends: from our
+                // message, or (a READ response) from our memory.
                 let p = t.payload.expect("DATA transmit without payload");
-                bytes.extend((0..u32::from(p.len)).map(|i| pattern(side, p.stream, p.msn, p.offset + i)));
+                match p.mr {
+                    None => bytes.extend((0..u32::from(p.len)).map(|i| pattern(side, p.stream, p.msn, p.offset + i))),
+                    Some(MrRef { va, .. }) => {
+                        bytes.extend((0..u64::from(p.len)).map(|i| mem_byte(side, va.wrapping_add(i))));
+                    }
+                }
                 let Ok(MrcPacket::Data(h, _)) = parse(&bytes) else { panic!("DATA with its payload does not parse") };
                 assert!(!failed, "DATA sent after the connection failed");
                 self.check_data_sent(side, &h, &t);
@@ -507,24 +625,51 @@ impl World {
         assert_eq!(h.retx, t.retx);
         assert_eq!(h.conn, IDS[side], "DATA with another connection id");
         assert_eq!(h.path, t.path);
-        let p = t.payload.expect("DATA without payload reference");
-        let s = p.stream;
-        assert!(s < S);
-        assert_eq!((p.msn, p.offset, p.len), (h.msn, h.offset, h.len), "payload reference and header differ");
+        let s = dst_stream(1 - side, h.stream);
+        if h.op.is_response() {
+            self.check_response_sent(side, s, h, t);
+        }
         let tm = &mut self.tx[side];
-        let m = tm.msgs[s].get(h.msn as usize).unwrap_or_else(|| panic!("DATA for unposted message {} of stream {s}", h.msn));
-        assert!(h.msn >= tm.reported[s], "DATA for message {} already completed", h.msn);
-        let d = m.desc;
-        let last = h.offset + u32::from(h.len) >= d.len;
-        assert_eq!(h.stream, local_qpn(1 - side, s), "StreamId");
-        assert_eq!((h.op, h.msg_len, h.rsn), (d.op, d.len, m.rsn), "opcode, MsgLen, Rsn");
-        assert_eq!((h.va, h.rkey), if d.op.is_write() { (d.va, d.rkey) } else { (0, 0) }, "RemoteVa/RKey");
-        assert_eq!(h.imm, if d.op.has_imm() { d.imm } else { 0 }, "Imm");
-        assert_eq!(h.se, d.se && last && d.op.consumes_recv(), "SE");
-        assert_eq!(h.offset % mss, 0, "offset not on an MSS boundary");
-        assert_eq!(u32::from(h.len), (d.len - h.offset.min(d.len)).min(mss), "segment length");
-        assert!(h.offset < d.len || (d.len == 0 && h.offset == 0), "segment past the message");
-        let seg = Seg { stream: s, msn: h.msn, offset: h.offset, len: h.len };
+        let seg = Seg { stream: s, resp: h.op.is_response(), msn: h.msn, offset: h.offset, len: h.len };
+        if !h.op.is_response() {
+            let m = tm.msgs[s].get(h.msn as usize).unwrap_or_else(|| panic!("DATA for unposted message {} of stream {s}", h.msn));
+            assert!(h.msn >= tm.reported[s], "DATA for message {} already completed", h.msn);
+            let d = m.desc;
+            match t.payload {
+                Some(p) => {
+                    assert!(!d.op.is_request(), "request with a payload reference");
+                    assert_eq!((p.stream, p.msn, p.offset, p.len, p.mr), (s, h.msn, h.offset, h.len, None), "payload reference and header differ");
+                }
+                None => assert!(d.op.is_request(), "DATA without payload reference"),
+            }
+            let last = h.offset + u32::from(h.len) >= d.len;
+            let msg_len = if d.op.is_atomic() { 16 } else { d.len };
+            assert_eq!((h.op, h.msg_len, h.rsn), (d.op, msg_len, m.rsn), "opcode, MsgLen, Rsn");
+            assert_eq!((h.va, h.rkey), if d.op.has_remote() { (d.va, d.rkey) } else { (0, 0) }, "RemoteVa/RKey");
+            assert_eq!(h.imm, if d.op.has_imm() { d.imm } else { 0 }, "Imm");
+            assert_eq!(h.se, d.se && last && d.op.consumes_recv(), "SE");
+            if d.op.is_request() {
+                assert_eq!((h.offset, u32::from(h.len)), (0, if d.op.is_atomic() { 16 } else { 0 }), "request Offset/PayloadLen");
+            } else {
+                assert_eq!(h.offset % mss, 0, "offset not on an MSS boundary");
+                assert_eq!(u32::from(h.len), (d.len - h.offset.min(d.len)).min(mss), "segment length");
+                assert!(h.offset < d.len || (d.len == 0 && h.offset == 0), "segment past the message");
+            }
+            // Section 11.4: a message starts only while every older
+            // incomplete message is of its class; an atomic only alone.
+            if !m.started {
+                let c = class(d.op);
+                let older = &tm.msgs[s][tm.reported[s] as usize..h.msn as usize];
+                assert!(
+                    older.iter().all(|o| class(o.desc.op) == c) && (c != 2 || older.is_empty()),
+                    "{:?} {} started with {:?} outstanding",
+                    d.op,
+                    h.msn,
+                    older.iter().map(|o| o.desc.op).collect::<Vec<_>>()
+                );
+                tm.msgs[s][h.msn as usize].started = true;
+            }
+        }
         if h.retx {
             assert_eq!(tm.dsns.get(&h.dsn), Some(&seg), "retransmission of Dsn {} changed its segment", h.dsn);
         } else {
@@ -557,6 +702,33 @@ impl World {
             tm.pace_earliest = u64::try_from(u128::from(tm.pace_earliest.max(now)) + gap).unwrap_or(u64::MAX);
         }
         tm.timer_since_send[pi] = false;
+    }
+
+    /// A response packet `side` sent on stream `s`: the answer its glue gave.
+    fn check_response_sent(&self, side: usize, s: usize, h: &DataHdr, t: &metaroce_proto::conn::Transmit) {
+        let mss = self.mss;
+        let (req, answer) = self.rx[side].requests.get(&(s, h.msn)).unwrap_or_else(|| panic!("response to no request {} of stream {s}", h.msn));
+        assert_eq!((h.rsn, h.se), (0, false), "response Rsn/SE");
+        match *answer {
+            Response::Read => {
+                let req = req.expect("READ answered without its request");
+                assert_eq!((h.op, h.msg_len, h.rkey, h.va, h.imm), (MrcOp::ReadResp, req.len, 0, 0, 0), "READ_RESP header");
+                assert_eq!(h.offset % mss, 0, "READ_RESP offset not on an MSS boundary");
+                assert_eq!(u32::from(h.len), (req.len - h.offset.min(req.len)).min(mss), "READ_RESP length");
+                assert!(h.offset < req.len || (req.len == 0 && h.offset == 0), "READ_RESP past the READ");
+                let p = t.payload.expect("READ_RESP without payload reference");
+                let mr = Some(MrRef { rkey: req.rkey, va: req.va.wrapping_add(u64::from(h.offset)) });
+                assert_eq!((p.stream, p.msn, p.offset, p.len, p.mr), (s, h.msn, h.offset, h.len, mr), "READ_RESP payload reference");
+            }
+            Response::Atomic(v) => {
+                assert_eq!((h.op, h.msg_len, h.offset, h.len, h.rkey, h.va), (MrcOp::AtomicResp, 8, 0, 0, 0, v), "ATOMIC_RESP");
+                assert!(t.payload.is_none());
+            }
+            Response::Nak(c) => {
+                assert_eq!((h.op, h.msg_len, h.offset, h.len, h.imm), (MrcOp::Nak, 0, 0, 0, c.to_u32()), "NAK");
+                assert!(t.payload.is_none());
+            }
+        }
     }
 
     fn check_ack_sent(&self, side: usize, a: &AckPkt) {
@@ -627,6 +799,15 @@ impl World {
             if genuine && !self.tainted {
                 self.genuine_drop(side, &parsed, r);
             }
+            // DATA naming no open stream is acknowledged and its Dsn recorded
+            // before it is dropped (section 4): the receive half took it.
+            if let (Err(metaroce_proto::conn::RxDrop::NoStream), Ok(MrcPacket::Data(h, _))) = (r, &parsed) {
+                if !genuine {
+                    self.tainted = true;
+                }
+                self.rx_commit(side, h, ce, hint);
+                self.rx[side].seen.insert(h.dsn);
+            }
             return;
         }
         if !genuine {
@@ -662,9 +843,9 @@ impl World {
         super::count(|| "genuine MsnWindow drop (receiver not polled)".into(), 1);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
-        let tainted = self.tainted;
+    /// What the receive half of `side` records of every DATA packet it
+    /// takes (placed, duplicate, or for no stream).
+    fn rx_commit(&mut self, side: usize, h: &DataHdr, ce: bool, hint: u32) {
         let rm = &mut self.rx[side];
         if let Some(p) = rm.peer {
             assert_eq!(p, h.conn, "DATA of another connection accepted");
@@ -673,25 +854,57 @@ impl World {
         rm.hint = hint;
         let pi = usize::from(h.path);
         assert!(pi < self.paths, "DATA on path {pi} accepted");
-        if seq_diff(h.path_floor, rm.floor[pi]) > 0 {
+        // Section 4, step 1: the window slides to PathFloor if it is after
+        // CumSeq (the first PathSeq from the last floor on not received),
+        // not merely after the previous floor (they differ near 2^31).
+        let mut cum = rm.floor[pi];
+        while rm.path_seqs[pi].contains(&cum) {
+            cum = cum.wrapping_add(1);
+        }
+        if seq_diff(h.path_floor, cum) > 0 {
             rm.floor[pi] = h.path_floor;
         }
         rm.path_seqs[pi].insert(h.path_seq);
         if ce {
             rm.ce[pi] = rm.ce[pi].wrapping_add(1);
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
+        let tainted = self.tainted;
+        self.rx_commit(side, h, ce, hint);
+        let rm = &mut self.rx[side];
         let new_dsn = !rm.seen.contains(&h.dsn);
         rm.seen.insert(h.dsn);
-        let RxEvent::Data(pl) = ev else {
-            assert_eq!(ev, RxEvent::Duplicate);
+        if ev == RxEvent::Duplicate {
             if genuine && !tainted {
-                assert!(!new_dsn, "new Dsn {} reported duplicate", h.dsn);
+                // A response for a message completed or flushed is
+                // acknowledged like a duplicate (section 11.2).
+                let stale = h.op.is_response()
+                    && (0..S).any(|s| local_qpn(side, s) == h.stream && h.msn < self.tx[side].reported[s]);
+                assert!(!new_dsn || stale, "new Dsn {} reported duplicate", h.dsn);
             }
             return;
-        };
+        }
         // The Dsn window places each Dsn once, whatever else happened.
         assert!(new_dsn && rm.dsns.insert(h.dsn), "Dsn {} placed twice", h.dsn);
-        let s = pl.stream;
+        if h.op.is_response() {
+            self.response_accepted(side, h, payload, genuine, ev);
+            return;
+        }
+        let s = dst_stream(side, h.stream);
+        if h.op.is_request() {
+            self.request_accepted(side, s, h, ev);
+        }
+        let rm = &mut self.rx[side];
+        if h.op.is_request() {
+            assert!(h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K, "Msn {} outside the window", h.msn);
+            let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg { op: h.op, rsn: 0, msg_len: 0, placed: Vec::new() });
+            assert_eq!((m.op, m.rsn, m.msg_len), (h.op, 0, 0), "packets of request {} disagree", h.msn);
+            return;
+        }
+        let RxEvent::Data(pl) = ev else { panic!("DATA {h:?} gave {ev:?}") };
         assert!(s < S && local_qpn(side, s) == h.stream, "placed into stream {s} for StreamId {}", h.stream);
         assert_eq!(
             (pl.op, pl.msn, pl.rsn, pl.offset, pl.va, pl.rkey, pl.len),
@@ -718,6 +931,107 @@ impl World {
                     *x = true;
                 }
             }
+        }
+    }
+
+    /// A new request reached `side` (the responder) on stream `s`: the
+    /// glue's part. Checks it against what the peer posted, answers it
+    /// (carrying out an atomic on `side`'s words) and records the answer.
+    fn request_accepted(&mut self, side: usize, s: usize, h: &DataHdr, ev: RxEvent) {
+        let tainted = self.tainted;
+        let key = (s, h.msn);
+        if !tainted {
+            assert!(!self.rx[side].requests.contains_key(&key), "request {key:?} reported twice (executed twice)");
+        }
+        let posted = self.tx[1 - side].msgs[s].get(h.msn as usize).filter(|_| !tainted);
+        let answer = match ev {
+            RxEvent::Refused(c) => {
+                assert!(h.op.is_atomic() && h.va % 8 != 0 && c == NakCode::InvalidRequest, "core refused {h:?} with {c:?}");
+                self.rx[side].requests.insert(key, (None, Response::Nak(c)));
+                return;
+            }
+            RxEvent::Request(req) => {
+                let want_len = if h.op.is_atomic() { 8 } else { h.msg_len };
+                assert_eq!((req.stream, req.msn, req.op, req.rkey, req.va, req.len), (s, h.msn, h.op, h.rkey, h.va, want_len), "request event differs from the packet");
+                assert!(!(h.op.is_atomic() && h.va % 8 != 0), "misaligned atomic handed to the glue");
+                if let Some(m) = posted {
+                    assert_eq!((m.desc.op, m.desc.va, m.desc.rkey, m.desc.len), (req.op, req.va, req.rkey, req.len), "request differs from the posted message");
+                    assert_eq!([req.compare_add, req.swap], m.operands, "atomic operands");
+                }
+                if req.rkey != GOOD_KEY {
+                    Response::Nak(NakCode::RemoteAccess)
+                } else if req.op == MrcOp::Read {
+                    Response::Read
+                } else {
+                    let w = self.rx[side].words.entry(req.va).or_insert_with(|| word0(side, req.va));
+                    let old = *w;
+                    *w = match req.op {
+                        MrcOp::CmpSwap if old == req.compare_add => req.swap,
+                        MrcOp::CmpSwap => old,
+                        _ => old.wrapping_add(req.compare_add),
+                    };
+                    Response::Atomic(old)
+                }
+            }
+            other => panic!("request {h:?} gave {other:?}"),
+        };
+        let RxEvent::Request(req) = ev else { unreachable!() };
+        assert!(self.c[side].respond(s, h.msn, answer), "respond refused");
+        assert!(!self.c[side].respond(s, h.msn, answer), "answered twice");
+        self.rx[side].requests.insert(key, (Some(req), answer));
+    }
+
+    /// A new response reached `side` (the requester).
+    fn response_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], genuine: bool, ev: RxEvent) {
+        let tainted = self.tainted;
+        let s = dst_stream(side, h.stream);
+        let tm = &mut self.tx[side];
+        assert!(h.msn >= tm.reported[s], "response to completed message {} placed", h.msn);
+        let Some(m) = tm.msgs[s].get_mut(h.msn as usize) else {
+            assert!(tainted, "response to unposted message {}", h.msn);
+            return;
+        };
+        assert!(m.started, "response to message {} whose request was never sent", h.msn);
+        let answer = self.rx[1 - side].requests.get(&(s, h.msn)).map(|a| a.1);
+        match ev {
+            RxEvent::Data(pl) => {
+                assert_eq!(
+                    (pl.stream, pl.op, pl.msn, pl.rsn, pl.offset, pl.va, pl.rkey, pl.len),
+                    (s, h.op, h.msn, 0, h.offset, h.va, 0, h.len),
+                    "response placement differs from the packet"
+                );
+                match h.op {
+                    MrcOp::ReadResp => {
+                        assert!(m.desc.op == MrcOp::Read && h.msg_len == m.desc.len, "READ_RESP for {:?}", m.desc);
+                        if genuine && !tainted {
+                            for (i, &b) in payload.iter().enumerate() {
+                                let off = h.offset + i as u32;
+                                assert_eq!(b, mem_byte(1 - side, m.desc.va + u64::from(off)), "READ byte {off}");
+                                let x = &mut m.resp[off as usize];
+                                assert!(!*x, "READ byte {off} of message {} placed twice", h.msn);
+                                *x = true;
+                            }
+                        }
+                    }
+                    MrcOp::AtomicResp => {
+                        assert!(m.desc.op.is_atomic() && m.value.is_none(), "ATOMIC_RESP for {:?}", m.desc);
+                        if !tainted {
+                            assert_eq!(answer, Some(Response::Atomic(h.va)), "atomic value is not the responder's");
+                        }
+                        m.value = Some(h.va);
+                    }
+                    op => panic!("{op:?} placed as a response"),
+                }
+            }
+            RxEvent::Nak { stream, msn, code } => {
+                assert_eq!((stream, msn, Some(code)), (s, h.msn, NakCode::from_u32(h.imm)), "NAK event");
+                assert!(m.desc.op.is_request() && m.nak.is_none(), "NAK for {:?}", m.desc);
+                if !tainted {
+                    assert_eq!(answer, Some(Response::Nak(code)), "NAK the responder did not give");
+                }
+                m.nak = Some(code);
+            }
+            other => panic!("response {h:?} gave {other:?}"),
         }
     }
 
@@ -798,10 +1112,15 @@ impl World {
             SendStatus::Ok => {
                 assert!(!t.failed_seen[s], "success on stream {s} after RetryExceeded (section 7: only flushes follow)");
                 if !self.tainted {
-                    // Every packet of the message reached the peer.
-                    let d = t.msgs[s][msn as usize].desc;
-                    let segs: Vec<(&u32, &Seg)> = t.dsns.iter().filter(|(_, g)| g.stream == s && g.msn == msn).collect();
-                    let want = d.len.div_ceil(self.mss).max(1) as usize;
+                    // Every packet of the message reached the peer; a READ's
+                    // every byte, an atomic's value came back.
+                    let m = &t.msgs[s][msn as usize];
+                    let d = m.desc;
+                    assert!(m.resp.iter().all(|&b| b), "READ {msn} completed with bytes missing");
+                    assert!(!d.op.is_atomic() || m.value.is_some(), "atomic {msn} completed without its value");
+                    assert!(m.nak.is_none(), "message {msn} completed Ok after a NAK");
+                    let segs: Vec<(&u32, &Seg)> = t.dsns.iter().filter(|(_, g)| g.stream == s && !g.resp && g.msn == msn).collect();
+                    let want = if d.op.is_request() { 1 } else { d.len.div_ceil(self.mss).max(1) as usize };
                     assert_eq!(segs.len(), want, "message {msn} completed with {} of {want} packets sent", segs.len());
                     for (dsn, g) in segs {
                         assert!(self.rx[1 - side].seen.contains(dsn), "message {msn} completed but Dsn {dsn} ({g:?}) never reached the peer");
@@ -816,6 +1135,21 @@ impl World {
             SendStatus::Flushed => {
                 assert!(failed, "Flushed without a failure");
                 assert!(t.failed_seen[s], "Flushed before the stream's RetryExceeded");
+            }
+            other => {
+                let m = &t.msgs[s][msn as usize];
+                assert!(m.desc.op.is_request(), "{other:?} for a message that is no READ or atomic");
+                if !self.tainted {
+                    let want = match m.nak {
+                        Some(NakCode::RemoteAccess) => SendStatus::RemoteAccess,
+                        Some(NakCode::InvalidRequest) => SendStatus::RemoteInvalid,
+                        Some(NakCode::RemoteOperation) => SendStatus::RemoteOperation,
+                        None => panic!("{other:?} without a NAK"),
+                    };
+                    assert_eq!(other, want);
+                    let misaligned = m.desc.op.is_atomic() && m.desc.va % 8 != 0;
+                    assert!(m.desc.rkey == BAD_KEY || misaligned, "refused a good request {:?}", m.desc);
+                }
             }
         }
     }
@@ -833,9 +1167,11 @@ impl World {
             let sent = t.msgs[s].get(done.msn as usize).expect("completion of a message the peer never posted");
             let d = sent.desc;
             assert!(m.placed.iter().all(|&b| b), "message {} completed with bytes never placed", done.msn);
+            // A request holds its place with length 0 (section 11.3).
+            let len = if d.op.is_request() { 0 } else { d.len };
             assert_eq!(
                 (done.op, done.len, done.rsn, done.imm, done.se),
-                (d.op, d.len, sent.rsn, if d.op.has_imm() { d.imm } else { 0 }, d.se && d.op.consumes_recv()),
+                (d.op, len, sent.rsn, if d.op.has_imm() { d.imm } else { 0 }, d.se && d.op.consumes_recv()),
                 "receive completion differs from the message sent"
             );
         }
@@ -856,9 +1192,19 @@ impl World {
     fn done(&self) -> bool {
         (0..2).all(|side| {
             let failed = self.c[side].state() == ConnState::Failed;
+            let peer_failed = self.c[1 - side].state() == ConnState::Failed;
             (0..S).all(|s| {
-                let n = self.tx[side].msgs[s].len() as u32;
-                self.tx[side].reported[s] == n && (failed || self.rx[1 - side].reported[s] == n)
+                let t = &self.tx[side];
+                let mut n = t.msgs[s].len() as u32;
+                if peer_failed && !failed {
+                    // Section 11.5: a request whose responder failed waits,
+                    // and the messages behind it with it.
+                    let from = t.reported[s] as usize;
+                    if let Some(i) = t.msgs[s][from..].iter().position(|m| m.desc.op.is_request()) {
+                        n = (from + i) as u32;
+                    }
+                }
+                t.reported[s] >= n && (failed || self.rx[1 - side].reported[s] >= n)
             })
         })
     }

@@ -45,7 +45,7 @@ pub fn run(data: &[u8]) {
     if let Some(&b) = data.get(3) {
         match MrcOp::from_u8(b) {
             Some(op) => assert_eq!(op.to_u8(), b),
-            None => assert!(b > 3),
+            None => assert!(b > 9),
         }
     }
 }
@@ -123,17 +123,36 @@ fn reference(d: &[u8]) -> Result<MrcPacket<'_>, Vec<MrcError>> {
     if end > u64::from(msg_len) || msg_len > MAX_MSG_LEN || len > MAX_PAYLOAD {
         errs.push(MrcError::BadLength);
     }
+    // Section 3.1's fixed lengths: READ Offset = PayloadLen = 0; NAK
+    // MsgLen = 0; CMP_SWAP/FETCH_ADD MsgLen = PayloadLen = 16, Offset 0;
+    // ATOMIC_RESP MsgLen 8, Offset = PayloadLen = 0.
+    let fixed_len_bad = match opb {
+        4 => offset != 0 || len != 0,
+        6 => msg_len != 0,
+        7 | 8 => msg_len != 16 || offset != 0 || len != 16,
+        9 => msg_len != 8 || offset != 0 || len != 0,
+        _ => false,
+    };
+    if fixed_len_bad {
+        errs.push(MrcError::BadLength);
+    }
     if let Some(op) = op {
         // Sends carry RemoteVa = RKey = 0, WRITE carries Rsn = 0, Imm = 0
-        // unless the opcode carries one.
-        let bad = match op {
-            MrcOp::Send | MrcOp::SendImm => va != 0 || rkey != 0,
-            MrcOp::Write => rsn != 0,
-            MrcOp::WriteImm => false,
-        } || (!op.has_imm() && imm != 0);
+        // unless the opcode carries one; READ and atomic requests Rsn = 0;
+        // READ_RESP and NAK Rsn = RemoteVa = RKey = 0; ATOMIC_RESP Rsn =
+        // RKey = 0; a NAK's Imm is a code 1..=3.
+        let bad = match opb {
+            0 | 1 => va != 0 || rkey != 0,
+            2 | 4 | 7 | 8 => rsn != 0,
+            3 => false,
+            5 => rsn != 0 || va != 0 || rkey != 0,
+            6 => rsn != 0 || va != 0 || rkey != 0 || !(1..=3).contains(&imm),
+            _ => rsn != 0 || rkey != 0,
+        } || (!matches!(opb, 1 | 3 | 6) && imm != 0);
         if bad {
             errs.push(MrcError::BadPlacement);
         }
+        let _ = op;
     }
     // Fewer payload bytes than PayloadLen: Truncated; more are ignored.
     if d.len() - DATA_HDR_LEN < usize::from(len) {

@@ -552,6 +552,26 @@ pub fn mrc_packet() -> Seeds {
     for op in [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm] {
         v.push((format!("data-op{}", op.to_u8()), data(op, 40)));
     }
+    // READ, READ_RESP, NAK, CMP_SWAP, FETCH_ADD, ATOMIC_RESP (section 3.1).
+    let req = |op: MrcOp, msg_len: u32, len: u16, va: u64, rkey: u32, imm: u32| {
+        let mut b = data(MrcOp::Write, 0);
+        b[3] = op.to_u8();
+        b[28..32].copy_from_slice(&0u32.to_be_bytes());
+        b[32..36].copy_from_slice(&msg_len.to_be_bytes());
+        b[36..40].copy_from_slice(&(if op == MrcOp::ReadResp { 1000u32 } else { 0 }).to_be_bytes());
+        b[40..48].copy_from_slice(&va.to_be_bytes());
+        b[48..52].copy_from_slice(&rkey.to_be_bytes());
+        b[52..56].copy_from_slice(&imm.to_be_bytes());
+        b[56..58].copy_from_slice(&len.to_be_bytes());
+        b.extend((0..len).map(|i| i as u8));
+        b
+    };
+    v.push(("data-op4".into(), req(MrcOp::Read, 70_000, 0, 0x7000_0000_1000, 0x55, 0)));
+    v.push(("data-op5".into(), req(MrcOp::ReadResp, 3000, 40, 0, 0, 0)));
+    v.push(("data-op6".into(), req(MrcOp::Nak, 0, 0, 0, 0, 1)));
+    v.push(("data-op7".into(), req(MrcOp::CmpSwap, 16, 16, 0x7000_0000_1008, 0x55, 0)));
+    v.push(("data-op8".into(), req(MrcOp::FetchAdd, 16, 16, 0x7000_0000_1010, 0x55, 0)));
+    v.push(("data-op9".into(), req(MrcOp::AtomicResp, 8, 0, 0xDEAD_BEEF_0000_0001, 0, 0)));
     v.push(("data-empty".into(), data(MrcOp::Send, 0)));
     let mut t = data(MrcOp::Write, 16);
     t.extend_from_slice(&[9, 9, 9]);
@@ -576,7 +596,13 @@ pub fn mrc_packet() -> Seeds {
     });
     broken("bad-version", data(MrcOp::Send, 4), &|b| b[0] = 0x21);
     broken("bad-type", data(MrcOp::Send, 4), &|b| b[0] = 0x13);
-    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 4);
+    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 10);
+    broken("read-with-payload", data(MrcOp::Write, 4), &|b| b[3] = 4);
+    broken("nak-bad-code", req(MrcOp::Nak, 0, 0, 0, 0, 4), &|_| {});
+    broken("atomic-short", req(MrcOp::FetchAdd, 16, 16, 8, 1, 0), &|b| {
+        b[56..58].copy_from_slice(&8u16.to_be_bytes());
+        b.truncate(b.len() - 8);
+    });
     broken("reserved-flag", data(MrcOp::Send, 4), &|b| b[1] |= 1);
     broken("reserved-stream", data(MrcOp::Send, 4), &|b| b[16] = 1);
     broken("past-message", data(MrcOp::Send, 4), &|b| b[36..40].copy_from_slice(&2999u32.to_be_bytes()));
@@ -726,5 +752,47 @@ pub fn conn() -> Seeds {
     s.extend(first(5));
     s.extend([Step::Poll(0), post(0, 0, 0, 3)]);
     v.push(seed("post-limits", Cfg { mss: 2, paths: 1, max_retx: 1 }, s));
+    // READ and atomics (section 11): flags bit 2 selects READ, CMP_SWAP,
+    // FETCH_ADD; bit 3 a refused key, bit 4 a misaligned atomic.
+    let req = |side: u8, stream: u8, op: u8, len: u16, flags: u8| Step::Post { side, stream, op, len, flags: 4 | flags };
+    let mut s = vec![
+        post(0, 0, 2, 100),
+        req(0, 0, 0, 300, 0),
+        req(0, 0, 0, 0, 0),
+        post(0, 0, 0, 20),
+        req(0, 1, 1, 2, 0),
+        req(0, 1, 2, 7, 0),
+        req(0, 1, 1, 3, 0),
+        req(1, 0, 3, 64, 0),
+        post(1, 1, 3, 10),
+        req(1, 1, 2, 1, 0),
+    ];
+    for _ in 0..6 {
+        s.extend([Step::Pump(0, 15), Step::Pump(1, 15)]);
+        s.extend(first(16));
+        s.extend([Step::Poll(0), Step::Poll(1)]);
+    }
+    v.push(seed("read-atomic-both-ways", cfg, s));
+    // Lost, duplicated and reordered requests and responses, then timers.
+    let mut s = vec![req(0, 0, 0, 700, 0), req(0, 0, 3, 250, 0), req(0, 1, 2, 4, 0), req(0, 1, 1, 6, 0), Step::Pump(0, 15)];
+    s.extend([dl(0, 4), dl(0, 3), dl(1, 0), Step::Pump(1, 15), dl(1, 4), dl(0, 3), dl(2, 0), dl(0, 0)]);
+    s.extend([Step::Timer(0, 0), Step::Pump(1, 15), Step::Pump(0, 15), dl(3, 0), dl(0, 0), Step::Poll(0)]);
+    v.push(seed("read-atomic-loss", cfg, s));
+    // Refused: a wrong key (READ and atomic), a misaligned atomic; a WRITE
+    // behind them.
+    let s = vec![
+        req(0, 0, 0, 50, 8),
+        req(0, 1, 2, 3, 16),
+        req(0, 1, 1, 4, 8),
+        post(0, 1, 2, 9),
+        Step::Pump(0, 15),
+        dl(0, 0),
+        dl(0, 0),
+        Step::Pump(1, 15),
+        dl(0, 0),
+        dl(0, 0),
+        Step::Poll(0),
+    ];
+    v.push(seed("read-atomic-refused", cfg, s));
     v
 }

@@ -2144,6 +2144,9 @@ pub(crate) fn native_completion(
                             SendStatus::Ok => WcStatus::Success,
                             SendStatus::RetryExceeded => WcStatus::RetryExcErr,
                             SendStatus::Flushed => WcStatus::WrFlushErr,
+                            SendStatus::RemoteAccess => WcStatus::RemAccessErr,
+                            SendStatus::RemoteInvalid => WcStatus::RemInvReqErr,
+                            SendStatus::RemoteOperation => WcStatus::RemOpErr,
                         });
                     }
                     break;

@@ -11,12 +11,63 @@
 //! nanoseconds of any monotonic clock. All storage is inside the value and
 //! sized by const generics: `P` paths, `D` Dsn descriptors (`D = 64 * DW`),
 //! `S` streams, `K` messages per stream.
+//!
+//! # RDMA READ and atomics (`transport.rst`, section 11)
+//!
+//! The same value is requester (its sending half carries the request, its
+//! receiving half takes the response) and responder (the reverse). What the
+//! caller (the kernel glue) does:
+//!
+//! * **Requester, posting.** A READ is [`Conn::post`] with a [`MsgDesc`] of
+//!   op [`MrcOp::Read`], `len` bytes from the peer's (`rkey`, `va`); an
+//!   atomic is [`Conn::post_atomic`] (op [`MrcOp::CmpSwap`] with compare and
+//!   swap, or [`MrcOp::FetchAdd`] with the addend). Both return the Msn, as
+//!   for any message; the caller keeps its work request under (stream, Msn).
+//!   Their transmits have `payload: None` (an atomic's 16 operand bytes are
+//!   part of `hdr_len`: give `poll_transmit` a buffer of
+//!   [`super::mrc_wire::MAX_HDR_LEN`] bytes; with a shorter one atomics
+//!   wait and everything else is sent).
+//! * **Requester, response.** [`Conn::on_packet`] returns
+//!   [`RxEvent::Data`] with [`Place::op`] [`MrcOp::ReadResp`]: copy the
+//!   packet's payload (`len` bytes) to byte `offset` of the scatter list of
+//!   READ (`stream`, `msn`); or [`MrcOp::AtomicResp`]: write [`Place::va`]
+//!   (the original value, in host order) to the atomic's 8-byte local
+//!   buffer. [`RxEvent::Nak`] needs nothing. Do **not** check a receive
+//!   queue for these (they consume no receive:
+//!   [`MrcOp::consumes_recv`] is false).
+//! * **Requester, completion.** [`Completion::Send`] for the READ/atomic's
+//!   Msn, in posting order, only once every READ byte was placed (resp. the
+//!   value delivered); a refused request completes with
+//!   [`SendStatus::RemoteAccess`], [`SendStatus::RemoteInvalid`] or
+//!   [`SendStatus::RemoteOperation`] (verbs: remote access / invalid request
+//!   / operation error; the QP then goes to the error state, as for any
+//!   status but `Ok`).
+//! * **Responder, request.** [`Conn::on_packet`] returns
+//!   [`RxEvent::Request`] once per request (never again for a duplicate):
+//!   check (`rkey`, `va`, `len`) against the QP's memory with
+//!   `REMOTE_READ` (READ) or `REMOTE_ATOMIC` (atomics); for an atomic
+//!   perform it now (compare-and-swap / fetch-and-add on the aligned 8-byte
+//!   word at `va`). Then, before releasing the connection's lock, call
+//!   [`Conn::respond`] with [`Response::Read`], [`Response::Atomic`] (the
+//!   original value) or [`Response::Nak`] (e.g.
+//!   [`NakCode::RemoteAccess`]). A misaligned atomic is answered by the
+//!   core ([`RxEvent::Refused`]). The request also produces a
+//!   [`Completion::Recv`] whose op is not receive-consuming: skip it like a
+//!   plain WRITE's.
+//! * **Responder, data.** A READ response's [`Transmit::payload`] has
+//!   [`PayloadRef::mr`] `Some(MrRef { rkey, va })`: read `len` bytes from
+//!   that key and address (`va` already includes the offset), not from a
+//!   send request. The same happens for a retransmission.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
-use super::mrc_wire::{parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket};
+use super::mrc_wire::{
+    parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
+};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
-use super::stream::{MsgDesc, PostError, RecvDone, RxStream, StreamDrop, TxStream};
+use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
+pub use super::stream::{MsgDesc, PostError, Request, Response};
+pub use super::mrc_wire::NakCode;
 
 /// Connection parameters (`transport.rst`, section 10).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -83,12 +134,24 @@ pub enum ConnState {
 pub struct PayloadRef {
     /// Stream index.
     pub stream: usize,
-    /// Message.
+    /// Message (of a READ response: the requester's Msn).
     pub msn: u32,
     /// Offset within the message.
     pub offset: u32,
     /// Bytes.
     pub len: u16,
+    /// `None`: bytes `offset ..` of our message `msn` (its send request).
+    /// `Some`: a READ response: the bytes are read from local memory.
+    pub mr: Option<MrRef>,
+}
+
+/// Local memory a READ response packet's payload is read from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MrRef {
+    /// The key the requester named.
+    pub rkey: u32,
+    /// Address of the packet's first byte (the request's address + offset).
+    pub va: u64,
 }
 
 /// A packet to send: `hdr_len` header bytes were written to the caller's
@@ -121,9 +184,11 @@ pub struct Place {
     pub msn: u32,
     /// Posted receive (receive-consuming opcodes).
     pub rsn: u32,
-    /// Offset within the message (sends) or from `va` (writes).
+    /// Offset within the message (sends, READ responses) or from `va`
+    /// (writes).
     pub offset: u32,
-    /// Remote address of message byte 0 (writes).
+    /// Remote address of message byte 0 (writes); the original value of
+    /// the word ([`MrcOp::AtomicResp`]).
     pub va: u64,
     /// Remote key (writes).
     pub rkey: u32,
@@ -140,6 +205,22 @@ pub enum RxEvent {
     Duplicate,
     /// An ACK was processed.
     Ack,
+    /// A new READ or atomic request: the caller checks it (and carries out
+    /// an atomic) and answers with [`Conn::respond`].
+    Request(Request),
+    /// A request the core refused itself (a misaligned atomic): a NAK is
+    /// on its way, nothing to do.
+    Refused(NakCode),
+    /// The responder refused our request `msn`: nothing to place; its
+    /// completion carries the error.
+    Nak {
+        /// Stream index.
+        stream: usize,
+        /// Our message.
+        msn: u32,
+        /// Why.
+        code: NakCode,
+    },
 }
 
 /// Why a received packet was dropped.
@@ -172,6 +253,22 @@ pub enum SendStatus {
     RetryExceeded,
     /// The connection failed before this message completed.
     Flushed,
+    /// The responder refused a READ or atomic: key, range or rights.
+    RemoteAccess,
+    /// The responder refused a malformed request (misaligned atomic).
+    RemoteInvalid,
+    /// The responder could not carry out the request.
+    RemoteOperation,
+}
+
+impl SendStatus {
+    const fn of_nak(c: NakCode) -> SendStatus {
+        match c {
+            NakCode::RemoteAccess => SendStatus::RemoteAccess,
+            NakCode::InvalidRequest => SendStatus::RemoteInvalid,
+            NakCode::RemoteOperation => SendStatus::RemoteOperation,
+        }
+    }
 }
 
 /// A completion, in verbs order per stream.
@@ -247,6 +344,8 @@ enum DescState {
 #[derive(Clone, Copy, Debug)]
 struct Desc {
     stream: u16,
+    /// A response packet (of the stream's [`RespRing`]), not of our message.
+    resp: bool,
     msn: u32,
     offset: u32,
     len: u16,
@@ -258,6 +357,7 @@ struct Desc {
 
 const FREE_DESC: Desc = Desc {
     stream: 0,
+    resp: false,
     msn: 0,
     offset: 0,
     len: 0,
@@ -309,6 +409,8 @@ pub struct Conn<const P: usize, const D: usize, const DW: usize, const S: usize,
     port_rng: u32,
     tx_streams: [TxStream<K>; S],
     rx_streams: [RxStream<K>; S],
+    /// Requests of the peer we answer, per stream.
+    resps: [RespRing<K>; S],
     rx_paths: [RxPath; P],
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
@@ -366,6 +468,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             port_rng: cfg.port_seed | 1,
             tx_streams: [TxStream::EMPTY; S],
             rx_streams: [RxStream::EMPTY; S],
+            resps: [RespRing::EMPTY; S],
             rx_paths: [RxPath::EMPTY; P],
             rx_dsn: SeqWindow::new(0),
             peer: None,
@@ -448,6 +551,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         *r = RxStream::default();
         r.open = true;
         r.local_qpn = local_qpn & 0x00FF_FFFF;
+        if let Some(q) = self.resps.get_mut(idx) {
+            *q = RespRing::EMPTY;
+        }
         if self.state == ConnState::Idle {
             self.state = ConnState::Active;
         }
@@ -464,6 +570,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         };
         *t = TxStream::EMPTY;
         *r = RxStream::EMPTY;
+        if let Some(q) = self.resps.get_mut(idx) {
+            *q = RespRing::EMPTY;
+        }
         let mut dsn = self.dsn_base;
         while dsn != self.dsn_next {
             if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
@@ -498,6 +607,38 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             .post(msg, mss)
     }
 
+    /// Posts an atomic on stream `idx` (see [`TxStream::post_atomic`]);
+    /// returns its Msn.
+    pub fn post_atomic(
+        &mut self,
+        idx: usize,
+        op: MrcOp,
+        va: u64,
+        rkey: u32,
+        compare_add: u64,
+        swap: u64,
+    ) -> Result<u32, PostError> {
+        if self.state == ConnState::Failed {
+            return Err(PostError::ConnFailed);
+        }
+        let mss = self.cfg.mss;
+        self.tx_streams
+            .get_mut(idx)
+            .ok_or(PostError::NoStream)?
+            .post_atomic(op, va, rkey, compare_add, swap, mss)
+    }
+
+    /// Answers the peer's request `msn` on stream `idx` (from
+    /// [`RxEvent::Request`]): the response is then sent like any data.
+    /// `false` (nothing changed) if no such request waits for an answer or
+    /// the answer does not fit it.
+    pub fn respond(&mut self, idx: usize, msn: u32, r: Response) -> bool {
+        let mss = self.cfg.mss;
+        self.resps
+            .get_mut(idx)
+            .is_some_and(|q| q.answer(msn, r, mss))
+    }
+
     /// Path `i`'s current UDP source port, state and counters.
     pub fn path_info(&self, i: usize) -> Option<(u16, PathState, PathStats)> {
         self.paths.get(i).map(|p| (p.port, p.state, p.stats))
@@ -526,7 +667,13 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     }
 
     fn has_unsent(&self) -> bool {
-        self.tx_streams.iter().any(|s| s.open && s.has_unsent())
+        (0..S).any(|i| self.stream_has_unsent(i))
+    }
+
+    fn stream_has_unsent(&self, i: usize) -> bool {
+        self.tx_streams.get(i).is_some_and(|s| s.open)
+            && (self.resps.get(i).is_some_and(|q| q.has_unsent())
+                || self.tx_streams.get(i).is_some_and(|s| s.has_unsent()))
     }
 
     fn desc_index(dsn: u32) -> usize {
@@ -545,7 +692,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         rate_hint_kbps: u32,
     ) -> Result<RxEvent, RxDrop> {
         let r = match parse(buf) {
-            Ok(MrcPacket::Data(h, _)) => self.on_data(&h, ce, src_port, rate_hint_kbps),
+            Ok(MrcPacket::Data(h, payload)) => {
+                self.on_data(&h, payload, ce, src_port, rate_hint_kbps)
+            }
             Ok(MrcPacket::Ack(a)) => self.on_ack(&a, now),
             Err(e) => Err(RxDrop::Malformed(e)),
         };
@@ -558,6 +707,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     fn on_data(
         &mut self,
         h: &DataHdr,
+        payload: &[u8],
         ce: bool,
         src_port: u16,
         hint: u32,
@@ -586,6 +736,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         // the path and the Dsn window move on (an unacknowledged packet would be resent
         // until the whole connection fails), and dropped (section 4).
         let mut no_stream = false;
+        let mut stale = false;
         let stream = if dup {
             None
         } else {
@@ -595,8 +746,22 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 .position(|s| s.open && s.local_qpn == h.stream)
             {
                 Some(idx) => {
-                    let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
-                    s.check(h).map_err(RxDrop::Stream)?;
+                    if h.op.is_response() {
+                        // Answers one of our requests (section 11.2); one for a
+                        // message flushed by a failure is acknowledged, not placed.
+                        let t = self.tx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                        stale = t.stale_response(h);
+                        if !stale {
+                            t.check_response(h).map_err(RxDrop::Stream)?;
+                        }
+                    } else {
+                        let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                        s.check(h).map_err(RxDrop::Stream)?;
+                        if h.op.is_request() {
+                            let q = self.resps.get(idx).ok_or(RxDrop::NoStream)?;
+                            q.check(h).map_err(RxDrop::Stream)?;
+                        }
+                    }
                     Some(idx)
                 }
                 None => {
@@ -626,12 +791,40 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
             return Ok(RxEvent::Duplicate);
         };
+        if stale {
+            let _ = self.rx_dsn.mark(h.dsn);
+            self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            return Ok(RxEvent::Duplicate);
+        }
         if self.rx_dsn.mark(h.dsn) != Mark::New {
             // Unreachable after the checks above; counted, not placed.
             return Err(RxDrop::DsnWindow);
         }
-        if let Some(s) = self.rx_streams.get_mut(idx) {
+        if h.op.is_response() {
+            if let Some(t) = self.tx_streams.get_mut(idx) {
+                t.response(h);
+            }
+            if h.op == MrcOp::Nak {
+                let code = NakCode::from_u32(h.imm).unwrap_or(NakCode::RemoteOperation);
+                return Ok(RxEvent::Nak {
+                    stream: idx,
+                    msn: h.msn,
+                    code,
+                });
+            }
+        } else if let Some(s) = self.rx_streams.get_mut(idx) {
             s.placed(h);
+        }
+        if h.op.is_request() {
+            let mss = self.cfg.mss;
+            let q = self.resps.get_mut(idx).ok_or(RxDrop::NoStream)?;
+            let req = q.insert(idx, h, payload).ok_or(RxDrop::NoStream)?;
+            if req.op.is_atomic() && req.va % 8 != 0 {
+                let code = NakCode::InvalidRequest;
+                q.answer(req.msn, Response::Nak(code), mss);
+                return Ok(RxEvent::Refused(code));
+            }
+            return Ok(RxEvent::Request(req));
         }
         self.stats.data_placed = self.stats.data_placed.saturating_add(1);
         self.stats.bytes_placed = self.stats.bytes_placed.saturating_add(u64::from(h.len));
@@ -662,6 +855,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             retx_head,
             retx_len,
             tx_streams,
+            resps,
             cc,
             ..
         } = self;
@@ -686,7 +880,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                     d.state = DescState::Acked;
                     cc.on_ack(len);
                     acked_bytes = acked_bytes.saturating_add(len);
-                    if let Some(s) = tx_streams.get_mut(usize::from(d.stream)) {
+                    if d.resp {
+                        if let Some(q) = resps.get_mut(usize::from(d.stream)) {
+                            q.packet_acked(d.msn);
+                        }
+                    } else if let Some(s) = tx_streams.get_mut(usize::from(d.stream)) {
                         s.packet_acked(d.msn);
                     }
                 }
@@ -867,8 +1065,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     }
 
     /// The next packet to send, its header written to `buf` (at least
-    /// [`super::mrc_wire::DATA_HDR_LEN`] bytes): ACKs first, then retransmissions, then new
-    /// data round-robin over streams.
+    /// [`super::mrc_wire::DATA_HDR_LEN`] bytes; [`MAX_HDR_LEN`] for atomic requests, which
+    /// wait for such a buffer): ACKs first, then retransmissions, then new data round-robin
+    /// over streams (a stream's READ/atomic responses before its own messages).
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(t) = self.poll_ack(buf) {
             return Some(t);
@@ -961,6 +1160,25 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 self.pop_retx();
                 continue;
             }
+            // A response whose request slot was taken by a newer request: the
+            // requester completed it (section 11.3), nothing to resend.
+            let gone = d.resp
+                && self
+                    .resps
+                    .get(usize::from(d.stream))
+                    .map_or(true, |q| q.get(d.msn).is_none());
+            if gone {
+                if let Some(dm) = self.descs.get_mut(Self::desc_index(dsn)) {
+                    dm.state = DescState::Acked;
+                }
+                self.pop_retx();
+                self.advance_dsn_base();
+                continue;
+            }
+            if buf.len() < MAX_HDR_LEN && self.is_atomic_desc(&d) {
+                // No room for the operand block: wait for a larger buffer.
+                return None;
+            }
             if d.tx_count > self.cfg.max_retx {
                 self.fail();
                 return None;
@@ -989,11 +1207,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         }
         for k in 0..S {
             let si = self.rr_stream.wrapping_add(k) % S.max(1);
-            let has = self
-                .tx_streams
-                .get(si)
-                .is_some_and(|s| s.open && s.has_unsent());
-            if !has {
+            if !self.stream_has_unsent(si) {
                 continue;
             }
             // The next segment's length is at most mss.
@@ -1001,11 +1215,29 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 Some(pi) => pi,
                 None => self.pick_path(None, u32::from(mss))?,
             };
-            let seg = self.tx_streams.get_mut(si)?.next_segment(mss)?;
+            // Responses first: they complete the peer's requests.
+            let resp = self.resps.get(si).is_some_and(|q| q.has_unsent());
+            let atomic = !resp && self.tx_streams.get(si).is_some_and(|t| t.next_is_atomic());
+            if atomic && buf.len() < MAX_HDR_LEN {
+                // No room for the operand block: the stream waits for a
+                // caller with a larger buffer.
+                continue;
+            }
+            let seg = if resp {
+                let r = self.resps.get_mut(si)?.next_segment(mss)?;
+                Segment {
+                    msn: r.msn,
+                    offset: r.offset,
+                    len: r.len,
+                }
+            } else {
+                self.tx_streams.get_mut(si)?.next_segment(mss)?
+            };
             let dsn = self.dsn_next;
             if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
                 *d = Desc {
                     stream: u16::try_from(si).ok()?,
+                    resp,
                     msn: seg.msn,
                     offset: seg.offset,
                     len: seg.len,
@@ -1033,9 +1265,17 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     ) -> Option<Transmit> {
         let di = Self::desc_index(dsn);
         let d = *self.descs.get(di)?;
+        // Payload bytes on the wire: an atomic's operand block is written
+        // here, not referenced, but windows and pacer count it all the same.
+        let atomic = self.is_atomic_desc(&d);
+        let wire_len = if atomic {
+            u32::from(ATOMIC_OPERANDS_LEN)
+        } else {
+            u32::from(d.len)
+        };
         let p = self.paths.get_mut(pi)?;
         let floor = p.floor();
-        let seq = p.on_send(dsn, u32::from(d.len), now, retx);
+        let seq = p.on_send(dsn, wire_len, now, retx);
         let path = u8::try_from(pi).ok()?;
         let mut h = DataHdr {
             retx,
@@ -1056,15 +1296,53 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             imm: 0,
             len: d.len,
         };
-        let seg = super::stream::Segment {
-            msn: d.msn,
-            offset: d.offset,
-            len: d.len,
+        let si = usize::from(d.stream);
+        let t = self.tx_streams.get(si)?;
+        let mut mr = None;
+        let mut operands = None;
+        if d.resp {
+            let seg = RespSegment {
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+            };
+            let q = self.resps.get(si)?;
+            q.fill_header(&seg, t.remote_qpn, &mut h)?;
+            if let Some((req, Response::Read)) = q.get(d.msn) {
+                mr = Some(MrRef {
+                    rkey: req.rkey,
+                    va: req.va.wrapping_add(u64::from(d.offset)),
+                });
+            }
+        } else {
+            let seg = Segment {
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+            };
+            t.fill_header(&seg, &mut h)?;
+            operands = t.operands(d.msn);
+        }
+        let mut hdr_len = h.write(buf)?;
+        if let Some([a, b]) = operands {
+            // An atomic's operand block follows the header (section 3.1).
+            let ops = buf.get_mut(hdr_len..hdr_len.checked_add(usize::from(ATOMIC_OPERANDS_LEN))?)?;
+            let (x, y) = ops.split_at_mut(8);
+            x.copy_from_slice(&a.to_be_bytes());
+            y.copy_from_slice(&b.to_be_bytes());
+            hdr_len = hdr_len.checked_add(usize::from(ATOMIC_OPERANDS_LEN))?;
+        }
+        // Requests and non-READ responses carry no payload from the caller.
+        let payload = match h.op {
+            MrcOp::Read | MrcOp::CmpSwap | MrcOp::FetchAdd | MrcOp::Nak | MrcOp::AtomicResp => None,
+            _ => Some(PayloadRef {
+                stream: si,
+                msn: d.msn,
+                offset: d.offset,
+                len: d.len,
+                mr,
+            }),
         };
-        self.tx_streams
-            .get(usize::from(d.stream))?
-            .fill_header(&seg, &mut h)?;
-        let hdr_len = h.write(buf)?;
         let src_port = p.port;
         // Any hint paces (section 6.4): a scaled rate that rounds down to
         // 0 kbit/s is the slowest rate, not "no hint".
@@ -1073,7 +1351,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         } else {
             scale_q16(self.rate_hint, self.pace_scale).max(1)
         };
-        if let Some(gap) = pace_gap_ns(u32::from(d.len), rate) {
+        if let Some(gap) = pace_gap_ns(wire_len, rate) {
             self.pace_next = self.pace_next.max(now).saturating_add(gap);
         }
         self.pace_blocked = false;
@@ -1092,15 +1370,19 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             path,
             src_port,
             hdr_len,
-            payload: Some(PayloadRef {
-                stream: usize::from(d.stream),
-                msn: d.msn,
-                offset: d.offset,
-                len: d.len,
-            }),
+            payload,
             ect: true,
             retx,
         })
+    }
+
+    fn is_atomic_desc(&self, d: &Desc) -> bool {
+        !d.resp
+            && self
+                .tx_streams
+                .get(usize::from(d.stream))
+                .and_then(|t| t.operands(d.msn))
+                .is_some()
     }
 
     fn pop_retx(&mut self) {
@@ -1127,14 +1409,14 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 let done = if failed && t.failed_reported {
                     None
                 } else {
-                    t.pop_complete()
+                    t.pop_done()
                 };
-                if let Some(msn) = done {
+                if let Some((msn, nak)) = done {
                     self.rr_done = si;
                     return Some(Completion::Send {
                         stream: si,
                         msn,
-                        status: SendStatus::Ok,
+                        status: nak.map_or(SendStatus::Ok, SendStatus::of_nak),
                     });
                 }
                 if failed {

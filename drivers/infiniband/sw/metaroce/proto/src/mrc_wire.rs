@@ -19,6 +19,15 @@ pub const ACK_LEN: usize = 56;
 pub const MAX_PAYLOAD: u16 = 4096;
 /// Largest message length.
 pub const MAX_MSG_LEN: u32 = 1 << 31;
+/// Bytes of an atomic request's operand block (Compare, then SwapAdd, each a
+/// big-endian `u64`): its MsgLen and PayloadLen.
+pub const ATOMIC_OPERANDS_LEN: u16 = 16;
+/// Width of the word an atomic operates on: the MsgLen of an ATOMIC_RESP
+/// and the length of the requester's message.
+pub const ATOMIC_LEN: u32 = 8;
+/// Largest number of header bytes [`super::conn::Conn::poll_transmit`]
+/// writes (a DATA header and an atomic's operand block).
+pub const MAX_HDR_LEN: usize = DATA_HDR_LEN + ATOMIC_OPERANDS_LEN as usize;
 
 const TYPE_DATA: u8 = 1;
 const TYPE_ACK: u8 = 2;
@@ -55,6 +64,54 @@ pub enum MrcOp {
     Write,
     /// RDMA write with immediate data, also consumes a posted receive.
     WriteImm,
+    /// RDMA READ request: asks the responder for MsgLen bytes at
+    /// (RKey, RemoteVa); no payload.
+    Read,
+    /// READ response data, placed by (StreamId, Msn, Offset) in the
+    /// requester's READ.
+    ReadResp,
+    /// Negative response to a READ or atomic request: Imm carries the
+    /// [`NakCode`]; completes the request with an error.
+    Nak,
+    /// Atomic compare and swap request on the 8-byte word at
+    /// (RKey, RemoteVa); payload: Compare, Swap.
+    CmpSwap,
+    /// Atomic fetch and add request; payload: Add, 0.
+    FetchAdd,
+    /// Atomic response: RemoteVa carries the word's original value.
+    AtomicResp,
+}
+
+/// Why a responder refused a request (the Imm field of a NAK).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum NakCode {
+    /// The key, range or access rights do not allow the access.
+    RemoteAccess,
+    /// A malformed request (an atomic's address not 8-byte aligned).
+    InvalidRequest,
+    /// The responder could not carry it out.
+    RemoteOperation,
+}
+
+impl NakCode {
+    /// Wire value.
+    pub const fn to_u32(self) -> u32 {
+        match self {
+            NakCode::RemoteAccess => 1,
+            NakCode::InvalidRequest => 2,
+            NakCode::RemoteOperation => 3,
+        }
+    }
+
+    /// Decodes a wire value.
+    pub const fn from_u32(v: u32) -> Option<NakCode> {
+        match v {
+            1 => Some(NakCode::RemoteAccess),
+            2 => Some(NakCode::InvalidRequest),
+            3 => Some(NakCode::RemoteOperation),
+            _ => None,
+        }
+    }
 }
 
 impl MrcOp {
@@ -65,6 +122,12 @@ impl MrcOp {
             MrcOp::SendImm => 1,
             MrcOp::Write => 2,
             MrcOp::WriteImm => 3,
+            MrcOp::Read => 4,
+            MrcOp::ReadResp => 5,
+            MrcOp::Nak => 6,
+            MrcOp::CmpSwap => 7,
+            MrcOp::FetchAdd => 8,
+            MrcOp::AtomicResp => 9,
         }
     }
 
@@ -75,6 +138,12 @@ impl MrcOp {
             1 => Some(MrcOp::SendImm),
             2 => Some(MrcOp::Write),
             3 => Some(MrcOp::WriteImm),
+            4 => Some(MrcOp::Read),
+            5 => Some(MrcOp::ReadResp),
+            6 => Some(MrcOp::Nak),
+            7 => Some(MrcOp::CmpSwap),
+            8 => Some(MrcOp::FetchAdd),
+            9 => Some(MrcOp::AtomicResp),
             _ => None,
         }
     }
@@ -91,7 +160,28 @@ impl MrcOp {
 
     /// True for opcodes that consume a posted receive.
     pub const fn consumes_recv(self) -> bool {
-        !matches!(self, MrcOp::Write)
+        matches!(self, MrcOp::Send | MrcOp::SendImm | MrcOp::WriteImm)
+    }
+
+    /// True for requests the responder answers (READ, atomics).
+    pub const fn is_request(self) -> bool {
+        matches!(self, MrcOp::Read | MrcOp::CmpSwap | MrcOp::FetchAdd)
+    }
+
+    /// True for atomic requests.
+    pub const fn is_atomic(self) -> bool {
+        matches!(self, MrcOp::CmpSwap | MrcOp::FetchAdd)
+    }
+
+    /// True for responses (READ_RESP, NAK, ATOMIC_RESP): they name a
+    /// message of the *receiver's* sending half.
+    pub const fn is_response(self) -> bool {
+        matches!(self, MrcOp::ReadResp | MrcOp::Nak | MrcOp::AtomicResp)
+    }
+
+    /// True for opcodes that carry a remote address and key.
+    pub const fn has_remote(self) -> bool {
+        self.is_write() || self.is_request()
     }
 }
 
@@ -124,11 +214,12 @@ pub struct DataHdr {
     pub msg_len: u32,
     /// Offset of the payload within the message.
     pub offset: u32,
-    /// Remote virtual address of message byte 0 (writes), else 0.
+    /// Remote virtual address of message byte 0 (writes, READ and atomic
+    /// requests); the original value (ATOMIC_RESP); else 0.
     pub va: u64,
-    /// Remote key (writes), else 0.
+    /// Remote key (writes, READ and atomic requests), else 0.
     pub rkey: u32,
-    /// Immediate data, else 0.
+    /// Immediate data; the [`NakCode`] (NAK); else 0.
     pub imm: u32,
     /// Payload length.
     pub len: u16,
@@ -238,12 +329,30 @@ fn parse_data<'a>(
     if len > MAX_PAYLOAD || msg_len > MAX_MSG_LEN || end > msg_len {
         return Err(MrcError::BadLength);
     }
-    let placement_ok = if op.is_write() {
-        op != MrcOp::Write || rsn == 0
-    } else {
-        va == 0 && rkey == 0
+    // Fixed lengths of the request and response opcodes (section 3.1).
+    let length_ok = match op {
+        MrcOp::Read => offset == 0 && len == 0,
+        MrcOp::Nak => msg_len == 0,
+        MrcOp::CmpSwap | MrcOp::FetchAdd => {
+            msg_len == u32::from(ATOMIC_OPERANDS_LEN) && offset == 0 && len == ATOMIC_OPERANDS_LEN
+        }
+        MrcOp::AtomicResp => msg_len == ATOMIC_LEN && offset == 0 && len == 0,
+        _ => true,
     };
-    if !placement_ok || (!op.has_imm() && imm != 0) {
+    if !length_ok {
+        return Err(MrcError::BadLength);
+    }
+    let placement_ok = match op {
+        MrcOp::Send | MrcOp::SendImm => va == 0 && rkey == 0,
+        MrcOp::Write => rsn == 0,
+        MrcOp::WriteImm => true,
+        MrcOp::Read | MrcOp::CmpSwap | MrcOp::FetchAdd => rsn == 0,
+        MrcOp::ReadResp => rsn == 0 && va == 0 && rkey == 0,
+        MrcOp::Nak => rsn == 0 && va == 0 && rkey == 0 && NakCode::from_u32(imm).is_some(),
+        MrcOp::AtomicResp => rsn == 0 && rkey == 0,
+    };
+    let imm_ok = op.has_imm() || op == MrcOp::Nak || imm == 0;
+    if !placement_ok || !imm_ok {
         return Err(MrcError::BadPlacement);
     }
     let payload = r.rest().get(..usize::from(len)).ok_or(t)?;
@@ -458,7 +567,7 @@ mod tests {
         };
         assert_eq!(bad(&|b| b[0] = 0x21), Err(MrcError::BadVersion(2)));
         assert_eq!(bad(&|b| b[0] = 0x13), Err(MrcError::BadType(3)));
-        assert_eq!(bad(&|b| b[3] = 9), Err(MrcError::BadOpcode(9)));
+        assert_eq!(bad(&|b| b[3] = 10), Err(MrcError::BadOpcode(10)));
         assert_eq!(bad(&|b| b[1] = 1), Err(MrcError::Reserved));
         assert_eq!(bad(&|b| b[16] = 1), Err(MrcError::Reserved));
         assert_eq!(bad(&|b| b[59] = 1), Err(MrcError::Reserved));
@@ -483,6 +592,94 @@ mod tests {
         AckPkt::default().write(&mut ack).unwrap();
         ack[3] = 1;
         assert_eq!(parse(&ack), Err(MrcError::Reserved));
+    }
+
+    #[test]
+    fn request_and_response_opcodes() {
+        let base = DataHdr {
+            retx: false,
+            se: false,
+            path: 1,
+            op: MrcOp::Read,
+            conn: 5,
+            path_seq: 1,
+            path_floor: 0,
+            stream: 9,
+            dsn: 4,
+            msn: 3,
+            rsn: 0,
+            msg_len: 70_000,
+            offset: 0,
+            va: 0x1000,
+            rkey: 7,
+            imm: 0,
+            len: 0,
+        };
+        let resp = DataHdr {
+            op: MrcOp::ReadResp,
+            offset: 4096,
+            len: 100,
+            va: 0,
+            rkey: 0,
+            ..base
+        };
+        let nak = DataHdr {
+            op: MrcOp::Nak,
+            msg_len: 0,
+            va: 0,
+            rkey: 0,
+            imm: NakCode::RemoteAccess.to_u32(),
+            ..base
+        };
+        let cas = DataHdr {
+            op: MrcOp::CmpSwap,
+            msg_len: 16,
+            len: 16,
+            ..base
+        };
+        let ares = DataHdr {
+            op: MrcOp::AtomicResp,
+            msg_len: 8,
+            va: u64::MAX,
+            rkey: 0,
+            ..base
+        };
+        let mut buf = [0u8; DATA_HDR_LEN + 100];
+        for h in [base, resp, nak, cas, ares] {
+            let n = h.write(&mut buf).unwrap() + usize::from(h.len);
+            match parse(&buf[..n]) {
+                Ok(MrcPacket::Data(d, p)) => assert_eq!((d, p.len()), (h, usize::from(h.len))),
+                other => panic!("{h:?}: {other:?}"),
+            }
+        }
+        let mut bad = |h: DataHdr| {
+            let n = h.write(&mut buf).unwrap();
+            parse(&buf[..n + usize::from(h.len)]).map(|_| ())
+        };
+        assert_eq!(bad(DataHdr { len: 1, msg_len: 1, ..base }), Err(MrcError::BadLength));
+        assert_eq!(bad(DataHdr { offset: 1, ..base }), Err(MrcError::BadLength));
+        assert_eq!(bad(DataHdr { rsn: 1, ..base }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { imm: 1, ..base }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { rkey: 1, ..resp }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { va: 1, ..resp }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { imm: 4, ..nak }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { imm: 0, ..nak }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { msg_len: 1, ..nak }), Err(MrcError::BadLength));
+        assert_eq!(bad(DataHdr { len: 8, ..cas }), Err(MrcError::BadLength));
+        assert_eq!(bad(DataHdr { msg_len: 8, len: 8, ..cas }), Err(MrcError::BadLength));
+        assert_eq!(bad(DataHdr { msg_len: 16, ..ares }), Err(MrcError::BadLength));
+        assert_eq!(bad(DataHdr { rkey: 1, ..ares }), Err(MrcError::BadPlacement));
+        for v in 0..=255u8 {
+            if let Some(op) = MrcOp::from_u8(v) {
+                assert_eq!(op.to_u8(), v);
+                // Exactly one of: plain data, request, response.
+                let kinds = [op.is_request(), op.is_response(), !op.is_request() && !op.is_response()];
+                assert_eq!(kinds.iter().filter(|&&k| k).count(), 1);
+                assert!(!(op.consumes_recv() && (op.is_request() || op.is_response())));
+            } else {
+                assert!(v > 9);
+            }
+        }
     }
 
     #[test]

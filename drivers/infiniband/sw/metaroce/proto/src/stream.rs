@@ -7,8 +7,15 @@
 //! Both sides keep a ring of `K` message slots indexed by Msn; the sender
 //! never has more than `K` messages between its oldest incomplete and its
 //! newest, so the receiver's ring cannot overflow.
+//!
+//! RDMA READ and atomics (section 11): the requester's message is a
+//! one-packet request; it completes when the request is acknowledged *and*
+//! the response arrived (every READ byte placed, the atomic's value, or a
+//! NAK), still in posting order. A request starts only as the fences of
+//! section 11.4 allow. The responder keeps each request's answer in a
+//! [`RespRing`] until every response packet is acknowledged.
 
-use super::mrc_wire::{DataHdr, MrcOp, MAX_MSG_LEN};
+use super::mrc_wire::{DataHdr, MrcOp, NakCode, ATOMIC_LEN, ATOMIC_OPERANDS_LEN, MAX_MSG_LEN};
 use super::sack::seq_diff;
 
 /// A message to send.
@@ -39,6 +46,9 @@ pub enum PostError {
     NoStream,
     /// The connection has failed.
     ConnFailed,
+    /// Not an opcode one posts (a response), or an atomic posted with
+    /// [`TxStream::post`] instead of [`TxStream::post_atomic`].
+    BadOp,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +57,36 @@ struct TxMsg {
     rsn: u32,
     pkts: u32,
     acked: u32,
+    /// Atomic operands: Compare (or Add), Swap (or 0).
+    operands: [u64; 2],
+    /// READ bytes placed (each response packet counted once).
+    resp_bytes: u32,
+    /// The response is complete (requests only).
+    resp_done: bool,
+    /// The responder refused the request.
+    nak: Option<NakCode>,
+}
+
+const NO_TX_MSG: TxMsg = TxMsg {
+    desc: NO_MSG,
+    rsn: 0,
+    pkts: 0,
+    acked: 0,
+    operands: [0; 2],
+    resp_bytes: 0,
+    resp_done: false,
+    nak: None,
+};
+
+/// Fence class of an opcode (section 11.4): a message starts only while
+/// every older incomplete message of its stream is of its class, and an
+/// atomic only when none is.
+fn fence_class(op: MrcOp) -> u8 {
+    match op {
+        MrcOp::Read => 1,
+        MrcOp::CmpSwap | MrcOp::FetchAdd => 2,
+        _ => 0,
+    }
 }
 
 const NO_MSG: MsgDesc = MsgDesc {
@@ -100,12 +140,7 @@ impl<const K: usize> TxStream<K> {
             remote_qpn: 0,
             open: false,
             failed_reported: false,
-            msgs: [TxMsg {
-                desc: NO_MSG,
-                rsn: 0,
-                pkts: 0,
-                acked: 0,
-            }; K],
+            msgs: [NO_TX_MSG; K],
             head: 0,
             next: 0,
             seg: 0,
@@ -119,14 +154,56 @@ fn ring<const K: usize>(msn: u32) -> usize {
 }
 
 impl<const K: usize> TxStream<K> {
-    /// Posts a message; returns its Msn.
+    /// Posts a message; returns its Msn. A READ is `op` [`MrcOp::Read`],
+    /// `len` bytes from the responder's (`rkey`, `va`); an atomic goes
+    /// through [`Self::post_atomic`].
     pub fn post(&mut self, desc: MsgDesc, mss: u16) -> Result<u32, PostError> {
+        if desc.op.is_atomic() {
+            return Err(PostError::BadOp);
+        }
+        self.post_with(desc, [0; 2], mss)
+    }
+
+    /// Posts an atomic (`op` [`MrcOp::CmpSwap`] or [`MrcOp::FetchAdd`]) on
+    /// the 8-byte word at the responder's (`rkey`, `va`): `compare_add` is
+    /// the compare value (CMP_SWAP) or the addend (FETCH_ADD), `swap` the
+    /// swap value (CMP_SWAP, else ignored). Returns its Msn.
+    pub fn post_atomic(
+        &mut self,
+        op: MrcOp,
+        va: u64,
+        rkey: u32,
+        compare_add: u64,
+        swap: u64,
+        mss: u16,
+    ) -> Result<u32, PostError> {
+        if !op.is_atomic() {
+            return Err(PostError::BadOp);
+        }
+        let desc = MsgDesc {
+            op,
+            len: ATOMIC_LEN,
+            va,
+            rkey,
+            imm: 0,
+            se: false,
+        };
+        let swap = if op == MrcOp::CmpSwap { swap } else { 0 };
+        self.post_with(desc, [compare_add, swap], mss)
+    }
+
+    fn post_with(&mut self, desc: MsgDesc, operands: [u64; 2], mss: u16) -> Result<u32, PostError> {
         if !self.open || K == 0 {
             return Err(PostError::NoStream);
         }
         if desc.len > MAX_MSG_LEN {
             return Err(PostError::TooLong);
         }
+        // Responses are not posted; an atomic needs its operands.
+        if desc.op.is_response() || (desc.op.is_atomic() && desc.len != ATOMIC_LEN) {
+            return Err(PostError::BadOp);
+        }
+
         if self.next.wrapping_sub(self.head) as usize >= K {
             return Err(PostError::Full);
         }
@@ -138,31 +215,62 @@ impl<const K: usize> TxStream<K> {
         } else {
             0
         };
-        let pkts = desc.len.div_ceil(u32::from(mss.max(1))).max(1);
+        // A request is one packet; its data comes back in the response.
+        let pkts = if desc.op.is_request() {
+            1
+        } else {
+            desc.len.div_ceil(u32::from(mss.max(1))).max(1)
+        };
         if let Some(m) = self.msgs.get_mut(ring::<K>(msn)) {
             *m = TxMsg {
                 desc,
                 rsn,
                 pkts,
-                acked: 0,
+                operands,
+                ..NO_TX_MSG
             };
         }
         self.next = msn.wrapping_add(1);
         Ok(msn)
     }
 
-    /// True if some message has bytes not yet sent.
+    /// True if some message has bytes not yet sent and its fence allows
+    /// it to start (or it started).
     pub fn has_unsent(&self) -> bool {
-        self.seg != self.next
+        self.seg != self.next && (self.seg_off > 0 || self.may_start())
     }
 
-    /// Takes the next segment of at most `mss` bytes.
+    /// Section 11.4: the message at `seg` may start if every older
+    /// incomplete message is of its fence class; an atomic only if there is
+    /// none.
+    fn may_start(&self) -> bool {
+        let Some(m) = self.msgs.get(ring::<K>(self.seg)) else {
+            return false;
+        };
+        let class = fence_class(m.desc.op);
+        if class == 2 {
+            return self.head == self.seg;
+        }
+        let mut i = self.head;
+        while i != self.seg {
+            match self.msgs.get(ring::<K>(i)) {
+                Some(o) if fence_class(o.desc.op) == class => {}
+                _ => return false,
+            }
+            i = i.wrapping_add(1);
+        }
+        true
+    }
+
+    /// Takes the next segment of at most `mss` bytes (a request: its one
+    /// packet, of length 0).
     pub fn next_segment(&mut self, mss: u16) -> Option<Segment> {
         if !self.has_unsent() {
             return None;
         }
         let m = self.msgs.get(ring::<K>(self.seg))?;
-        let left = m.desc.len.saturating_sub(self.seg_off);
+        let total = if m.desc.op.is_request() { 0 } else { m.desc.len };
+        let left = total.saturating_sub(self.seg_off);
         let len = left.min(u32::from(mss.max(1)));
         let seg = Segment {
             msn: self.seg,
@@ -170,7 +278,7 @@ impl<const K: usize> TxStream<K> {
             len: u16::try_from(len).unwrap_or(u16::MAX),
         };
         self.seg_off = self.seg_off.saturating_add(len);
-        if self.seg_off >= m.desc.len {
+        if self.seg_off >= total {
             self.seg = self.seg.wrapping_add(1);
             self.seg_off = 0;
         }
@@ -181,18 +289,89 @@ impl<const K: usize> TxStream<K> {
     pub fn fill_header(&self, seg: &Segment, h: &mut DataHdr) -> Option<()> {
         let m = self.msgs.get(ring::<K>(seg.msn))?;
         let last = seg.offset.saturating_add(u32::from(seg.len)) >= m.desc.len;
-        h.op = m.desc.op;
-        h.se = m.desc.se && last && m.desc.op.consumes_recv();
+        let op = m.desc.op;
+        h.op = op;
+        h.se = m.desc.se && last && op.consumes_recv();
         h.stream = self.remote_qpn;
         h.msn = seg.msn;
         h.rsn = m.rsn;
         h.msg_len = m.desc.len;
         h.offset = seg.offset;
-        h.va = if m.desc.op.is_write() { m.desc.va } else { 0 };
-        h.rkey = if m.desc.op.is_write() { m.desc.rkey } else { 0 };
-        h.imm = if m.desc.op.has_imm() { m.desc.imm } else { 0 };
+        h.va = if op.has_remote() { m.desc.va } else { 0 };
+        h.rkey = if op.has_remote() { m.desc.rkey } else { 0 };
+        h.imm = if op.has_imm() { m.desc.imm } else { 0 };
         h.len = seg.len;
+        if op.is_atomic() {
+            // The operand block is the payload (section 3.1).
+            h.msg_len = u32::from(ATOMIC_OPERANDS_LEN);
+            h.len = ATOMIC_OPERANDS_LEN;
+        }
         Some(())
+    }
+
+    /// True if the next segment [`Self::next_segment`] would give is an
+    /// atomic request's.
+    pub fn next_is_atomic(&self) -> bool {
+        self.has_unsent()
+            && self
+                .msgs
+                .get(ring::<K>(self.seg))
+                .is_some_and(|m| m.desc.op.is_atomic())
+    }
+
+    /// The operands of atomic `msn` (Compare or Add, Swap or 0).
+    pub fn operands(&self, msn: u32) -> Option<[u64; 2]> {
+        self.msgs
+            .get(ring::<K>(msn))
+            .filter(|m| m.desc.op.is_atomic())
+            .map(|m| m.operands)
+    }
+
+    /// Checks that a new (not duplicate) response packet `h` answers a
+    /// request of this stream whose request was sent and whose response is
+    /// not complete, with a consistent opcode and length.
+    pub fn check_response(&self, h: &DataHdr) -> Result<(), StreamDrop> {
+        if seq_diff(h.msn, self.head) < 0 || seq_diff(h.msn, self.seg) >= 0 {
+            return Err(StreamDrop::MsnWindow);
+        }
+        let m = self.msgs.get(ring::<K>(h.msn)).ok_or(StreamDrop::MsnWindow)?;
+        let ok = !m.resp_done
+            && match h.op {
+                MrcOp::ReadResp => m.desc.op == MrcOp::Read && h.msg_len == m.desc.len,
+                MrcOp::AtomicResp => m.desc.op.is_atomic(),
+                MrcOp::Nak => m.desc.op.is_request(),
+                _ => false,
+            };
+        if ok {
+            Ok(())
+        } else {
+            Err(StreamDrop::Inconsistent)
+        }
+    }
+
+    /// True if response `h` is for a message that already completed or was
+    /// flushed (before the oldest incomplete one): acknowledged, not placed.
+    pub fn stale_response(&self, h: &DataHdr) -> bool {
+        seq_diff(h.msn, self.head) < 0
+    }
+
+    /// Counts a new response packet (after [`Self::check_response`]).
+    pub fn response(&mut self, h: &DataHdr) {
+        let Some(m) = self.msgs.get_mut(ring::<K>(h.msn)) else {
+            return;
+        };
+        match h.op {
+            MrcOp::ReadResp => {
+                m.resp_bytes = m.resp_bytes.saturating_add(u32::from(h.len));
+                // Every byte placed (a zero-length READ: its one packet).
+                m.resp_done = m.resp_bytes >= m.desc.len;
+            }
+            MrcOp::Nak => {
+                m.nak = NakCode::from_u32(h.imm);
+                m.resp_done = true;
+            }
+            _ => m.resp_done = true,
+        }
     }
 
     /// One packet of message `msn` was acknowledged (first time).
@@ -207,16 +386,23 @@ impl<const K: usize> TxStream<K> {
 
     /// Pops the oldest message if it is complete; returns its Msn.
     pub fn pop_complete(&mut self) -> Option<u32> {
+        self.pop_done().map(|(msn, _)| msn)
+    }
+
+    /// Pops the oldest message if it is complete: every packet
+    /// acknowledged and, for a request, its response complete. Returns its
+    /// Msn and the responder's NAK, if it refused the request.
+    pub fn pop_done(&mut self) -> Option<(u32, Option<NakCode>)> {
         if self.head == self.next || self.head == self.seg {
             return None;
         }
         let m = self.msgs.get(ring::<K>(self.head))?;
-        if m.acked < m.pkts {
+        if m.acked < m.pkts || (m.desc.op.is_request() && !m.resp_done) {
             return None;
         }
         let msn = self.head;
         self.head = msn.wrapping_add(1);
-        Some(msn)
+        Some((msn, m.nak))
     }
 
     /// Pops the oldest incomplete message unconditionally (connection
@@ -311,6 +497,17 @@ impl<const K: usize> RxStream<K> {
         };
 }
 
+/// The length a receiving stream counts for message `h`: a request holds
+/// its place in the order but completes on its one packet (its bytes travel
+/// in the response).
+fn rx_len(h: &DataHdr) -> u32 {
+    if h.op.is_request() {
+        0
+    } else {
+        h.msg_len
+    }
+}
+
 impl<const K: usize> RxStream<K> {
     /// Checks that a new (not duplicate) packet fits the stream.
     pub fn check(&self, h: &DataHdr) -> Result<(), StreamDrop> {
@@ -322,7 +519,7 @@ impl<const K: usize> RxStream<K> {
             .slots
             .get(ring::<K>(h.msn))
             .ok_or(StreamDrop::MsnWindow)?;
-        if s.active && (s.done.len != h.msg_len || s.done.op != h.op || s.done.rsn != h.rsn) {
+        if s.active && (s.done.len != rx_len(h) || s.done.op != h.op || s.done.rsn != h.rsn) {
             return Err(StreamDrop::Inconsistent);
         }
         Ok(())
@@ -340,7 +537,7 @@ impl<const K: usize> RxStream<K> {
                     msn: h.msn,
                     op: h.op,
                     rsn: h.rsn,
-                    len: h.msg_len,
+                    len: rx_len(h),
                     imm: h.imm,
                     se: false,
                 },
@@ -365,6 +562,282 @@ impl<const K: usize> RxStream<K> {
     /// Oldest message not completed.
     pub const fn head(&self) -> u32 {
         self.head
+    }
+}
+
+/// The responder's answer to a READ or atomic request, given by the caller
+/// through [`super::conn::Conn::respond`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Response {
+    /// READ allowed: the core sends the bytes, the caller reads them from
+    /// the request's (RKey, va + offset) as each packet is built.
+    Read,
+    /// Atomic carried out: the word's original value.
+    Atomic(u64),
+    /// Refused: one NAK packet completes the requester's message in error.
+    Nak(NakCode),
+}
+
+/// A READ or atomic request the responder has received.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Request {
+    /// Stream index.
+    pub stream: usize,
+    /// The requester's Msn (the key of [`super::conn::Conn::respond`]).
+    pub msn: u32,
+    /// [`MrcOp::Read`], [`MrcOp::CmpSwap`] or [`MrcOp::FetchAdd`].
+    pub op: MrcOp,
+    /// Remote key.
+    pub rkey: u32,
+    /// Address of the first byte (READ) or of the 8-byte word (atomics).
+    pub va: u64,
+    /// Bytes to read (READ), 8 (atomics).
+    pub len: u32,
+    /// CMP_SWAP: the compare value; FETCH_ADD: the addend.
+    pub compare_add: u64,
+    /// CMP_SWAP: the swap value; else 0.
+    pub swap: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Resp {
+    active: bool,
+    req: Request,
+    answer: Option<Response>,
+    /// Bytes segmented (READ), or whether the one packet was (others).
+    sent: u32,
+    started: bool,
+    pkts: u32,
+    acked: u32,
+    /// Arrival order, for oldest-first sending.
+    order: u32,
+}
+
+const NO_RESP: Resp = Resp {
+    active: false,
+    req: Request {
+        stream: 0,
+        msn: 0,
+        op: MrcOp::Read,
+        rkey: 0,
+        va: 0,
+        len: 0,
+        compare_add: 0,
+        swap: 0,
+    },
+    answer: None,
+    sent: 0,
+    started: false,
+    pkts: 0,
+    acked: 0,
+    order: 0,
+};
+
+/// A response segment chosen for transmission.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RespSegment {
+    /// The requester's Msn.
+    pub msn: u32,
+    /// Offset within the READ.
+    pub offset: u32,
+    /// Payload bytes.
+    pub len: u16,
+}
+
+/// The responder's side of a stream: one slot per request, indexed by the
+/// requester's Msn, held from the request's arrival until every response
+/// packet is acknowledged (the replay cache of section 11.3).
+#[derive(Clone, Copy, Debug)]
+pub struct RespRing<const K: usize> {
+    slots: [Resp; K],
+    order: u32,
+    /// Slots in use (so that an idle ring costs nothing to poll).
+    held: u32,
+}
+
+impl<const K: usize> Default for RespRing<K> {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl<const K: usize> RespRing<K> {
+    /// No request.
+    pub const EMPTY: Self = RespRing {
+        slots: [NO_RESP; K],
+        order: 0,
+        held: 0,
+    };
+
+    /// Checks that a new (not duplicate) request `h` can take its slot: the
+    /// slot is free or holds an older request (whose response the requester
+    /// has completed: it posts Msn `m + K` only after `m` completed).
+    pub fn check(&self, h: &DataHdr) -> Result<(), StreamDrop> {
+        let s = self.slots.get(ring::<K>(h.msn)).ok_or(StreamDrop::MsnWindow)?;
+        if s.active && seq_diff(h.msn, s.req.msn) <= 0 {
+            return Err(StreamDrop::Inconsistent);
+        }
+        Ok(())
+    }
+
+    /// Takes request `h` of stream `stream` (after [`Self::check`]); an
+    /// atomic's operands are `payload`. Returns the request.
+    pub fn insert(&mut self, stream: usize, h: &DataHdr, payload: &[u8]) -> Option<Request> {
+        let word = |i: usize| -> u64 {
+            payload
+                .get(i..i.saturating_add(8))
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_be_bytes)
+        };
+        let atomic = h.op.is_atomic();
+        let req = Request {
+            stream,
+            msn: h.msn,
+            op: h.op,
+            rkey: h.rkey,
+            va: h.va,
+            len: if atomic { ATOMIC_LEN } else { h.msg_len },
+            compare_add: if atomic { word(0) } else { 0 },
+            swap: if h.op == MrcOp::CmpSwap { word(8) } else { 0 },
+        };
+        let order = self.order;
+        self.order = order.wrapping_add(1);
+        let s = self.slots.get_mut(ring::<K>(h.msn))?;
+        if !s.active {
+            self.held = self.held.saturating_add(1);
+        }
+        *s = Resp {
+            active: true,
+            req,
+            order,
+            ..NO_RESP
+        };
+        Some(req)
+    }
+
+    /// Records the answer to request `msn`; `false` if there is no such
+    /// request waiting for one or the answer does not fit it (a value for
+    /// a READ, [`Response::Read`] for an atomic).
+    pub fn answer(&mut self, msn: u32, r: Response, mss: u16) -> bool {
+        let Some(s) = self.slots.get_mut(ring::<K>(msn)) else {
+            return false;
+        };
+        if !s.active || s.req.msn != msn || s.answer.is_some() {
+            return false;
+        }
+        let pkts = match r {
+            Response::Read if s.req.op == MrcOp::Read => {
+                s.req.len.div_ceil(u32::from(mss.max(1))).max(1)
+            }
+            Response::Atomic(_) if s.req.op.is_atomic() => 1,
+            Response::Nak(_) => 1,
+            _ => return false,
+        };
+        s.answer = Some(r);
+        s.pkts = pkts;
+        true
+    }
+
+    fn unsent(s: &Resp) -> bool {
+        s.active
+            && match s.answer {
+                None => false,
+                Some(Response::Read) => !s.started || s.sent < s.req.len,
+                Some(_) => !s.started,
+            }
+    }
+
+    /// True if some answered request has response bytes not yet sent.
+    pub fn has_unsent(&self) -> bool {
+        self.held != 0 && self.slots.iter().any(Self::unsent)
+    }
+
+    /// Takes the next response segment of at most `mss` bytes, of the
+    /// oldest request with some unsent.
+    pub fn next_segment(&mut self, mss: u16) -> Option<RespSegment> {
+        let base = self.order;
+        let s = self
+            .slots
+            .iter_mut()
+            .filter(|s| Self::unsent(s))
+            .min_by_key(|s| s.order.wrapping_sub(base))?;
+        let read = s.answer == Some(Response::Read);
+        let len = if read {
+            s.req.len.saturating_sub(s.sent).min(u32::from(mss.max(1)))
+        } else {
+            0
+        };
+        let seg = RespSegment {
+            msn: s.req.msn,
+            offset: s.sent,
+            len: u16::try_from(len).unwrap_or(u16::MAX),
+        };
+        s.sent = s.sent.saturating_add(len);
+        s.started = true;
+        Some(seg)
+    }
+
+    /// The request `msn` and its answer, while its slot holds it.
+    pub fn get(&self, msn: u32) -> Option<(Request, Response)> {
+        self.slots
+            .get(ring::<K>(msn))
+            .filter(|s| s.active && s.req.msn == msn)
+            .and_then(|s| s.answer.map(|a| (s.req, a)))
+    }
+
+    /// Fills the stream fields of a response packet; `None` if the request
+    /// is gone (every packet acknowledged, or superseded).
+    pub fn fill_header(&self, seg: &RespSegment, remote_qpn: u32, h: &mut DataHdr) -> Option<()> {
+        let (req, answer) = self.get(seg.msn)?;
+        h.se = false;
+        h.stream = remote_qpn;
+        h.msn = seg.msn;
+        h.rsn = 0;
+        h.offset = seg.offset;
+        h.rkey = 0;
+        h.imm = 0;
+        h.va = 0;
+        h.len = seg.len;
+        match answer {
+            Response::Read => {
+                h.op = MrcOp::ReadResp;
+                h.msg_len = req.len;
+            }
+            Response::Atomic(v) => {
+                h.op = MrcOp::AtomicResp;
+                h.msg_len = ATOMIC_LEN;
+                h.va = v;
+                h.len = 0;
+            }
+            Response::Nak(c) => {
+                h.op = MrcOp::Nak;
+                h.msg_len = 0;
+                h.imm = c.to_u32();
+                h.len = 0;
+            }
+        }
+        Some(())
+    }
+
+    /// One response packet of request `msn` was acknowledged (first
+    /// time); the slot is freed after the last.
+    pub fn packet_acked(&mut self, msn: u32) {
+        if let Some(s) = self
+            .slots
+            .get_mut(ring::<K>(msn))
+            .filter(|s| s.active && s.req.msn == msn)
+        {
+            s.acked = s.acked.saturating_add(1);
+            if s.acked >= s.pkts && !Self::unsent(s) {
+                s.active = false;
+                self.held = self.held.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Requests held (waiting for an answer or acknowledgements).
+    pub fn held(&self) -> u32 {
+        self.held
     }
 }
 
@@ -467,4 +940,96 @@ mod tests {
         r.placed(&z);
         assert_eq!(r.pop_complete().map(|d| d.len), Some(0));
     }
+
+    fn req(op: MrcOp, msn: u32, msg_len: u32) -> DataHdr {
+        DataHdr {
+            op,
+            msn,
+            rsn: 0,
+            msg_len,
+            offset: 0,
+            va: 0x8000,
+            rkey: 3,
+            len: if op.is_atomic() { 16 } else { 0 },
+            ..hdr(0, 0, 0, 0)
+        }
+    }
+
+    #[test]
+    fn response_ring_segments_and_frees() {
+        let mut q = RespRing::<4>::default();
+        let h = req(MrcOp::Read, 3, 2500);
+        q.check(&h).unwrap();
+        let r = q.insert(1, &h, &[]).unwrap();
+        assert_eq!((r.stream, r.msn, r.len, r.va, r.rkey), (1, 3, 2500, 0x8000, 3));
+        assert!(!q.has_unsent(), "sent before the answer");
+        assert!(!q.answer(3, Response::Atomic(1), 1000), "a value for a READ");
+        assert!(!q.answer(2, Response::Read, 1000));
+        assert!(q.answer(3, Response::Read, 1000));
+        assert!(!q.answer(3, Response::Read, 1000), "answered twice");
+        let segs: [Option<RespSegment>; 4] = core::array::from_fn(|_| q.next_segment(1000));
+        let want = |offset, len| Some(RespSegment { msn: 3, offset, len });
+        assert_eq!(segs, [want(0, 1000), want(1000, 1000), want(2000, 500), None]);
+        // The same Msn again with a new Dsn: refused; Msn + K takes the slot.
+        assert_eq!(q.check(&h), Err(StreamDrop::Inconsistent));
+        assert_eq!(q.check(&req(MrcOp::Read, 7, 1)), Ok(()));
+        for _ in 0..2 {
+            q.packet_acked(3);
+        }
+        assert_eq!(q.held(), 1);
+        q.packet_acked(4);
+        assert_eq!(q.held(), 1, "another Msn's ACK freed the slot");
+        q.packet_acked(3);
+        assert_eq!((q.held(), q.get(3)), (0, None));
+        // An atomic: its operands from the payload, one packet.
+        let mut ops = [0u8; 16];
+        ops[..8].copy_from_slice(&5u64.to_be_bytes());
+        ops[8..].copy_from_slice(&9u64.to_be_bytes());
+        let r = q.insert(0, &req(MrcOp::CmpSwap, 8, 16), &ops).unwrap();
+        assert_eq!((r.len, r.compare_add, r.swap), (8, 5, 9));
+        assert!(!q.answer(8, Response::Read, 1000), "READ data for an atomic");
+        assert!(q.answer(8, Response::Atomic(77), 1000));
+        assert_eq!(q.next_segment(1000), Some(RespSegment { msn: 8, offset: 0, len: 0 }));
+        assert!(!q.has_unsent());
+        let mut out = hdr(0, 0, 0, 0);
+        q.fill_header(&RespSegment { msn: 8, offset: 0, len: 0 }, 0x42, &mut out).unwrap();
+        assert_eq!((out.op, out.va, out.msg_len, out.stream), (MrcOp::AtomicResp, 77, 8, 0x42));
+        q.packet_acked(8);
+        assert_eq!(q.held(), 0);
+    }
+
+    #[test]
+    fn request_completes_after_its_response() {
+        let mut t = TxStream::<4> { open: true, ..TxStream::EMPTY };
+        let read = MsgDesc { op: MrcOp::Read, len: 1500, va: 0x8000, rkey: 3, ..NO_MSG };
+        assert_eq!(t.post(read, 1000), Ok(0));
+        assert_eq!(t.post(MsgDesc { op: MrcOp::CmpSwap, len: 8, ..read }, 1000), Err(PostError::BadOp));
+        assert_eq!(t.post_atomic(MrcOp::FetchAdd, 0x10, 3, 1, 99, 1000), Ok(1));
+        let resp = |op, msn, off, len, msg_len| DataHdr { op, msn, offset: off, len, msg_len, va: 0, rkey: 0, rsn: 0, ..hdr(0, 0, 0, 0) };
+        // Not sent yet: no response accepted.
+        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)), Err(StreamDrop::MsnWindow));
+        assert_eq!(t.next_segment(1000), Some(Segment { msn: 0, offset: 0, len: 0 }));
+        // The atomic waits for the READ (section 11.4).
+        assert!(!t.has_unsent());
+        t.packet_acked(0);
+        assert_eq!(t.pop_done(), None, "READ complete without its data");
+        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1400)), Err(StreamDrop::Inconsistent));
+        assert_eq!(t.check_response(&resp(MrcOp::AtomicResp, 0, 0, 0, 8)), Err(StreamDrop::Inconsistent));
+        for (off, len) in [(1000, 500), (0, 1000)] {
+            let h = resp(MrcOp::ReadResp, 0, off, len, 1500);
+            t.check_response(&h).unwrap();
+            t.response(&h);
+        }
+        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)), Err(StreamDrop::Inconsistent));
+        assert_eq!(t.pop_done(), Some((0, None)));
+        assert_eq!(t.next_segment(1000), Some(Segment { msn: 1, offset: 0, len: 0 }));
+        assert_eq!(t.operands(1), Some([1, 0]));
+        t.packet_acked(1);
+        let nak = DataHdr { imm: NakCode::RemoteAccess.to_u32(), ..resp(MrcOp::Nak, 1, 0, 0, 0) };
+        t.check_response(&nak).unwrap();
+        t.response(&nak);
+        assert_eq!(t.pop_done(), Some((1, Some(NakCode::RemoteAccess))));
+        assert!(t.stale_response(&nak));
+    }
+
 }

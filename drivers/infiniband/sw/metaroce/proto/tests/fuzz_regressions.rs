@@ -269,3 +269,23 @@ fn native_forged_cum_half_space_away_is_judged_per_seq() {
     assert_eq!(ev, [PathEvent::Lost { dsn: 5, seq: 5 }]);
     assert_eq!((p.inflight_pkts(), p.floor()), (5, 0));
 }
+
+/// Found by the `conn` target on the native-read branch: an atomic request's
+/// 16-byte operand block is payload on the wire, but the sender counted the
+/// packet as empty in its path window and pacer (it left earlier than the
+/// rate hint allows). `fuzz/regressions/conn/atomic-operands-paced`.
+#[test]
+fn atomic_operand_block_counts_as_payload() {
+    use metaroce_proto::conn::{Conn, ConnConfig};
+    use metaroce_proto::mrc_wire::{MrcOp, MAX_HDR_LEN};
+    let mut cfg = ConnConfig::new(1);
+    cfg.paths = 1;
+    let mut c = Box::new(Conn::<1, 64, 1, 1, 4>::new(cfg));
+    assert!(c.open_stream(0, 1, 2));
+    c.post_atomic(0, MrcOp::FetchAdd, 0x1000, 5, 1, 0).unwrap();
+    let mut buf = [0u8; MAX_HDR_LEN];
+    let t = c.poll_transmit(0, &mut buf).unwrap();
+    assert_eq!((t.hdr_len, t.payload), (MAX_HDR_LEN, None));
+    let (_, _, stats) = c.path_info(0).unwrap();
+    assert_eq!((stats.sent, stats.bytes), (1, 16));
+}

@@ -3,8 +3,8 @@
 //! property tests that no input makes a connection panic.
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, AckPkt, MrcOp, MrcPacket, DATA_HDR_LEN};
-use metaroce_proto::stream::MsgDesc;
+use metaroce_proto::mrc_wire::{parse, AckPkt, MrcOp, MrcPacket, NakCode, DATA_HDR_LEN, MAX_HDR_LEN};
+use metaroce_proto::stream::{MsgDesc, Request, Response};
 use proptest::prelude::*;
 
 type C = Conn<4, 128, 2, 2, 8>;
@@ -48,46 +48,151 @@ impl Rand {
     }
 }
 
-/// Runs `a` -> `b` with `loss`% loss, duplication and reordering in both
-/// directions until every message completed; returns (send completions,
-/// receive completions, retransmissions).
-/// Send completions (stream, msn), receive completions (stream, msn, len),
-/// retransmissions.
-type Outcome = (Vec<(usize, u32)>, Vec<(usize, u32, u32)>, u64);
+/// Bytes of the responder's memory region of each stream (streams use
+/// disjoint regions, so each stream's verbs order alone defines the data).
+const REGION: u64 = 1 << 18;
+/// The responder's memory: stream `s` owns `[BASE + s * REGION, + REGION)`.
+const BASE: u64 = 0x10_0000;
+/// The one valid key of the responder's memory.
+const RKEY: u32 = 5;
 
-fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> Outcome {
+/// A message of a workload.
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    stream: usize,
+    op: MrcOp,
+    len: u32,
+    /// Offset in the stream's region (writes, READ, atomics).
+    at: u64,
+    /// Atomics: compare or add, swap.
+    operands: [u64; 2],
+    /// Key (a wrong one gets a NAK).
+    rkey: u32,
+}
+
+impl Op {
+    fn new(stream: usize, op: MrcOp, len: u32, at: u64) -> Op {
+        Op { stream, op, len, at, operands: [0; 2], rkey: RKEY }
+    }
+    fn va(&self) -> u64 {
+        BASE + self.stream as u64 * REGION + self.at
+    }
+    /// The responder refuses it (wrong key, beyond its memory).
+    fn refused(&self) -> bool {
+        self.rkey != RKEY || self.va() - BASE + u64::from(self.len) > 2 * REGION
+    }
+}
+
+/// Byte `i` of the payload of message `msn` of stream `s`.
+fn pattern(s: usize, msn: u32, i: u32) -> u8 {
+    (s as u32 * 131 + msn * 31 + i * 7 + (i >> 8)) as u8
+}
+
+/// The responder's memory before the run.
+fn initial_memory() -> Vec<u8> {
+    (0..2 * REGION).map(|i| (i * 13 + (i >> 9)) as u8).collect()
+}
+
+/// What a run delivered: send completions (stream, msn, status), receive
+/// completions (stream, msn, len), the data of every READ and atomic
+/// result (stream, msn) -> bytes, the responder's memory, retransmissions.
+struct Outcome {
+    sends: Vec<(usize, u32, SendStatus)>,
+    recvs: Vec<(usize, u32, u32)>,
+    reads: Results,
+    memory: Vec<u8>,
+    retx: u64,
+}
+
+/// The responder's side of the test's "kernel glue": checks a request
+/// against its memory, carries out an atomic, answers.
+fn respond(b: &mut C, mem: &mut [u8], req: &Request) {
+    let off = req.va.checked_sub(BASE).map(|o| o as usize);
+    let ok = req.rkey == RKEY
+        && off.is_some_and(|o| o.checked_add(req.len as usize).is_some_and(|e| e <= mem.len()));
+    let answer = if !ok {
+        Response::Nak(NakCode::RemoteAccess)
+    } else if req.op == MrcOp::Read {
+        Response::Read
+    } else {
+        let o = off.unwrap();
+        let word = &mut mem[o..o + 8];
+        let old = u64::from_le_bytes(word.try_into().unwrap());
+        let new = match req.op {
+            MrcOp::CmpSwap if old == req.compare_add => req.swap,
+            MrcOp::CmpSwap => old,
+            _ => old.wrapping_add(req.compare_add),
+        };
+        word.copy_from_slice(&new.to_le_bytes());
+        Response::Atomic(old)
+    };
+    assert!(b.respond(req.stream, req.msn, answer));
+}
+
+/// Runs `a` -> `b` with `loss`% loss, duplication and reordering in both
+/// directions until every message completed at both ends. Payloads are real
+/// bytes: `b` places WRITE data into its memory, READ responses carry
+/// bytes of it, `a` places them into per-READ buffers.
+fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
     let (mut a, mut b) = pair();
     let mut r = Rand(seed | 1);
-    let mut pending = msgs
-        .iter()
-        .copied()
-        .collect::<std::collections::VecDeque<_>>();
+    let mut pending = msgs.iter().copied().collect::<std::collections::VecDeque<_>>();
     let mut wire: Vec<(u64, bool, Vec<u8>)> = Vec::new(); // (arrival, to_b, bytes)
     let mut now = 0u64;
-    let mut sends = Vec::new();
-    let mut recvs = Vec::new();
+    let mut out = Outcome {
+        sends: Vec::new(),
+        recvs: Vec::new(),
+        reads: Default::default(),
+        memory: initial_memory(),
+        retx: 0,
+    };
     let total = msgs.len();
-    while sends.len() < total || recvs.len() < total {
+    let mut lens = std::collections::HashMap::new();
+    while out.sends.len() < total || out.recvs.len() < total {
         assert!(
             now < 10_000_000_000,
             "stuck: {} sent, {} received",
-            sends.len(),
-            recvs.len()
+            out.sends.len(),
+            out.recvs.len()
         );
-        while let Some(&(s, op, len)) = pending.front() {
-            match a.post(s, msg(op, len)) {
-                Ok(_) => {
+        while let Some(&m) = pending.front() {
+            let posted = if m.op.is_atomic() {
+                a.post_atomic(m.stream, m.op, m.va(), m.rkey, m.operands[0], m.operands[1])
+            } else {
+                let mut d = msg(m.op, m.len);
+                if m.op.has_remote() {
+                    d.va = m.va();
+                    d.rkey = m.rkey;
+                }
+                a.post(m.stream, d)
+            };
+            match posted {
+                Ok(msn) => {
+                    lens.insert((m.stream, msn), m.len);
+                    if m.op.is_request() {
+                        out.reads.insert((m.stream, msn), vec![0xEE; m.len as usize]);
+                    }
                     pending.pop_front();
                 }
                 Err(_) => break,
             }
         }
         for (from_a, c) in [(true, &mut a), (false, &mut b)] {
-            let mut buf = [0u8; DATA_HDR_LEN];
+            let mut buf = [0u8; MAX_HDR_LEN];
             while let Some(t) = c.poll_transmit(now, &mut buf) {
                 let mut bytes = buf[..t.hdr_len].to_vec();
                 if let Some(p) = t.payload {
-                    bytes.resize(t.hdr_len + usize::from(p.len), 0x5A);
+                    match p.mr {
+                        None => {
+                            assert!(from_a, "b sent data of its own messages");
+                            bytes.extend((0..u32::from(p.len)).map(|i| pattern(p.stream, p.msn, p.offset + i)));
+                        }
+                        Some(mr) => {
+                            assert!(!from_a && mr.rkey == RKEY);
+                            let o = (mr.va - BASE) as usize;
+                            bytes.extend_from_slice(&out.memory[o..o + usize::from(p.len)]);
+                        }
+                    }
                 }
                 if r.pct(loss) {
                     continue;
@@ -101,10 +206,7 @@ fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> Outcome {
         }
         // Next event: the earliest arrival or timer.
         let next_arrival = wire.iter().map(|w| w.0).min();
-        let next_timer = [a.next_deadline(), b.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
+        let next_timer = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min();
         now = match (next_arrival, next_timer) {
             (Some(x), Some(y)) => x.min(y),
             (x, y) => x.or(y).expect("nothing in flight and no timer"),
@@ -114,9 +216,34 @@ fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> Outcome {
         wire = rest;
         for (_, to_b, bytes) in due {
             let c = if to_b { &mut b } else { &mut a };
+            let data = bytes.get(DATA_HDR_LEN..).unwrap_or(&[]);
             match c.on_packet(now, &bytes, false, 50_000, 1_000_000) {
+                Ok(RxEvent::Data(p)) if to_b => {
+                    assert_eq!(usize::from(p.len), data.len());
+                    if p.op.is_write() {
+                        let o = (p.va + u64::from(p.offset) - BASE) as usize;
+                        out.memory[o..o + data.len()].copy_from_slice(data);
+                    } else {
+                        let want: Vec<u8> =
+                            (0..u32::from(p.len)).map(|i| pattern(p.stream, p.msn, p.offset + i)).collect();
+                        assert_eq!(data, &want[..], "send payload");
+                    }
+                }
                 Ok(RxEvent::Data(p)) => {
-                    assert!(to_b && p.len as usize + DATA_HDR_LEN == bytes.len())
+                    // A response placed by (stream, msn, offset) into our request.
+                    let buf = out.reads.get_mut(&(p.stream, p.msn)).expect("response for no request");
+                    match p.op {
+                        MrcOp::ReadResp => {
+                            let o = p.offset as usize;
+                            buf[o..o + data.len()].copy_from_slice(data);
+                        }
+                        MrcOp::AtomicResp => buf.copy_from_slice(&p.va.to_le_bytes()),
+                        op => panic!("{op:?} placed at the requester"),
+                    }
+                }
+                Ok(RxEvent::Request(req)) => {
+                    assert!(to_b);
+                    respond(&mut b, &mut out.memory, &req);
                 }
                 Ok(_) => {}
                 Err(e) => panic!("dropped a valid packet: {e:?}"),
@@ -126,72 +253,243 @@ fn loopback(seed: u64, loss: u64, msgs: &[(usize, MrcOp, u32)]) -> Outcome {
         b.on_timer(now);
         while let Some(c) = a.poll_completion() {
             match c {
-                Completion::Send {
-                    stream,
-                    msn,
-                    status,
-                } => {
-                    assert_eq!(status, SendStatus::Ok);
-                    sends.push((stream, msn));
-                }
+                Completion::Send { stream, msn, status } => out.sends.push((stream, msn, status)),
                 Completion::Recv { .. } => panic!("receive completion at the sender"),
             }
         }
         while let Some(c) = b.poll_completion() {
             match c {
-                Completion::Recv { stream, done } => recvs.push((stream, done.msn, done.len)),
+                Completion::Recv { stream, done } => out.recvs.push((stream, done.msn, done.len)),
                 Completion::Send { .. } => panic!("send completion at the receiver"),
             }
         }
     }
-    (sends, recvs, a.stats.retransmits)
+    out.retx = a.stats.retransmits + b.stats.retransmits;
+    out
 }
 
-fn workload() -> Vec<(usize, MrcOp, u32)> {
+fn workload() -> Vec<Op> {
     let ops = [MrcOp::Send, MrcOp::Write, MrcOp::SendImm, MrcOp::WriteImm];
     (0..60u32)
-        .map(|i| ((i % 2) as usize, ops[(i % 4) as usize], (i * 377) % 5000))
+        // Each WRITE to its own bytes (see `read_workload`).
+        .map(|i| Op::new((i % 2) as usize, ops[(i % 4) as usize], (i * 377) % 5000, u64::from(i / 2 * 5000)))
         .collect()
 }
 
-fn check_order(msgs: &[(usize, MrcOp, u32)], sends: &[(usize, u32)], recvs: &[(usize, u32, u32)]) {
+/// Writes and READs (of what earlier WRITEs wrote, partly) in one region.
+/// The WRITEs do not overlap each other: two WRITEs in flight at once may
+/// land in any order (per-packet placement), so overlapping ones have no
+/// defined result before the later completes.
+fn read_workload() -> Vec<Op> {
+    (0..80u32)
+        .map(|i| {
+            let s = (i % 2) as usize;
+            match i % 5 {
+                0 | 3 => {
+                    let slot = (i / 5) * 2 + u32::from(i % 5 == 3);
+                    Op::new(s, MrcOp::Write, (i * 997) % 2000 + 1, u64::from(slot * 2000))
+                }
+                // One empty READ (i = 16).
+                1 | 4 => Op::new(s, MrcOp::Read, (i * 1_499) % 7000 * u32::from(i != 16), u64::from((i * 2_731) % 58_000)),
+                _ => Op::new(s, MrcOp::Send, (i * 377) % 3000, 0),
+            }
+        })
+        .collect()
+}
+
+/// The results verbs order promises: every READ returns the bytes the
+/// responder's memory holds after every earlier message of its stream
+/// and none of the later ones; the final memory.
+/// Results of READs and atomics by (stream, Msn).
+type Results = std::collections::HashMap<(usize, u32), Vec<u8>>;
+
+fn expected(msgs: &[Op]) -> (Results, Vec<u8>) {
+    let mut mem = initial_memory();
+    let mut reads = std::collections::HashMap::new();
+    let mut msn = [0u32; 2];
+    for m in msgs {
+        let o = (m.va() - BASE) as usize;
+        let n = m.len as usize;
+        let id = (m.stream, msn[m.stream]);
+        msn[m.stream] += 1;
+        if m.refused() {
+            continue;
+        }
+        match m.op {
+            MrcOp::Write | MrcOp::WriteImm => {
+                for i in 0..n {
+                    mem[o + i] = pattern(id.0, id.1, i as u32);
+                }
+            }
+            MrcOp::Read => {
+                reads.insert(id, mem[o..o + n].to_vec());
+            }
+            MrcOp::CmpSwap | MrcOp::FetchAdd => {
+                let old = u64::from_le_bytes(mem[o..o + 8].try_into().unwrap());
+                let new = match m.op {
+                    MrcOp::CmpSwap if old == m.operands[0] => m.operands[1],
+                    MrcOp::CmpSwap => old,
+                    _ => old.wrapping_add(m.operands[0]),
+                };
+                mem[o..o + 8].copy_from_slice(&new.to_le_bytes());
+                reads.insert(id, old.to_le_bytes().to_vec());
+            }
+            _ => {}
+        }
+    }
+    (reads, mem)
+}
+
+fn check_order(msgs: &[Op], out: &Outcome) {
     for s in 0..2 {
-        let want: Vec<u32> = msgs.iter().filter(|m| m.0 == s).map(|m| m.2).collect();
-        let sent: Vec<u32> = sends.iter().filter(|c| c.0 == s).map(|c| c.1).collect();
-        let got: Vec<(u32, u32)> = recvs
-            .iter()
-            .filter(|c| c.0 == s)
-            .map(|c| (c.1, c.2))
-            .collect();
-        assert_eq!(
-            sent,
-            (0..want.len() as u32).collect::<Vec<_>>(),
-            "send order, stream {s}"
-        );
+        let want: Vec<&Op> = msgs.iter().filter(|m| m.stream == s).collect();
+        let sent: Vec<(u32, SendStatus)> =
+            out.sends.iter().filter(|c| c.0 == s).map(|c| (c.1, c.2)).collect();
+        let got: Vec<(u32, u32)> = out.recvs.iter().filter(|c| c.0 == s).map(|c| (c.1, c.2)).collect();
+        let status = |m: &Op| {
+            if m.refused() {
+                SendStatus::RemoteAccess
+            } else {
+                SendStatus::Ok
+            }
+        };
+        let want_sent: Vec<(u32, SendStatus)> =
+            want.iter().enumerate().map(|(i, m)| (i as u32, status(m))).collect();
+        assert_eq!(sent, want_sent, "send order and status, stream {s}");
+        // A request holds its place at the responder with length 0.
         let expect: Vec<(u32, u32)> = want
             .iter()
             .enumerate()
-            .map(|(i, &l)| (i as u32, l))
+            .map(|(i, m)| (i as u32, if m.op.is_request() { 0 } else { m.len }))
             .collect();
         assert_eq!(got, expect, "receive order and lengths, stream {s}");
     }
+    let (reads, mem) = expected(msgs);
+    for (id, want) in &reads {
+        let got = out.reads.get(id).expect("result");
+        if got != want {
+            let first = got.iter().zip(want).position(|(a, b)| a != b);
+            let bad = got.iter().zip(want).filter(|(a, b)| a != b).count();
+            panic!("READ/atomic result {id:?} differs: len {} first {first:?}, {bad} bytes", want.len());
+        }
+    }
+    assert!(out.memory == mem, "responder memory differs");
 }
 
 #[test]
 fn lossless_loopback_in_order() {
-    let w = workload();
-    let (sends, recvs, retx) = loopback(1, 0, &w);
-    check_order(&w, &sends, &recvs);
-    assert_eq!(retx, 0);
+    for w in [workload(), read_workload()] {
+        let out = loopback(1, 0, &w);
+        check_order(&w, &out);
+        assert_eq!(out.retx, 0);
+    }
 }
 
 #[test]
 fn lossy_loopback_completes_in_verbs_order() {
-    let w = workload();
-    for seed in 1..=20 {
-        let (sends, recvs, retx) = loopback(seed, 10, &w);
-        check_order(&w, &sends, &recvs);
-        assert!(retx > 0, "seed {seed}: 10% loss without a retransmission");
+    for w in [workload(), read_workload()] {
+        for seed in 1..=20 {
+            let out = loopback(seed, 10, &w);
+            check_order(&w, &out);
+            assert!(out.retx > 0, "seed {seed}: 10% loss without a retransmission");
+        }
+    }
+}
+
+/// Atomics on a few words (so that they hit the same word often), mixed
+/// with WRITEs over those words and READs of them; every other CMP_SWAP
+/// compares with the value the word holds at its turn in verbs order.
+fn atomic_workload() -> Vec<Op> {
+    let mut w: Vec<Op> = (0..90u32)
+        .map(|i| {
+            let s = (i % 2) as usize;
+            let word = u64::from((i / 12) % 2) * 8;
+            let v = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            match i % 6 {
+                0 | 3 => Op { operands: [v, 0], ..Op::new(s, MrcOp::FetchAdd, 8, word) },
+                1 => Op { operands: [v, v ^ 0xFF], ..Op::new(s, MrcOp::CmpSwap, 8, word) },
+                2 => Op::new(s, MrcOp::Read, 40, 0),
+                4 => Op::new(s, MrcOp::Write, 8, word),
+                _ => Op::new(s, MrcOp::Send, 100, 0),
+            }
+        })
+        .collect();
+    for k in (0..w.len()).filter(|k| k % 12 == 1) {
+        let (_, mem) = expected(&w[..k]);
+        let n = (w[k].va() - BASE) as usize;
+        w[k].operands[0] = u64::from_le_bytes(mem[n..n + 8].try_into().unwrap());
+    }
+    w
+}
+
+#[test]
+fn atomics_execute_once_in_verbs_order() {
+    let w = atomic_workload();
+    // Some CMP_SWAPs succeed and some fail in the model.
+    let (res, _) = expected(&w);
+    let mut msn = [0u32; 2];
+    let (mut hit, mut miss) = (0, 0);
+    for m in &w {
+        let id = (m.stream, msn[m.stream]);
+        msn[m.stream] += 1;
+        if m.op == MrcOp::CmpSwap {
+            if res[&id][..] == m.operands[0].to_le_bytes() {
+                hit += 1;
+            } else {
+                miss += 1;
+            }
+        }
+    }
+    assert!(hit >= 3 && miss >= 3, "{hit} successful, {miss} failed CMP_SWAPs");
+    for (seed, loss) in (1..=20).zip([0, 10, 20, 30].into_iter().cycle()) {
+        let out = loopback(seed, loss, &w);
+        check_order(&w, &out);
+    }
+}
+
+#[test]
+fn misaligned_atomic_is_refused_by_the_core() {
+    let mut w = atomic_workload();
+    assert!(w[3].op == MrcOp::FetchAdd);
+    w[3].at += 4;
+    let out = loopback(3, 10, &w);
+    let bad: Vec<_> = out.sends.iter().filter(|c| c.2 != SendStatus::Ok).collect();
+    assert_eq!(bad, [&(1, 1, SendStatus::RemoteInvalid)]);
+}
+
+#[test]
+fn reads_return_verbs_order_data() {
+    // Every READ reads what the WRITEs before it wrote: the workload is
+    // not trivial (some READ sees a WRITE of the run, some the initial
+    // memory).
+    let w = read_workload();
+    let (reads, _) = expected(&w);
+    let init = initial_memory();
+    let fresh = reads.iter().filter(|(id, d)| {
+        let m = w.iter().filter(|m| m.stream == id.0).nth(id.1 as usize).unwrap();
+        let o = (m.va() - BASE) as usize;
+        !d.is_empty() && d[..] != init[o..o + d.len()]
+    });
+    assert!(fresh.count() >= 5);
+    for seed in 21..=40 {
+        let out = loopback(seed, 15, &w);
+        check_order(&w, &out);
+    }
+}
+
+#[test]
+fn refused_read_completes_in_order_with_remote_access() {
+    let mut w = read_workload();
+    assert!(w[6].op == MrcOp::Read && w[11].op == MrcOp::Read && w[12].op == MrcOp::Send);
+    w[6].rkey = 99;
+    w[11].rkey = 98;
+    // Beyond the responder's memory.
+    w[12] = Op::new(0, MrcOp::Read, 100, 2 * REGION - 50);
+    for seed in 1..=10 {
+        let out = loopback(seed, 10, &w);
+        check_order(&w, &out);
+        let refused = out.sends.iter().filter(|c| c.2 == SendStatus::RemoteAccess).count();
+        assert_eq!(refused, 3);
     }
 }
 
@@ -408,4 +706,163 @@ proptest! {
             while b.poll_completion().is_some() {}
         }
     }
+}
+
+
+/// Every packet `from` has now, as bytes (payloads zero).
+fn drain(from: &mut C, now: u64) -> Vec<Vec<u8>> {
+    let mut buf = [0u8; MAX_HDR_LEN];
+    let mut out = Vec::new();
+    while let Some(t) = from.poll_transmit(now, &mut buf) {
+        let mut bytes = buf[..t.hdr_len].to_vec();
+        if let Some(p) = t.payload {
+            bytes.resize(t.hdr_len + usize::from(p.len), 0);
+        }
+        out.push(bytes);
+    }
+    out
+}
+
+fn data_ops(pkts: &[Vec<u8>]) -> Vec<MrcOp> {
+    pkts.iter()
+        .filter_map(|b| match parse(b) {
+            Ok(MrcPacket::Data(h, _)) => Some(h.op),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn duplicate_read_request_is_answered_once() {
+    let (mut a, mut b) = pair();
+    let read = MsgDesc { op: MrcOp::Read, len: 3000, va: BASE, rkey: RKEY, imm: 0, se: false };
+    assert_eq!(a.post(0, read), Ok(0));
+    let req = drain(&mut a, 0);
+    assert_eq!(data_ops(&req), [MrcOp::Read]);
+    let r = b.on_packet(1, &req[0], false, 7, 0);
+    let Ok(RxEvent::Request(q)) = r else { panic!("{r:?}") };
+    assert_eq!((q.stream, q.msn, q.op, q.rkey, q.va, q.len), (0, 0, MrcOp::Read, RKEY, BASE, 3000));
+    // The same request again (a retransmission, or duplicated by the network).
+    assert_eq!(b.on_packet(2, &req[0], false, 7, 0), Ok(RxEvent::Duplicate));
+    assert!(b.respond(0, 0, Response::Read));
+    assert!(!b.respond(0, 0, Response::Read), "answered twice");
+    assert!(!b.respond(0, 1, Response::Read), "answer to no request");
+    let resp = drain(&mut b, 3);
+    assert_eq!(data_ops(&resp), [MrcOp::ReadResp; 3]);
+    // Once more after the answer: acknowledged, not answered again.
+    assert_eq!(b.on_packet(4, &req[0], false, 7, 0), Ok(RxEvent::Duplicate));
+    let again = drain(&mut b, 5);
+    assert!(!again.is_empty() && data_ops(&again).is_empty(), "a duplicate request sent more data");
+    // The requester places the three packets and completes the READ only
+    // after the last (its request was acknowledged in between).
+    for (i, p) in resp.iter().enumerate() {
+        if let Ok(MrcPacket::Data(..)) = parse(p) {
+            let r = a.on_packet(6, p, false, 9, 0);
+            assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.op == MrcOp::ReadResp && pl.msn == 0), "{r:?}");
+        } else {
+            assert_eq!(a.on_packet(6, p, false, 9, 0), Ok(RxEvent::Ack));
+        }
+        if i == 0 {
+            assert_eq!(a.poll_completion(), None, "READ complete before its data");
+        }
+    }
+    assert_eq!(a.poll_completion(), Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::Ok }));
+}
+
+#[test]
+fn read_waits_for_earlier_writes_and_later_writes_for_the_read() {
+    let (mut a, mut b) = pair();
+    let mut write = msg(MrcOp::Write, 100);
+    write.va = BASE;
+    let read = MsgDesc { op: MrcOp::Read, len: 10, va: BASE, rkey: RKEY, imm: 0, se: false };
+    a.post(0, write).unwrap();
+    a.post(0, read).unwrap();
+    a.post(0, read).unwrap();
+    a.post(0, write).unwrap();
+    // Only the first WRITE leaves: the READ waits for its completion.
+    let first = drain(&mut a, 0);
+    assert_eq!(data_ops(&first), [MrcOp::Write]);
+    for p in &first {
+        b.on_packet(1, p, false, 7, 0).unwrap();
+    }
+    for p in drain(&mut b, 2) {
+        a.on_packet(3, &p, false, 9, 0).unwrap();
+    }
+    assert_eq!(drain(&mut a, 4).len(), 0, "READ left before the WRITE completed");
+    assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 0, .. })));
+    // Both READs go together; the last WRITE waits for them.
+    let reads = drain(&mut a, 5);
+    assert_eq!(data_ops(&reads), [MrcOp::Read, MrcOp::Read]);
+    for p in &reads {
+        let r = b.on_packet(6, p, false, 7, 0);
+        let Ok(RxEvent::Request(q)) = r else { panic!("{r:?}") };
+        assert!(b.respond(q.stream, q.msn, Response::Read));
+    }
+    let resp = drain(&mut b, 7);
+    assert_eq!(data_ops(&resp), [MrcOp::ReadResp, MrcOp::ReadResp]);
+    // The requests are acknowledged but the data not there yet.
+    for p in resp.iter().filter(|p| matches!(parse(p), Ok(MrcPacket::Ack(_)))) {
+        a.on_packet(8, p, false, 9, 0).unwrap();
+    }
+    assert_eq!(a.poll_completion(), None);
+    assert_eq!(data_ops(&drain(&mut a, 9)), [], "WRITE left before the READs completed");
+    for p in resp.iter().filter(|p| matches!(parse(p), Ok(MrcPacket::Data(..)))) {
+        a.on_packet(10, p, false, 9, 0).unwrap();
+    }
+    assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 1, status: SendStatus::Ok, .. })));
+    assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 2, status: SendStatus::Ok, .. })));
+    assert_eq!(data_ops(&drain(&mut a, 11)), [MrcOp::Write]);
+}
+
+#[test]
+fn response_for_a_flushed_read_is_acknowledged() {
+    let (mut a, mut b) = pair();
+    let read = MsgDesc { op: MrcOp::Read, len: 0, va: BASE, rkey: RKEY, imm: 0, se: false };
+    a.post(0, read).unwrap();
+    let req = drain(&mut a, 0);
+    let Ok(RxEvent::Request(q)) = b.on_packet(1, &req[0], false, 7, 0) else { panic!() };
+    assert_eq!(q.len, 0);
+    assert!(b.respond(0, 0, Response::Read));
+    // b's ACK and its (empty) READ_RESP never reach a, whose connection fails.
+    let resp = drain(&mut b, 2);
+    assert_eq!(data_ops(&resp), [MrcOp::ReadResp]);
+    let mut now = 2;
+    let mut buf = [0u8; MAX_HDR_LEN];
+    while a.state() != ConnState::Failed {
+        now = a.next_deadline().expect("a timer").max(now);
+        a.on_timer(now);
+        while a.poll_transmit(now, &mut buf).is_some() {}
+    }
+    assert_eq!(
+        a.poll_completion(),
+        Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::RetryExceeded })
+    );
+    // The response arrives late: acknowledged (b stops resending it), not placed.
+    let data = resp.iter().find(|p| matches!(parse(p), Ok(MrcPacket::Data(..)))).unwrap();
+    assert_eq!(a.on_packet(now, data, false, 9, 0), Ok(RxEvent::Duplicate));
+    let acks = drain(&mut a, now);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(b.on_packet(now, &acks[0], false, 9, 0), Ok(RxEvent::Ack));
+    assert_eq!(b.next_deadline(), None, "b still has the response in flight");
+}
+
+#[test]
+fn atomic_waits_for_a_buffer_with_room_for_its_operands() {
+    let (mut a, _b) = pair();
+    a.post_atomic(0, MrcOp::CmpSwap, BASE, RKEY, 1, 2).unwrap();
+    a.post(1, msg(MrcOp::Send, 10)).unwrap();
+    let mut small = [0u8; DATA_HDR_LEN];
+    // The other stream's SEND goes; the atomic does not, and nothing of it
+    // was counted as sent.
+    let t = a.poll_transmit(0, &mut small).expect("the SEND");
+    assert_eq!(t.payload.map(|p| p.stream), Some(1));
+    assert_eq!(a.poll_transmit(0, &mut small), None);
+    let sent: u64 = (0..4).map(|i| a.path_info(i).unwrap().2.sent).sum();
+    assert_eq!(sent, 1);
+    let mut buf = [0u8; MAX_HDR_LEN];
+    let t = a.poll_transmit(0, &mut buf).expect("the atomic");
+    assert_eq!(t.hdr_len, MAX_HDR_LEN);
+    let Ok(MrcPacket::Data(h, ops)) = parse(&buf) else { panic!() };
+    assert_eq!((h.op, h.va, h.rkey, h.msg_len), (MrcOp::CmpSwap, BASE, RKEY, 16));
+    assert_eq!(ops, [1u64.to_be_bytes(), 2u64.to_be_bytes()].concat());
 }
