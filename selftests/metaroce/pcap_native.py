@@ -10,7 +10,8 @@
 * the DATA packets of each connection use at least MIN_PATHS distinct PathIds and as many
   UDP source ports (spraying), and no RoCEv2 packet (port 4791) carries RC traffic.
 
-Usage: pcap_native.py PCAP MIN_DATA MIN_PATHS [--port N]
+Usage: pcap_native.py PCAP MIN_DATA MIN_PATHS [--port N] [--ops N,N,...]
+(--ops: DATA opcodes that must appear at least once)
 Prints counts per packet kind; exit status 1 on any violation.
 """
 import struct
@@ -76,11 +77,16 @@ def main():
         i = args.index("--port")
         port = int(args[i + 1])
         del args[i:i + 2]
+    need = []
+    if "--ops" in args:
+        i = args.index("--ops")
+        need = [int(o) for o in args[i + 1].split(",")]
+        del args[i:i + 2]
     if len(args) != 3:
         sys.exit(__doc__)
     path, min_data, min_paths = args[0], int(args[1]), int(args[2])
     bad = []
-    n = {"data": 0, "retx": 0, "ack": 0, "roce": 0, "payload": 0}
+    n = {"data": 0, "retx": 0, "ack": 0, "roce": 0, "payload": 0, "ops": {}}
     paths = {}  # conn id -> set of (path id, source port)
     for frame in packets(path):
         u = udp_of(frame)
@@ -109,9 +115,21 @@ def main():
                 continue
             msg_len, offset = struct.unpack("!II", m[32:40])
             plen = struct.unpack("!H", m[56:58])[0]
-            if m[3] > 3 or len(m) < 60 + plen or offset + plen > msg_len or plen > 4096:
-                bad.append(f"bad DATA: op {m[3]} len {plen} offset {offset} msg {msg_len}")
+            op = m[3]
+            # 0 SEND, 1 SEND_IMM, 2 WRITE, 3 WRITE_IMM, 5 READ_RESP: payload within the message;
+            # 4 READ: no payload; 7 CMP_SWAP, 8 FETCH_ADD: a 16-byte operand block after the
+            # header; 6 NAK, 9 ATOMIC_RESP: no payload (transport.rst, sections 3 and 11).
+            hdr = 76 if op in (7, 8) else 60
+            if op > 9 or len(m) < hdr + plen or plen > 4096:
+                bad.append(f"bad DATA: op {op} len {plen} offset {offset} msg {msg_len}")
                 continue
+            if op in (0, 1, 2, 3, 5) and offset + plen > msg_len:
+                bad.append(f"DATA beyond its message: op {op} len {plen} offset {offset} msg {msg_len}")
+                continue
+            if op in (4, 6, 9) and plen != 0:
+                bad.append(f"op {op} with {plen} payload bytes")
+                continue
+            n["ops"][op] = n["ops"].get(op, 0) + 1
             if ecn != 2:
                 bad.append(f"DATA not ECT(0): ECN {ecn}")
             n["data"] += 1
@@ -130,6 +148,9 @@ def main():
             bad.append(f"unknown type {kind}")
     print(f"native DATA {n['data']} ({n['retx']} retransmissions, {n['payload']} payload bytes), "
           f"ACK {n['ack']}, RoCEv2 packets {n['roce']}")
+    names = ["SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "READ_RESP", "NAK", "CMP_SWAP", "FETCH_ADD",
+             "ATOMIC_RESP"]
+    print("DATA by opcode: " + ", ".join(f"{names[o]} {c}" for o, c in sorted(n["ops"].items())))
     for conn, ps in sorted(paths.items()):
         ids = {p for p, _ in ps}
         ports = {s for _, s in ps}
@@ -141,6 +162,9 @@ def main():
         bad.append(f"{n['data']} DATA packets, fewer than {min_data}")
     if n["ack"] == 0 and min_data > 0:
         bad.append("no ACK")
+    for o in need:
+        if o not in n["ops"]:
+            bad.append(f"no DATA packet of opcode {o}")
     if n["roce"]:
         bad.append(f"{n['roce']} RoCEv2 packets (port {ROCE_PORT}) in a native run")
     for b in bad[:20]:

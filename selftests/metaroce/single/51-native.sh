@@ -1,8 +1,9 @@
 # The MetaRoCE native transport in the kernel (Documentation/metaroce/transport.rst): two
 # `metaroce-native` devices in two namespaces, unmodified rdma-core apps through the stock librxe
 # (RC QPs become streams of one native connection per device pair). Checks: ibv_rc_pingpong with
-# received buffers validated (-c; loopback, 64 B with events, 1 MiB), perftest SEND and WRITE
-# (several QPs on one connection), the same under 1 % netem loss on both veths, and a capture of
+# received buffers validated (-c; loopback, 64 B with events, 1 MiB), perftest SEND, WRITE (several
+# QPs on one connection), READ and both atomics, 1 MiB pingpongs, WRITE, READ and FETCH_ADD under
+# 1 % netem loss on both veths, and a capture of
 # everything on the wire checked by pcap_native.py (independent of the driver): only native
 # packets on UDP port 19791, correct non-zero UDP checksums, well-formed headers, ECT(0) DATA,
 # DATA sprayed over several paths and source ports, no RoCEv2 packet.
@@ -22,16 +23,22 @@ mr_pingpong ibv_rc_pingpong "64 B, events"   mra mra0 $ga mrb mrb0 $gb -s 64 -n 
 mr_pingpong ibv_rc_pingpong "1 MiB"          mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 2
 mr_perf "send_bw 4 KiB x 50" ib_send_bw -s 4096 -n 50 -F
 mr_perf "write_bw 64 KiB x 20, 2 QPs" ib_write_bw -s 65536 -n 20 -q 2 -F
+mr_perf "read_bw 64 KiB x 20" ib_read_bw -s 65536 -n 20 -F
+mr_perf "fetch_add x 50" ib_atomic_bw -A FETCH_AND_ADD -n 50 -F
+mr_perf "cmp_swap x 50" ib_atomic_bw -A CMP_AND_SWAP -n 50 -F
 
 sleep 1; kill -INT $cap 2>/dev/null; wait $cap; cat /tmp/dumpcap.log
 ip netns exec mra rdma statistic show link mra0/1
 ip netns exec mrb rdma statistic show link mrb0/1
-python3 "$MR_SELFTESTS/pcap_native.py" /tmp/native.pcap 1000 4 || fail "native wire check"
+# SEND, WRITE, READ, READ_RESP, CMP_SWAP, FETCH_ADD, ATOMIC_RESP.
+python3 "$MR_SELFTESTS/pcap_native.py" /tmp/native.pcap 1000 4 --ops 0,2,4,5,7,8,9 || fail "native wire check"
 
 ip netns exec mra tc qdisc add dev va root netem loss 1% || fail "netem on va"
 ip netns exec mrb tc qdisc add dev vb root netem loss 1% || fail "netem on vb"
 mr_pingpong ibv_rc_pingpong "1 MiB, 1% loss" mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 4
 mr_perf "write_bw 64 KiB x 50, 1% loss" ib_write_bw -s 65536 -n 50 -F
+mr_perf "read_bw 64 KiB x 20, 1% loss" ib_read_bw -s 65536 -n 20 -F
+mr_perf "fetch_add x 50, 1% loss" ib_atomic_bw -A FETCH_AND_ADD -n 50 -F
 ip netns exec mra tc -s qdisc show dev va | grep -E 'netem|dropped'
 ip netns exec mrb tc -s qdisc show dev vb | grep -E 'netem|dropped'
 

@@ -86,11 +86,11 @@ port=19100
 run() {
   local name=$1 ev=${2:-} srv cli
   port=$((port + 1)); BW=0 OK=0
-  x tb-h2 timeout 300 ib_write_bw -d tb2 -x $g2 -p $port -s 65536 -D $DUR -F > /tmp/tb-server.log 2>&1 &
+  x tb-h2 timeout 120 ib_write_bw -d tb2 -x $g2 -p $port -s 65536 -D $DUR -F > /tmp/tb-server.log 2>&1 &
   srv=$!
   mr_wait 60 sh -c "ip netns exec tb-h2 ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/tb-server.log; fail "$name: server not listening"; }
   local b0; b0=$(sent tb-h1 tb1)
-  x tb-h1 timeout 300 ib_write_bw -d tb1 -x $g1 -p $port -s 65536 -D $DUR -F 192.0.2.42 > /tmp/tb-client.log 2>&1 &
+  x tb-h1 timeout 90 ib_write_bw -d tb1 -x $g1 -p $port -s 65536 -D $DUR -F 192.0.2.42 > /tmp/tb-client.log 2>&1 &
   cli=$!
   if [ -n "$ev" ]; then
     mr_wait 120 sh -c "[ \$(ip netns exec tb-h1 rdma statistic show link tb1/1 | tr ' ' '\n' | grep -A1 -x sent_bytes | tail -n 1) -gt $((b0 + 1000000)) ]" ||

@@ -25,7 +25,7 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
-use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_PAYLOAD};
+use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN, MAX_PAYLOAD};
 use crate::qp::{self, Notify, OutPacket};
 use crate::timer;
 use crate::verbs::RoceAv;
@@ -444,7 +444,8 @@ pub(crate) fn pull_tx(
         let inner = &mut *g;
         feed(dev, inner, &mut notes);
         let now = dev.now_ns();
-        let mut hdr = [0u8; DATA_HDR_LEN];
+        // Room for an atomic request's operands after the header.
+        let mut hdr = [0u8; MAX_HDR_LEN];
         while got < out.len() {
             let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else { break };
             let plen = t.payload.map_or(0, |p| usize::from(p.len));
@@ -456,7 +457,7 @@ pub(crate) fn pull_tx(
                 buf[..t.hdr_len].copy_from_slice(hdr.get(..t.hdr_len).ok_or(EINVAL)?);
                 if let Some(p) = t.payload {
                     let q = stream_qp(dev, inner, p.stream).ok_or(ENOENT)?;
-                    qp::native_payload(&q, p.stream, p.msn, p.offset, &mut buf[t.hdr_len..])?;
+                    qp::native_payload(&q, p.stream, p.msn, p.offset, p.mr, &mut buf[t.hdr_len..])?;
                 }
                 Ok(OutPacket::native(skb, peer, t.src_port, t.ect))
             })();
@@ -572,10 +573,19 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                         let r = match ready {
                             Some((true, n)) => {
                                 let r = inner.conn.on_packet(now, payload, ce(ip), sport, 0);
-                                if let Ok(RxEvent::Data(place)) = &r {
-                                    if !qp::native_place(&q, idx, place, data, n) {
-                                        close(inner, idx);
+                                match &r {
+                                    Ok(RxEvent::Data(place)) => {
+                                        if !qp::native_place(&q, idx, place, data, n) {
+                                            close(inner, idx);
+                                        }
                                     }
+                                    // Answered before the lock is released (the core
+                                    // then sends the response like any data).
+                                    Ok(RxEvent::Request(req)) => {
+                                        let answer = qp::native_request(&q, idx, req);
+                                        inner.conn.respond(req.stream, req.msn, answer);
+                                    }
+                                    _ => {}
                                 }
                                 r.map_err(Some)
                             }

@@ -30,7 +30,10 @@ use crate::proto::wr as pwr;
 use crate::proto::packet::Packet;
 use crate::device::MetaRoceDev;
 use crate::native::{self, Peer};
-use crate::proto::conn::{Completion as NativeCompletion, Place as NativePlace, SendStatus};
+use crate::proto::conn::{
+    Completion as NativeCompletion, MrRef, NakCode, Place as NativePlace, Request as NativeRequest,
+    Response as NativeResponse, SendStatus,
+};
 use crate::proto::mrc_wire::{DataHdr, MrcOp};
 use crate::proto::stream::{MsgDesc, PostError as NativePostError};
 use kernel::sync::Arc;
@@ -425,6 +428,8 @@ struct NativeSlot {
     signaled: bool,
     /// The message to send (`None`: a local operation, done when posted).
     msg: Option<MsgDesc>,
+    /// An atomic's operands (compare or addend, swap).
+    operands: (u64, u64),
     /// Its Msn once handed to the connection.
     msn: u32,
     /// The completion status, once known.
@@ -585,9 +590,8 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
                 return Err(EINVAL);
             }
         }
-        // A native device's RC QPs use the native transport and its UD QPs RoCEv2; UC has
-        // no native form (transport.rst, section 1).
-        QpType::Uc if qp.device().native => return Err(EOPNOTSUPP),
+        // A native device's RC QPs use the native transport, its UC and UD QPs RoCEv2
+        // (transport.rst, section 1).
         QpType::Rc | QpType::Uc | QpType::Ud => {}
         // RoCE has no QP0; raw packet and XRC QPs are not offered.
         _ => return Err(EOPNOTSUPP),
@@ -1880,25 +1884,46 @@ fn native_peer(qp: &Qp<MetaRoceDriver>) -> Option<Arc<Peer>> {
 /// The connection's form of a send request: the message, or `None` for a local operation
 /// (done when posted). `Err` for what the native wire does not carry yet.
 fn native_msg(op: &pwr::SendOp, len: u32, solicited: bool) -> core::result::Result<Option<MsgDesc>, ()> {
-    let (op, va, rkey, imm) = match *op {
-        pwr::SendOp::Send => (MrcOp::Send, 0, 0, 0),
-        pwr::SendOp::SendImm { imm } => (MrcOp::SendImm, 0, 0, imm),
-        pwr::SendOp::Write { va, rkey } => (MrcOp::Write, va, rkey, 0),
-        pwr::SendOp::WriteImm { va, rkey, imm } => (MrcOp::WriteImm, va, rkey, imm),
+    Ok(native_op(op, len, solicited)?.map(|(m, _)| m))
+}
+
+/// The message and an atomic's operands.
+fn native_op(
+    op: &pwr::SendOp,
+    len: u32,
+    solicited: bool,
+) -> core::result::Result<Option<(MsgDesc, (u64, u64))>, ()> {
+    let (op, va, rkey, imm, operands) = match *op {
+        pwr::SendOp::Send => (MrcOp::Send, 0, 0, 0, (0, 0)),
+        pwr::SendOp::SendImm { imm } => (MrcOp::SendImm, 0, 0, imm, (0, 0)),
+        pwr::SendOp::Write { va, rkey } => (MrcOp::Write, va, rkey, 0, (0, 0)),
+        pwr::SendOp::WriteImm { va, rkey, imm } => (MrcOp::WriteImm, va, rkey, imm, (0, 0)),
+        pwr::SendOp::Read { va, rkey } => (MrcOp::Read, va, rkey, 0, (0, 0)),
+        // The 8-byte result lands in the request's local buffer.
+        pwr::SendOp::Atomic { va, rkey, op: pwr::AtomicOp::CmpSwap { compare, swap } } if len == 8 => {
+            (MrcOp::CmpSwap, va, rkey, 0, (compare, swap))
+        }
+        pwr::SendOp::Atomic { va, rkey, op: pwr::AtomicOp::FetchAdd { add } } if len == 8 => {
+            (MrcOp::FetchAdd, va, rkey, 0, (add, 0))
+        }
+        // ATOMIC WRITE: one 8-byte packet, placed by a single copy of the aligned word.
+        pwr::SendOp::AtomicWrite { va, rkey } if len == 8 && va % 8 == 0 => (MrcOp::Write, va, rkey, 0, (0, 0)),
         pwr::SendOp::Local => return Ok(None),
+        // SEND with invalidate has no native form yet.
         _ => return Err(()),
     };
-    Ok(Some(MsgDesc { op, len, va, rkey, imm, se: solicited }))
+    Ok(Some((MsgDesc { op, len, va, rkey, imm, se: solicited }, operands)))
 }
 
 fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, ()> {
-    let msg = native_msg(&w.op, w.len, w.solicited)?;
+    let m = native_op(&w.op, w.len, w.solicited)?;
     Ok(NativeSlot {
         wr_id: w.wr_id,
         signaled: w.signaled,
-        msg,
+        msg: m.map(|(m, _)| m),
+        operands: m.map_or((0, 0), |(_, o)| o),
         msn: 0,
-        done: if msg.is_none() { Some(WcStatus::Success) } else { None },
+        done: if m.is_none() { Some(WcStatus::Success) } else { None },
     })
 }
 
@@ -1974,7 +1999,12 @@ pub(crate) fn native_feed(
             let slot = sq.slot(s.posted);
             let side = &mut sq.side[slot].native;
             if let Some(m) = side.msg {
-                match conn.post(idx, m) {
+                let posted = if m.op.is_atomic() {
+                    conn.post_atomic(idx, m.op, m.va, m.rkey, side.operands.0, side.operands.1)
+                } else {
+                    conn.post(idx, m)
+                };
+                match posted {
                     Ok(msn) => side.msn = msn,
                     // `K` messages in flight: the rest waits for completions.
                     Err(NativePostError::Full) => break,
@@ -1996,15 +2026,26 @@ pub(crate) fn native_feed(
 }
 
 /// Copies `out.len()` bytes at `offset` of message `msn` of `qp` (stream `idx`) into `out`.
+///
+/// A READ response (`mr`) is read from the QP's memory at the key and address the core names
+/// (checked when the request arrived; checked again here, as the region may have changed).
 pub(crate) fn native_payload(
     qp: &Qp<MetaRoceDriver>,
     idx: usize,
     msn: u32,
     offset: u32,
+    mr: Option<MrRef>,
     out: &mut [u8],
 ) -> Result {
     let g = qp.inner.lock();
     let s = g.native.as_ref().filter(|s| s.stream == Some(idx)).ok_or(ENOENT)?;
+    if let Some(m) = mr {
+        let pd = qp.pd().ok_or(EINVAL)?.id();
+        let kind = KeyKind::Remote { qpn: qp.qpn };
+        let dev = qp.device();
+        dev.mr_check(m.rkey, kind, pd, m.va, out.len(), AccessFlags::REMOTE_READ).map_err(|_| EACCES)?;
+        return dev.mr_copy_from(m.rkey, kind, pd, m.va, out).map_err(|_| EFAULT);
+    }
     let mut i = s.head;
     while i != s.posted {
         let slot = g.sq.slot(i);
@@ -2079,6 +2120,24 @@ pub(crate) fn native_place(
     let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
     let placed = (|| -> Result {
         let d = data.get(..usize::from(p.len)).ok_or(EINVAL)?;
+        if matches!(p.op, MrcOp::ReadResp | MrcOp::AtomicResp) {
+            // The response to our READ or atomic `msn`: into that request's local buffers.
+            let s = inner.native.as_ref().ok_or(EINVAL)?;
+            let mut i = s.head;
+            while i != s.posted {
+                let slot = inner.sq.slot(i);
+                let side = &inner.sq.side[slot].native;
+                if side.msg.is_some_and(|m| m.op == MrcOp::Read || m.op.is_atomic()) && side.msn == p.msn {
+                    return if p.op == MrcOp::ReadResp {
+                        scatter(&mem, inner.sq.bufs(slot), p.offset as usize, d)
+                    } else {
+                        scatter(&mem, inner.sq.bufs(slot), 0, &p.va.to_ne_bytes())
+                    };
+                }
+                i = i.wrapping_add(1);
+            }
+            return Err(ENOENT);
+        }
         if p.op.is_write() {
             // The QP must allow remote writes, and the key name writable memory.
             if !inner.attrs.access.contains(AccessFlags::REMOTE_WRITE) {
@@ -2182,5 +2241,47 @@ pub(crate) fn native_completion(
             n.recv |= complete(qp, qp.recv_cq(), wc, done.se);
             true
         }
+    }
+}
+
+/// The responder's answer to the peer's READ or atomic request on `qp` (stream `idx`): the QP
+/// must allow the access and the key name memory with that right; an atomic is carried out
+/// here (the word's original value goes back). Called under the connection's lock.
+pub(crate) fn native_request(qp: &Qp<MetaRoceDriver>, idx: usize, r: &NativeRequest) -> NativeResponse {
+    let g = qp.inner.lock();
+    if !g.native.as_ref().is_some_and(|s| s.stream == Some(idx)) {
+        return NativeResponse::Nak(NakCode::RemoteOperation);
+    }
+    let (need, qp_ok) = if r.op == MrcOp::Read {
+        (AccessFlags::REMOTE_READ, g.attrs.access.contains(AccessFlags::REMOTE_READ))
+    } else {
+        (AccessFlags::REMOTE_ATOMIC, g.attrs.access.contains(AccessFlags::REMOTE_ATOMIC))
+    };
+    drop(g);
+    let Some(pd) = qp.pd().map(|p| p.id()) else {
+        return NativeResponse::Nak(NakCode::RemoteOperation);
+    };
+    if !qp_ok {
+        return NativeResponse::Nak(NakCode::RemoteAccess);
+    }
+    let dev = qp.device();
+    let kind = KeyKind::Remote { qpn: qp.qpn };
+    match r.op {
+        MrcOp::Read => match dev.mr_check(r.rkey, kind, pd, r.va, r.len as usize, need) {
+            Ok(()) => NativeResponse::Read,
+            Err(_) => NativeResponse::Nak(NakCode::RemoteAccess),
+        },
+        MrcOp::CmpSwap | MrcOp::FetchAdd => {
+            let (op, a, b) = (r.op, r.compare_add, r.swap);
+            let done = dev.mr_atomic(r.rkey, qp.qpn, pd, r.va, need, |old| match op {
+                MrcOp::CmpSwap => (old == a).then_some(b),
+                _ => Some(old.wrapping_add(a)),
+            });
+            match done {
+                Ok(old) => NativeResponse::Atomic(old),
+                Err(_) => NativeResponse::Nak(NakCode::RemoteAccess),
+            }
+        }
+        _ => NativeResponse::Nak(NakCode::InvalidRequest),
     }
 }
