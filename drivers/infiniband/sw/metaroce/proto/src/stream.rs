@@ -522,6 +522,11 @@ impl<const K: usize> RxStream<K> {
         if s.active && (s.done.len != rx_len(h) || s.done.op != h.op || s.done.rsn != h.rsn) {
             return Err(StreamDrop::Inconsistent);
         }
+        // A request is one packet: another new Dsn for it is never genuine,
+        // and must not have it carried out twice (section 11.3).
+        if s.active && h.op.is_request() {
+            return Err(StreamDrop::Inconsistent);
+        }
         Ok(())
     }
 

@@ -866,3 +866,27 @@ fn atomic_waits_for_a_buffer_with_room_for_its_operands() {
     assert_eq!((h.op, h.va, h.rkey, h.msg_len), (MrcOp::CmpSwap, BASE, RKEY, 16));
     assert_eq!(ops, [1u64.to_be_bytes(), 2u64.to_be_bytes()].concat());
 }
+
+#[test]
+fn request_under_a_second_dsn_is_not_carried_out_again() {
+    let (mut a, mut b) = pair();
+    let read = MsgDesc { op: MrcOp::Read, len: 10, va: BASE, rkey: RKEY, imm: 0, se: false };
+    a.post(0, read).unwrap();
+    let req = drain(&mut a, 0);
+    assert!(matches!(b.on_packet(1, &req[0], false, 7, 0), Ok(RxEvent::Request(_))));
+    assert!(b.respond(0, 0, Response::Read));
+    for p in drain(&mut b, 2) {
+        a.on_packet(3, &p, false, 9, 0).unwrap();
+    }
+    // a's ACK frees b's response slot.
+    for p in drain(&mut a, 4) {
+        assert_eq!(b.on_packet(5, &p, false, 7, 0), Ok(RxEvent::Ack));
+    }
+    // The same request under another Dsn (a corrupted or forged copy).
+    let mut again = req[0].clone();
+    let dsn = u32::from_be_bytes(again[20..24].try_into().unwrap()) + 5;
+    again[20..24].copy_from_slice(&dsn.to_be_bytes());
+    let r = b.on_packet(6, &again, false, 7, 0);
+    assert_eq!(r, Err(metaroce_proto::conn::RxDrop::Stream(metaroce_proto::stream::StreamDrop::Inconsistent)));
+    assert!(data_ops(&drain(&mut b, 7)).is_empty());
+}
