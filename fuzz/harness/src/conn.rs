@@ -793,7 +793,19 @@ impl World {
                 MrcPacket::Ack(a) => format!("ACK {a:?}"),
             }));
         }
-        super::count(|| format!("rx genuine {genuine} {}", match &r { Ok(e) => format!("{:?}", core::mem::discriminant(e)), Err(e) => format!("{e:?}") }), 1);
+        super::count(
+            || {
+                let what = match &r {
+                    Ok(RxEvent::Data(p)) => format!("Data {:?}", p.op),
+                    Ok(RxEvent::Request(q)) => format!("Request {:?}", q.op),
+                    Ok(RxEvent::Nak { code, .. }) => format!("Nak {code:?}"),
+                    Ok(e) => format!("{e:?}"),
+                    Err(e) => format!("{e:?}"),
+                };
+                format!("rx genuine {genuine} {what}")
+            },
+            1,
+        );
         let parsed = parse(bytes);
         if r.is_err() {
             if genuine && !self.tainted {
@@ -1093,7 +1105,16 @@ impl World {
             if super::trace() {
                 eprintln!("  completion side {side}: {c:?}");
             }
-            super::count(|| format!("completion {}", match c { Completion::Send { status, .. } => format!("send {status:?}"), Completion::Recv { .. } => "recv".into() }), 1);
+            super::count(
+                || match c {
+                    Completion::Send { stream, msn, status } => {
+                        let op = self.tx[side].msgs.get(stream).and_then(|m| m.get(msn as usize)).map(|m| m.desc.op);
+                        format!("completion send {op:?} {status:?}")
+                    }
+                    Completion::Recv { done, .. } => format!("completion recv {:?}", done.op),
+                },
+                1,
+            );
             match c {
                 Completion::Send { stream, msn, status } => self.send_done(side, stream, msn, status),
                 Completion::Recv { stream, done } => self.recv_done(side, stream, done),

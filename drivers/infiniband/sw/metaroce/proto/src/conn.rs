@@ -60,14 +60,14 @@
 //!   send request. The same happens for a retransmission.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
+pub use super::mrc_wire::NakCode;
 use super::mrc_wire::{
     parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
 };
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
-use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
 pub use super::stream::{MsgDesc, PostError, Request, Response};
-pub use super::mrc_wire::NakCode;
+use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
 
 /// Connection parameters (`transport.rst`, section 10).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -1326,7 +1326,8 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         let mut hdr_len = h.write(buf)?;
         if let Some([a, b]) = operands {
             // An atomic's operand block follows the header (section 3.1).
-            let ops = buf.get_mut(hdr_len..hdr_len.checked_add(usize::from(ATOMIC_OPERANDS_LEN))?)?;
+            let ops =
+                buf.get_mut(hdr_len..hdr_len.checked_add(usize::from(ATOMIC_OPERANDS_LEN))?)?;
             let (x, y) = ops.split_at_mut(8);
             x.copy_from_slice(&a.to_be_bytes());
             y.copy_from_slice(&b.to_be_bytes());

@@ -478,7 +478,10 @@ mod tests {
         udp[2..4].copy_from_slice(&NATIVE_PORT.to_be_bytes());
         udp[4..6].copy_from_slice(&11u16.to_be_bytes());
         udp[8..].copy_from_slice(b"abc");
-        assert_eq!(udp_checksum(&[192, 0, 2, 1], &[192, 0, 2, 2], &udp), Some(0xAA21));
+        assert_eq!(
+            udp_checksum(&[192, 0, 2, 1], &[192, 0, 2, 2], &udp),
+            Some(0xAA21)
+        );
         let mut a = [0u8; 16];
         a[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
         let mut b = a;
@@ -487,7 +490,10 @@ mod tests {
         assert_eq!(udp_checksum(&a, &b, &udp), Some(0xD2B0));
         // Stored, the sum over everything verifies (all ones).
         udp[6..8].copy_from_slice(&0xAA21u16.to_be_bytes());
-        assert_eq!(udp_checksum(&[192, 0, 2, 1], &[192, 0, 2, 2], &udp), Some(0xFFFF));
+        assert_eq!(
+            udp_checksum(&[192, 0, 2, 1], &[192, 0, 2, 2], &udp),
+            Some(0xFFFF)
+        );
         assert_eq!(udp_checksum(&[1, 2, 3, 4], &a, &udp), None);
     }
 
@@ -656,24 +662,54 @@ mod tests {
             let n = h.write(&mut buf).unwrap();
             parse(&buf[..n + usize::from(h.len)]).map(|_| ())
         };
-        assert_eq!(bad(DataHdr { len: 1, msg_len: 1, ..base }), Err(MrcError::BadLength));
+        assert_eq!(
+            bad(DataHdr {
+                len: 1,
+                msg_len: 1,
+                ..base
+            }),
+            Err(MrcError::BadLength)
+        );
         assert_eq!(bad(DataHdr { offset: 1, ..base }), Err(MrcError::BadLength));
         assert_eq!(bad(DataHdr { rsn: 1, ..base }), Err(MrcError::BadPlacement));
         assert_eq!(bad(DataHdr { imm: 1, ..base }), Err(MrcError::BadPlacement));
-        assert_eq!(bad(DataHdr { rkey: 1, ..resp }), Err(MrcError::BadPlacement));
+        assert_eq!(
+            bad(DataHdr { rkey: 1, ..resp }),
+            Err(MrcError::BadPlacement)
+        );
         assert_eq!(bad(DataHdr { va: 1, ..resp }), Err(MrcError::BadPlacement));
         assert_eq!(bad(DataHdr { imm: 4, ..nak }), Err(MrcError::BadPlacement));
         assert_eq!(bad(DataHdr { imm: 0, ..nak }), Err(MrcError::BadPlacement));
         assert_eq!(bad(DataHdr { msg_len: 1, ..nak }), Err(MrcError::BadLength));
         assert_eq!(bad(DataHdr { len: 8, ..cas }), Err(MrcError::BadLength));
-        assert_eq!(bad(DataHdr { msg_len: 8, len: 8, ..cas }), Err(MrcError::BadLength));
-        assert_eq!(bad(DataHdr { msg_len: 16, ..ares }), Err(MrcError::BadLength));
-        assert_eq!(bad(DataHdr { rkey: 1, ..ares }), Err(MrcError::BadPlacement));
+        assert_eq!(
+            bad(DataHdr {
+                msg_len: 8,
+                len: 8,
+                ..cas
+            }),
+            Err(MrcError::BadLength)
+        );
+        assert_eq!(
+            bad(DataHdr {
+                msg_len: 16,
+                ..ares
+            }),
+            Err(MrcError::BadLength)
+        );
+        assert_eq!(
+            bad(DataHdr { rkey: 1, ..ares }),
+            Err(MrcError::BadPlacement)
+        );
         for v in 0..=255u8 {
             if let Some(op) = MrcOp::from_u8(v) {
                 assert_eq!(op.to_u8(), v);
                 // Exactly one of: plain data, request, response.
-                let kinds = [op.is_request(), op.is_response(), !op.is_request() && !op.is_response()];
+                let kinds = [
+                    op.is_request(),
+                    op.is_response(),
+                    !op.is_request() && !op.is_response(),
+                ];
                 assert_eq!(kinds.iter().filter(|&&k| k).count(), 1);
                 assert!(!(op.consumes_recv() && (op.is_request() || op.is_response())));
             } else {

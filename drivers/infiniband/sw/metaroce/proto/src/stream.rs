@@ -137,16 +137,16 @@ impl<const K: usize> Default for TxStream<K> {
 impl<const K: usize> TxStream<K> {
     /// A closed stream with nothing posted.
     pub const EMPTY: Self = TxStream {
-            remote_qpn: 0,
-            open: false,
-            failed_reported: false,
-            msgs: [NO_TX_MSG; K],
-            head: 0,
-            next: 0,
-            seg: 0,
-            seg_off: 0,
-            next_rsn: 0,
-        };
+        remote_qpn: 0,
+        open: false,
+        failed_reported: false,
+        msgs: [NO_TX_MSG; K],
+        head: 0,
+        next: 0,
+        seg: 0,
+        seg_off: 0,
+        next_rsn: 0,
+    };
 }
 
 fn ring<const K: usize>(msn: u32) -> usize {
@@ -269,7 +269,11 @@ impl<const K: usize> TxStream<K> {
             return None;
         }
         let m = self.msgs.get(ring::<K>(self.seg))?;
-        let total = if m.desc.op.is_request() { 0 } else { m.desc.len };
+        let total = if m.desc.op.is_request() {
+            0
+        } else {
+            m.desc.len
+        };
         let left = total.saturating_sub(self.seg_off);
         let len = left.min(u32::from(mss.max(1)));
         let seg = Segment {
@@ -334,7 +338,10 @@ impl<const K: usize> TxStream<K> {
         if seq_diff(h.msn, self.head) < 0 || seq_diff(h.msn, self.seg) >= 0 {
             return Err(StreamDrop::MsnWindow);
         }
-        let m = self.msgs.get(ring::<K>(h.msn)).ok_or(StreamDrop::MsnWindow)?;
+        let m = self
+            .msgs
+            .get(ring::<K>(h.msn))
+            .ok_or(StreamDrop::MsnWindow)?;
         let ok = !m.resp_done
             && match h.op {
                 MrcOp::ReadResp => m.desc.op == MrcOp::Read && h.msg_len == m.desc.len,
@@ -479,22 +486,22 @@ impl<const K: usize> Default for RxStream<K> {
 impl<const K: usize> RxStream<K> {
     /// A closed stream with nothing received.
     pub const EMPTY: Self = RxStream {
-            local_qpn: 0,
-            open: false,
-            slots: [RxMsg {
-                active: false,
-                done: RecvDone {
-                    msn: 0,
-                    op: MrcOp::Write,
-                    rsn: 0,
-                    len: 0,
-                    imm: 0,
-                    se: false,
-                },
-                placed: 0,
-            }; K],
-            head: 0,
-        };
+        local_qpn: 0,
+        open: false,
+        slots: [RxMsg {
+            active: false,
+            done: RecvDone {
+                msn: 0,
+                op: MrcOp::Write,
+                rsn: 0,
+                len: 0,
+                imm: 0,
+                se: false,
+            },
+            placed: 0,
+        }; K],
+        head: 0,
+    };
 }
 
 /// The length a receiving stream counts for message `h`: a request holds
@@ -678,7 +685,10 @@ impl<const K: usize> RespRing<K> {
     /// slot is free or holds an older request (whose response the requester
     /// has completed: it posts Msn `m + K` only after `m` completed).
     pub fn check(&self, h: &DataHdr) -> Result<(), StreamDrop> {
-        let s = self.slots.get(ring::<K>(h.msn)).ok_or(StreamDrop::MsnWindow)?;
+        let s = self
+            .slots
+            .get(ring::<K>(h.msn))
+            .ok_or(StreamDrop::MsnWindow)?;
         if s.active && seq_diff(h.msn, s.req.msn) <= 0 {
             return Err(StreamDrop::Inconsistent);
         }
@@ -966,15 +976,30 @@ mod tests {
         let h = req(MrcOp::Read, 3, 2500);
         q.check(&h).unwrap();
         let r = q.insert(1, &h, &[]).unwrap();
-        assert_eq!((r.stream, r.msn, r.len, r.va, r.rkey), (1, 3, 2500, 0x8000, 3));
+        assert_eq!(
+            (r.stream, r.msn, r.len, r.va, r.rkey),
+            (1, 3, 2500, 0x8000, 3)
+        );
         assert!(!q.has_unsent(), "sent before the answer");
-        assert!(!q.answer(3, Response::Atomic(1), 1000), "a value for a READ");
+        assert!(
+            !q.answer(3, Response::Atomic(1), 1000),
+            "a value for a READ"
+        );
         assert!(!q.answer(2, Response::Read, 1000));
         assert!(q.answer(3, Response::Read, 1000));
         assert!(!q.answer(3, Response::Read, 1000), "answered twice");
         let segs: [Option<RespSegment>; 4] = core::array::from_fn(|_| q.next_segment(1000));
-        let want = |offset, len| Some(RespSegment { msn: 3, offset, len });
-        assert_eq!(segs, [want(0, 1000), want(1000, 1000), want(2000, 500), None]);
+        let want = |offset, len| {
+            Some(RespSegment {
+                msn: 3,
+                offset,
+                len,
+            })
+        };
+        assert_eq!(
+            segs,
+            [want(0, 1000), want(1000, 1000), want(2000, 500), None]
+        );
         // The same Msn again with a new Dsn: refused; Msn + K takes the slot.
         assert_eq!(q.check(&h), Err(StreamDrop::Inconsistent));
         assert_eq!(q.check(&req(MrcOp::Read, 7, 1)), Ok(()));
@@ -992,49 +1017,128 @@ mod tests {
         ops[8..].copy_from_slice(&9u64.to_be_bytes());
         let r = q.insert(0, &req(MrcOp::CmpSwap, 8, 16), &ops).unwrap();
         assert_eq!((r.len, r.compare_add, r.swap), (8, 5, 9));
-        assert!(!q.answer(8, Response::Read, 1000), "READ data for an atomic");
+        assert!(
+            !q.answer(8, Response::Read, 1000),
+            "READ data for an atomic"
+        );
         assert!(q.answer(8, Response::Atomic(77), 1000));
-        assert_eq!(q.next_segment(1000), Some(RespSegment { msn: 8, offset: 0, len: 0 }));
+        assert_eq!(
+            q.next_segment(1000),
+            Some(RespSegment {
+                msn: 8,
+                offset: 0,
+                len: 0
+            })
+        );
         assert!(!q.has_unsent());
         let mut out = hdr(0, 0, 0, 0);
-        q.fill_header(&RespSegment { msn: 8, offset: 0, len: 0 }, 0x42, &mut out).unwrap();
-        assert_eq!((out.op, out.va, out.msg_len, out.stream), (MrcOp::AtomicResp, 77, 8, 0x42));
+        q.fill_header(
+            &RespSegment {
+                msn: 8,
+                offset: 0,
+                len: 0,
+            },
+            0x42,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            (out.op, out.va, out.msg_len, out.stream),
+            (MrcOp::AtomicResp, 77, 8, 0x42)
+        );
         q.packet_acked(8);
         assert_eq!(q.held(), 0);
     }
 
     #[test]
     fn request_completes_after_its_response() {
-        let mut t = TxStream::<4> { open: true, ..TxStream::EMPTY };
-        let read = MsgDesc { op: MrcOp::Read, len: 1500, va: 0x8000, rkey: 3, ..NO_MSG };
+        let mut t = TxStream::<4> {
+            open: true,
+            ..TxStream::EMPTY
+        };
+        let read = MsgDesc {
+            op: MrcOp::Read,
+            len: 1500,
+            va: 0x8000,
+            rkey: 3,
+            ..NO_MSG
+        };
         assert_eq!(t.post(read, 1000), Ok(0));
-        assert_eq!(t.post(MsgDesc { op: MrcOp::CmpSwap, len: 8, ..read }, 1000), Err(PostError::BadOp));
+        assert_eq!(
+            t.post(
+                MsgDesc {
+                    op: MrcOp::CmpSwap,
+                    len: 8,
+                    ..read
+                },
+                1000
+            ),
+            Err(PostError::BadOp)
+        );
         assert_eq!(t.post_atomic(MrcOp::FetchAdd, 0x10, 3, 1, 99, 1000), Ok(1));
-        let resp = |op, msn, off, len, msg_len| DataHdr { op, msn, offset: off, len, msg_len, va: 0, rkey: 0, rsn: 0, ..hdr(0, 0, 0, 0) };
+        let resp = |op, msn, off, len, msg_len| DataHdr {
+            op,
+            msn,
+            offset: off,
+            len,
+            msg_len,
+            va: 0,
+            rkey: 0,
+            rsn: 0,
+            ..hdr(0, 0, 0, 0)
+        };
         // Not sent yet: no response accepted.
-        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)), Err(StreamDrop::MsnWindow));
-        assert_eq!(t.next_segment(1000), Some(Segment { msn: 0, offset: 0, len: 0 }));
+        assert_eq!(
+            t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)),
+            Err(StreamDrop::MsnWindow)
+        );
+        assert_eq!(
+            t.next_segment(1000),
+            Some(Segment {
+                msn: 0,
+                offset: 0,
+                len: 0
+            })
+        );
         // The atomic waits for the READ (section 11.4).
         assert!(!t.has_unsent());
         t.packet_acked(0);
         assert_eq!(t.pop_done(), None, "READ complete without its data");
-        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1400)), Err(StreamDrop::Inconsistent));
-        assert_eq!(t.check_response(&resp(MrcOp::AtomicResp, 0, 0, 0, 8)), Err(StreamDrop::Inconsistent));
+        assert_eq!(
+            t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1400)),
+            Err(StreamDrop::Inconsistent)
+        );
+        assert_eq!(
+            t.check_response(&resp(MrcOp::AtomicResp, 0, 0, 0, 8)),
+            Err(StreamDrop::Inconsistent)
+        );
         for (off, len) in [(1000, 500), (0, 1000)] {
             let h = resp(MrcOp::ReadResp, 0, off, len, 1500);
             t.check_response(&h).unwrap();
             t.response(&h);
         }
-        assert_eq!(t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)), Err(StreamDrop::Inconsistent));
+        assert_eq!(
+            t.check_response(&resp(MrcOp::ReadResp, 0, 0, 1000, 1500)),
+            Err(StreamDrop::Inconsistent)
+        );
         assert_eq!(t.pop_done(), Some((0, None)));
-        assert_eq!(t.next_segment(1000), Some(Segment { msn: 1, offset: 0, len: 0 }));
+        assert_eq!(
+            t.next_segment(1000),
+            Some(Segment {
+                msn: 1,
+                offset: 0,
+                len: 0
+            })
+        );
         assert_eq!(t.operands(1), Some([1, 0]));
         t.packet_acked(1);
-        let nak = DataHdr { imm: NakCode::RemoteAccess.to_u32(), ..resp(MrcOp::Nak, 1, 0, 0, 0) };
+        let nak = DataHdr {
+            imm: NakCode::RemoteAccess.to_u32(),
+            ..resp(MrcOp::Nak, 1, 0, 0, 0)
+        };
         t.check_response(&nak).unwrap();
         t.response(&nak);
         assert_eq!(t.pop_done(), Some((1, Some(NakCode::RemoteAccess))));
         assert!(t.stale_response(&nak));
     }
-
 }

@@ -3,7 +3,9 @@
 //! property tests that no input makes a connection panic.
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, AckPkt, MrcOp, MrcPacket, NakCode, DATA_HDR_LEN, MAX_HDR_LEN};
+use metaroce_proto::mrc_wire::{
+    parse, AckPkt, MrcOp, MrcPacket, NakCode, DATA_HDR_LEN, MAX_HDR_LEN,
+};
 use metaroce_proto::stream::{MsgDesc, Request, Response};
 use proptest::prelude::*;
 
@@ -72,7 +74,14 @@ struct Op {
 
 impl Op {
     fn new(stream: usize, op: MrcOp, len: u32, at: u64) -> Op {
-        Op { stream, op, len, at, operands: [0; 2], rkey: RKEY }
+        Op {
+            stream,
+            op,
+            len,
+            at,
+            operands: [0; 2],
+            rkey: RKEY,
+        }
     }
     fn va(&self) -> u64 {
         BASE + self.stream as u64 * REGION + self.at
@@ -109,7 +118,10 @@ struct Outcome {
 fn respond(b: &mut C, mem: &mut [u8], req: &Request) {
     let off = req.va.checked_sub(BASE).map(|o| o as usize);
     let ok = req.rkey == RKEY
-        && off.is_some_and(|o| o.checked_add(req.len as usize).is_some_and(|e| e <= mem.len()));
+        && off.is_some_and(|o| {
+            o.checked_add(req.len as usize)
+                .is_some_and(|e| e <= mem.len())
+        });
     let answer = if !ok {
         Response::Nak(NakCode::RemoteAccess)
     } else if req.op == MrcOp::Read {
@@ -136,7 +148,10 @@ fn respond(b: &mut C, mem: &mut [u8], req: &Request) {
 fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
     let (mut a, mut b) = pair();
     let mut r = Rand(seed | 1);
-    let mut pending = msgs.iter().copied().collect::<std::collections::VecDeque<_>>();
+    let mut pending = msgs
+        .iter()
+        .copied()
+        .collect::<std::collections::VecDeque<_>>();
     let mut wire: Vec<(u64, bool, Vec<u8>)> = Vec::new(); // (arrival, to_b, bytes)
     let mut now = 0u64;
     let mut out = Outcome {
@@ -170,7 +185,8 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                 Ok(msn) => {
                     lens.insert((m.stream, msn), m.len);
                     if m.op.is_request() {
-                        out.reads.insert((m.stream, msn), vec![0xEE; m.len as usize]);
+                        out.reads
+                            .insert((m.stream, msn), vec![0xEE; m.len as usize]);
                     }
                     pending.pop_front();
                 }
@@ -185,7 +201,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     match p.mr {
                         None => {
                             assert!(from_a, "b sent data of its own messages");
-                            bytes.extend((0..u32::from(p.len)).map(|i| pattern(p.stream, p.msn, p.offset + i)));
+                            bytes.extend(
+                                (0..u32::from(p.len))
+                                    .map(|i| pattern(p.stream, p.msn, p.offset + i)),
+                            );
                         }
                         Some(mr) => {
                             assert!(!from_a && mr.rkey == RKEY);
@@ -206,7 +225,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         }
         // Next event: the earliest arrival or timer.
         let next_arrival = wire.iter().map(|w| w.0).min();
-        let next_timer = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min();
+        let next_timer = [a.next_deadline(), b.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
         now = match (next_arrival, next_timer) {
             (Some(x), Some(y)) => x.min(y),
             (x, y) => x.or(y).expect("nothing in flight and no timer"),
@@ -224,14 +246,18 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                         let o = (p.va + u64::from(p.offset) - BASE) as usize;
                         out.memory[o..o + data.len()].copy_from_slice(data);
                     } else {
-                        let want: Vec<u8> =
-                            (0..u32::from(p.len)).map(|i| pattern(p.stream, p.msn, p.offset + i)).collect();
+                        let want: Vec<u8> = (0..u32::from(p.len))
+                            .map(|i| pattern(p.stream, p.msn, p.offset + i))
+                            .collect();
                         assert_eq!(data, &want[..], "send payload");
                     }
                 }
                 Ok(RxEvent::Data(p)) => {
                     // A response placed by (stream, msn, offset) into our request.
-                    let buf = out.reads.get_mut(&(p.stream, p.msn)).expect("response for no request");
+                    let buf = out
+                        .reads
+                        .get_mut(&(p.stream, p.msn))
+                        .expect("response for no request");
                     match p.op {
                         MrcOp::ReadResp => {
                             let o = p.offset as usize;
@@ -253,7 +279,11 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         b.on_timer(now);
         while let Some(c) = a.poll_completion() {
             match c {
-                Completion::Send { stream, msn, status } => out.sends.push((stream, msn, status)),
+                Completion::Send {
+                    stream,
+                    msn,
+                    status,
+                } => out.sends.push((stream, msn, status)),
                 Completion::Recv { .. } => panic!("receive completion at the sender"),
             }
         }
@@ -272,7 +302,14 @@ fn workload() -> Vec<Op> {
     let ops = [MrcOp::Send, MrcOp::Write, MrcOp::SendImm, MrcOp::WriteImm];
     (0..60u32)
         // Each WRITE to its own bytes (see `read_workload`).
-        .map(|i| Op::new((i % 2) as usize, ops[(i % 4) as usize], (i * 377) % 5000, u64::from(i / 2 * 5000)))
+        .map(|i| {
+            Op::new(
+                (i % 2) as usize,
+                ops[(i % 4) as usize],
+                (i * 377) % 5000,
+                u64::from(i / 2 * 5000),
+            )
+        })
         .collect()
 }
 
@@ -287,10 +324,20 @@ fn read_workload() -> Vec<Op> {
             match i % 5 {
                 0 | 3 => {
                     let slot = (i / 5) * 2 + u32::from(i % 5 == 3);
-                    Op::new(s, MrcOp::Write, (i * 997) % 2000 + 1, u64::from(slot * 2000))
+                    Op::new(
+                        s,
+                        MrcOp::Write,
+                        (i * 997) % 2000 + 1,
+                        u64::from(slot * 2000),
+                    )
                 }
                 // One empty READ (i = 16).
-                1 | 4 => Op::new(s, MrcOp::Read, (i * 1_499) % 7000 * u32::from(i != 16), u64::from((i * 2_731) % 58_000)),
+                1 | 4 => Op::new(
+                    s,
+                    MrcOp::Read,
+                    (i * 1_499) % 7000 * u32::from(i != 16),
+                    u64::from((i * 2_731) % 58_000),
+                ),
                 _ => Op::new(s, MrcOp::Send, (i * 377) % 3000, 0),
             }
         })
@@ -343,9 +390,18 @@ fn expected(msgs: &[Op]) -> (Results, Vec<u8>) {
 fn check_order(msgs: &[Op], out: &Outcome) {
     for s in 0..2 {
         let want: Vec<&Op> = msgs.iter().filter(|m| m.stream == s).collect();
-        let sent: Vec<(u32, SendStatus)> =
-            out.sends.iter().filter(|c| c.0 == s).map(|c| (c.1, c.2)).collect();
-        let got: Vec<(u32, u32)> = out.recvs.iter().filter(|c| c.0 == s).map(|c| (c.1, c.2)).collect();
+        let sent: Vec<(u32, SendStatus)> = out
+            .sends
+            .iter()
+            .filter(|c| c.0 == s)
+            .map(|c| (c.1, c.2))
+            .collect();
+        let got: Vec<(u32, u32)> = out
+            .recvs
+            .iter()
+            .filter(|c| c.0 == s)
+            .map(|c| (c.1, c.2))
+            .collect();
         let status = |m: &Op| {
             if m.refused() {
                 SendStatus::RemoteAccess
@@ -353,8 +409,11 @@ fn check_order(msgs: &[Op], out: &Outcome) {
                 SendStatus::Ok
             }
         };
-        let want_sent: Vec<(u32, SendStatus)> =
-            want.iter().enumerate().map(|(i, m)| (i as u32, status(m))).collect();
+        let want_sent: Vec<(u32, SendStatus)> = want
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i as u32, status(m)))
+            .collect();
         assert_eq!(sent, want_sent, "send order and status, stream {s}");
         // A request holds its place at the responder with length 0.
         let expect: Vec<(u32, u32)> = want
@@ -370,7 +429,10 @@ fn check_order(msgs: &[Op], out: &Outcome) {
         if got != want {
             let first = got.iter().zip(want).position(|(a, b)| a != b);
             let bad = got.iter().zip(want).filter(|(a, b)| a != b).count();
-            panic!("READ/atomic result {id:?} differs: len {} first {first:?}, {bad} bytes", want.len());
+            panic!(
+                "READ/atomic result {id:?} differs: len {} first {first:?}, {bad} bytes",
+                want.len()
+            );
         }
     }
     assert!(out.memory == mem, "responder memory differs");
@@ -391,7 +453,10 @@ fn lossy_loopback_completes_in_verbs_order() {
         for seed in 1..=20 {
             let out = loopback(seed, 10, &w);
             check_order(&w, &out);
-            assert!(out.retx > 0, "seed {seed}: 10% loss without a retransmission");
+            assert!(
+                out.retx > 0,
+                "seed {seed}: 10% loss without a retransmission"
+            );
         }
     }
 }
@@ -406,8 +471,14 @@ fn atomic_workload() -> Vec<Op> {
             let word = u64::from((i / 12) % 2) * 8;
             let v = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             match i % 6 {
-                0 | 3 => Op { operands: [v, 0], ..Op::new(s, MrcOp::FetchAdd, 8, word) },
-                1 => Op { operands: [v, v ^ 0xFF], ..Op::new(s, MrcOp::CmpSwap, 8, word) },
+                0 | 3 => Op {
+                    operands: [v, 0],
+                    ..Op::new(s, MrcOp::FetchAdd, 8, word)
+                },
+                1 => Op {
+                    operands: [v, v ^ 0xFF],
+                    ..Op::new(s, MrcOp::CmpSwap, 8, word)
+                },
                 2 => Op::new(s, MrcOp::Read, 40, 0),
                 4 => Op::new(s, MrcOp::Write, 8, word),
                 _ => Op::new(s, MrcOp::Send, 100, 0),
@@ -440,7 +511,10 @@ fn atomics_execute_once_in_verbs_order() {
             }
         }
     }
-    assert!(hit >= 3 && miss >= 3, "{hit} successful, {miss} failed CMP_SWAPs");
+    assert!(
+        hit >= 3 && miss >= 3,
+        "{hit} successful, {miss} failed CMP_SWAPs"
+    );
     for (seed, loss) in (1..=20).zip([0, 10, 20, 30].into_iter().cycle()) {
         let out = loopback(seed, loss, &w);
         check_order(&w, &out);
@@ -466,7 +540,11 @@ fn reads_return_verbs_order_data() {
     let (reads, _) = expected(&w);
     let init = initial_memory();
     let fresh = reads.iter().filter(|(id, d)| {
-        let m = w.iter().filter(|m| m.stream == id.0).nth(id.1 as usize).unwrap();
+        let m = w
+            .iter()
+            .filter(|m| m.stream == id.0)
+            .nth(id.1 as usize)
+            .unwrap();
         let o = (m.va() - BASE) as usize;
         !d.is_empty() && d[..] != init[o..o + d.len()]
     });
@@ -488,7 +566,11 @@ fn refused_read_completes_in_order_with_remote_access() {
     for seed in 1..=10 {
         let out = loopback(seed, 10, &w);
         check_order(&w, &out);
-        let refused = out.sends.iter().filter(|c| c.2 == SendStatus::RemoteAccess).count();
+        let refused = out
+            .sends
+            .iter()
+            .filter(|c| c.2 == SendStatus::RemoteAccess)
+            .count();
         assert_eq!(refused, 3);
     }
 }
@@ -534,7 +616,11 @@ fn dead_peer_fails_the_connection_in_order() {
 }
 
 /// Moves every packet `from` has for `to` now; returns the receiver's results.
-fn deliver(from: &mut C, to: &mut C, now: u64) -> Vec<Result<RxEvent, metaroce_proto::conn::RxDrop>> {
+fn deliver(
+    from: &mut C,
+    to: &mut C,
+    now: u64,
+) -> Vec<Result<RxEvent, metaroce_proto::conn::RxDrop>> {
     let mut buf = [0u8; DATA_HDR_LEN];
     let mut out = Vec::new();
     while let Some(t) = from.poll_transmit(now, &mut buf) {
@@ -575,7 +661,9 @@ fn closed_stream_is_abandoned_and_its_data_acknowledged() {
     a.post(0, msg(MrcOp::Send, 3000)).unwrap();
     let got = deliver(&mut a, &mut b, 0);
     assert_eq!(got.len(), 3);
-    assert!(got.iter().all(|r| *r == Err(metaroce_proto::conn::RxDrop::NoStream)));
+    assert!(got
+        .iter()
+        .all(|r| *r == Err(metaroce_proto::conn::RxDrop::NoStream)));
     let acks = deliver(&mut b, &mut a, 10);
     assert!(!acks.is_empty() && acks.iter().all(|r| *r == Ok(RxEvent::Ack)));
     assert_eq!(a.stats.retransmits, 0);
@@ -708,7 +796,6 @@ proptest! {
     }
 }
 
-
 /// Every packet `from` has now, as bytes (payloads zero).
 fn drain(from: &mut C, now: u64) -> Vec<Vec<u8>> {
     let mut buf = [0u8; MAX_HDR_LEN];
@@ -735,13 +822,25 @@ fn data_ops(pkts: &[Vec<u8>]) -> Vec<MrcOp> {
 #[test]
 fn duplicate_read_request_is_answered_once() {
     let (mut a, mut b) = pair();
-    let read = MsgDesc { op: MrcOp::Read, len: 3000, va: BASE, rkey: RKEY, imm: 0, se: false };
+    let read = MsgDesc {
+        op: MrcOp::Read,
+        len: 3000,
+        va: BASE,
+        rkey: RKEY,
+        imm: 0,
+        se: false,
+    };
     assert_eq!(a.post(0, read), Ok(0));
     let req = drain(&mut a, 0);
     assert_eq!(data_ops(&req), [MrcOp::Read]);
     let r = b.on_packet(1, &req[0], false, 7, 0);
-    let Ok(RxEvent::Request(q)) = r else { panic!("{r:?}") };
-    assert_eq!((q.stream, q.msn, q.op, q.rkey, q.va, q.len), (0, 0, MrcOp::Read, RKEY, BASE, 3000));
+    let Ok(RxEvent::Request(q)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        (q.stream, q.msn, q.op, q.rkey, q.va, q.len),
+        (0, 0, MrcOp::Read, RKEY, BASE, 3000)
+    );
     // The same request again (a retransmission, or duplicated by the network).
     assert_eq!(b.on_packet(2, &req[0], false, 7, 0), Ok(RxEvent::Duplicate));
     assert!(b.respond(0, 0, Response::Read));
@@ -752,13 +851,19 @@ fn duplicate_read_request_is_answered_once() {
     // Once more after the answer: acknowledged, not answered again.
     assert_eq!(b.on_packet(4, &req[0], false, 7, 0), Ok(RxEvent::Duplicate));
     let again = drain(&mut b, 5);
-    assert!(!again.is_empty() && data_ops(&again).is_empty(), "a duplicate request sent more data");
+    assert!(
+        !again.is_empty() && data_ops(&again).is_empty(),
+        "a duplicate request sent more data"
+    );
     // The requester places the three packets and completes the READ only
     // after the last (its request was acknowledged in between).
     for (i, p) in resp.iter().enumerate() {
         if let Ok(MrcPacket::Data(..)) = parse(p) {
             let r = a.on_packet(6, p, false, 9, 0);
-            assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.op == MrcOp::ReadResp && pl.msn == 0), "{r:?}");
+            assert!(
+                matches!(r, Ok(RxEvent::Data(pl)) if pl.op == MrcOp::ReadResp && pl.msn == 0),
+                "{r:?}"
+            );
         } else {
             assert_eq!(a.on_packet(6, p, false, 9, 0), Ok(RxEvent::Ack));
         }
@@ -766,7 +871,14 @@ fn duplicate_read_request_is_answered_once() {
             assert_eq!(a.poll_completion(), None, "READ complete before its data");
         }
     }
-    assert_eq!(a.poll_completion(), Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::Ok }));
+    assert_eq!(
+        a.poll_completion(),
+        Some(Completion::Send {
+            stream: 0,
+            msn: 0,
+            status: SendStatus::Ok
+        })
+    );
 }
 
 #[test]
@@ -774,7 +886,14 @@ fn read_waits_for_earlier_writes_and_later_writes_for_the_read() {
     let (mut a, mut b) = pair();
     let mut write = msg(MrcOp::Write, 100);
     write.va = BASE;
-    let read = MsgDesc { op: MrcOp::Read, len: 10, va: BASE, rkey: RKEY, imm: 0, se: false };
+    let read = MsgDesc {
+        op: MrcOp::Read,
+        len: 10,
+        va: BASE,
+        rkey: RKEY,
+        imm: 0,
+        se: false,
+    };
     a.post(0, write).unwrap();
     a.post(0, read).unwrap();
     a.post(0, read).unwrap();
@@ -788,39 +907,81 @@ fn read_waits_for_earlier_writes_and_later_writes_for_the_read() {
     for p in drain(&mut b, 2) {
         a.on_packet(3, &p, false, 9, 0).unwrap();
     }
-    assert_eq!(drain(&mut a, 4).len(), 0, "READ left before the WRITE completed");
-    assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 0, .. })));
+    assert_eq!(
+        drain(&mut a, 4).len(),
+        0,
+        "READ left before the WRITE completed"
+    );
+    assert!(matches!(
+        a.poll_completion(),
+        Some(Completion::Send { msn: 0, .. })
+    ));
     // Both READs go together; the last WRITE waits for them.
     let reads = drain(&mut a, 5);
     assert_eq!(data_ops(&reads), [MrcOp::Read, MrcOp::Read]);
     for p in &reads {
         let r = b.on_packet(6, p, false, 7, 0);
-        let Ok(RxEvent::Request(q)) = r else { panic!("{r:?}") };
+        let Ok(RxEvent::Request(q)) = r else {
+            panic!("{r:?}")
+        };
         assert!(b.respond(q.stream, q.msn, Response::Read));
     }
     let resp = drain(&mut b, 7);
     assert_eq!(data_ops(&resp), [MrcOp::ReadResp, MrcOp::ReadResp]);
     // The requests are acknowledged but the data not there yet.
-    for p in resp.iter().filter(|p| matches!(parse(p), Ok(MrcPacket::Ack(_)))) {
+    for p in resp
+        .iter()
+        .filter(|p| matches!(parse(p), Ok(MrcPacket::Ack(_))))
+    {
         a.on_packet(8, p, false, 9, 0).unwrap();
     }
     assert_eq!(a.poll_completion(), None);
-    assert_eq!(data_ops(&drain(&mut a, 9)), [], "WRITE left before the READs completed");
-    for p in resp.iter().filter(|p| matches!(parse(p), Ok(MrcPacket::Data(..)))) {
+    assert_eq!(
+        data_ops(&drain(&mut a, 9)),
+        [],
+        "WRITE left before the READs completed"
+    );
+    for p in resp
+        .iter()
+        .filter(|p| matches!(parse(p), Ok(MrcPacket::Data(..))))
+    {
         a.on_packet(10, p, false, 9, 0).unwrap();
     }
-    assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 1, status: SendStatus::Ok, .. })));
-    assert!(matches!(a.poll_completion(), Some(Completion::Send { msn: 2, status: SendStatus::Ok, .. })));
+    assert!(matches!(
+        a.poll_completion(),
+        Some(Completion::Send {
+            msn: 1,
+            status: SendStatus::Ok,
+            ..
+        })
+    ));
+    assert!(matches!(
+        a.poll_completion(),
+        Some(Completion::Send {
+            msn: 2,
+            status: SendStatus::Ok,
+            ..
+        })
+    ));
     assert_eq!(data_ops(&drain(&mut a, 11)), [MrcOp::Write]);
 }
 
 #[test]
 fn response_for_a_flushed_read_is_acknowledged() {
     let (mut a, mut b) = pair();
-    let read = MsgDesc { op: MrcOp::Read, len: 0, va: BASE, rkey: RKEY, imm: 0, se: false };
+    let read = MsgDesc {
+        op: MrcOp::Read,
+        len: 0,
+        va: BASE,
+        rkey: RKEY,
+        imm: 0,
+        se: false,
+    };
     a.post(0, read).unwrap();
     let req = drain(&mut a, 0);
-    let Ok(RxEvent::Request(q)) = b.on_packet(1, &req[0], false, 7, 0) else { panic!() };
+    let Ok(RxEvent::Request(q)) = b.on_packet(1, &req[0], false, 7, 0) else {
+        panic!()
+    };
     assert_eq!(q.len, 0);
     assert!(b.respond(0, 0, Response::Read));
     // b's ACK and its (empty) READ_RESP never reach a, whose connection fails.
@@ -835,15 +996,26 @@ fn response_for_a_flushed_read_is_acknowledged() {
     }
     assert_eq!(
         a.poll_completion(),
-        Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::RetryExceeded })
+        Some(Completion::Send {
+            stream: 0,
+            msn: 0,
+            status: SendStatus::RetryExceeded
+        })
     );
     // The response arrives late: acknowledged (b stops resending it), not placed.
-    let data = resp.iter().find(|p| matches!(parse(p), Ok(MrcPacket::Data(..)))).unwrap();
+    let data = resp
+        .iter()
+        .find(|p| matches!(parse(p), Ok(MrcPacket::Data(..))))
+        .unwrap();
     assert_eq!(a.on_packet(now, data, false, 9, 0), Ok(RxEvent::Duplicate));
     let acks = drain(&mut a, now);
     assert_eq!(acks.len(), 1);
     assert_eq!(b.on_packet(now, &acks[0], false, 9, 0), Ok(RxEvent::Ack));
-    assert_eq!(b.next_deadline(), None, "b still has the response in flight");
+    assert_eq!(
+        b.next_deadline(),
+        None,
+        "b still has the response in flight"
+    );
 }
 
 #[test]
@@ -862,18 +1034,33 @@ fn atomic_waits_for_a_buffer_with_room_for_its_operands() {
     let mut buf = [0u8; MAX_HDR_LEN];
     let t = a.poll_transmit(0, &mut buf).expect("the atomic");
     assert_eq!(t.hdr_len, MAX_HDR_LEN);
-    let Ok(MrcPacket::Data(h, ops)) = parse(&buf) else { panic!() };
-    assert_eq!((h.op, h.va, h.rkey, h.msg_len), (MrcOp::CmpSwap, BASE, RKEY, 16));
+    let Ok(MrcPacket::Data(h, ops)) = parse(&buf) else {
+        panic!()
+    };
+    assert_eq!(
+        (h.op, h.va, h.rkey, h.msg_len),
+        (MrcOp::CmpSwap, BASE, RKEY, 16)
+    );
     assert_eq!(ops, [1u64.to_be_bytes(), 2u64.to_be_bytes()].concat());
 }
 
 #[test]
 fn request_under_a_second_dsn_is_not_carried_out_again() {
     let (mut a, mut b) = pair();
-    let read = MsgDesc { op: MrcOp::Read, len: 10, va: BASE, rkey: RKEY, imm: 0, se: false };
+    let read = MsgDesc {
+        op: MrcOp::Read,
+        len: 10,
+        va: BASE,
+        rkey: RKEY,
+        imm: 0,
+        se: false,
+    };
     a.post(0, read).unwrap();
     let req = drain(&mut a, 0);
-    assert!(matches!(b.on_packet(1, &req[0], false, 7, 0), Ok(RxEvent::Request(_))));
+    assert!(matches!(
+        b.on_packet(1, &req[0], false, 7, 0),
+        Ok(RxEvent::Request(_))
+    ));
     assert!(b.respond(0, 0, Response::Read));
     for p in drain(&mut b, 2) {
         a.on_packet(3, &p, false, 9, 0).unwrap();
@@ -887,6 +1074,11 @@ fn request_under_a_second_dsn_is_not_carried_out_again() {
     let dsn = u32::from_be_bytes(again[20..24].try_into().unwrap()) + 5;
     again[20..24].copy_from_slice(&dsn.to_be_bytes());
     let r = b.on_packet(6, &again, false, 7, 0);
-    assert_eq!(r, Err(metaroce_proto::conn::RxDrop::Stream(metaroce_proto::stream::StreamDrop::Inconsistent)));
+    assert_eq!(
+        r,
+        Err(metaroce_proto::conn::RxDrop::Stream(
+            metaroce_proto::stream::StreamDrop::Inconsistent
+        ))
+    );
     assert!(data_ops(&drain(&mut b, 7)).is_empty());
 }
