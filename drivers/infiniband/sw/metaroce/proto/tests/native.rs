@@ -102,6 +102,8 @@ struct Outcome {
     reads: Results,
     memory: Vec<u8>,
     retx: u64,
+    /// Receive completions marked refused (stream, msn, code).
+    refused: Vec<(usize, u32, NakCode)>,
 }
 
 /// The responder's side of the test's "kernel glue": checks a request
@@ -145,7 +147,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         reads: Default::default(),
         memory: initial_memory(),
         retx: 0,
+        refused: Vec::new(),
     };
+    // Data messages the test's glue refused (a WRITE with a bad key).
+    let mut refusing = std::collections::HashSet::new();
     let total = msgs.len();
     let mut lens = std::collections::HashMap::new();
     while out.sends.len() < total || out.recvs.len() < total {
@@ -209,7 +214,7 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         let next_timer = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min();
         now = match (next_arrival, next_timer) {
             (Some(x), Some(y)) => x.min(y),
-            (x, y) => x.or(y).expect("nothing in flight and no timer"),
+            (x, y) => x.or(y).unwrap_or_else(|| panic!("nothing in flight and no timer: {} sent {:?}, {} received, a {:?} b {:?}", out.sends.len(), out.sends.last(), out.recvs.len(), a.outstanding(1), b.outstanding(1))),
         }
         .max(now);
         let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
@@ -217,10 +222,19 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         for (_, to_b, bytes) in due {
             let c = if to_b { &mut b } else { &mut a };
             let data = bytes.get(DATA_HDR_LEN..).unwrap_or(&[]);
-            match c.on_packet(now, &bytes, false, 50_000, 1_000_000) {
+            let ev = c.on_packet(now, &bytes, false, 50_000, 1_000_000);
+            match ev {
                 Ok(RxEvent::Data(p)) if to_b => {
                     assert_eq!(usize::from(p.len), data.len());
-                    if p.op.is_write() {
+                    assert!(!refusing.contains(&(p.stream, p.msn)), "refused message placed: {p:?}");
+                    let bad = p.op.is_write()
+                        && (p.rkey != RKEY || p.va.checked_sub(BASE).is_none_or(|o| o + u64::from(lens[&(p.stream, p.msn)]) > 2 * REGION));
+                    if bad {
+                        // The glue's refusal, right after the packet, before any transmit.
+                        assert!(b.refuse(p.stream, p.msn, NakCode::RemoteAccess));
+                        assert!(!b.refuse(p.stream, p.msn, NakCode::RemoteAccess), "refused twice");
+                        refusing.insert((p.stream, p.msn));
+                    } else if p.op.is_write() {
                         let o = (p.va + u64::from(p.offset) - BASE) as usize;
                         out.memory[o..o + data.len()].copy_from_slice(data);
                     } else {
@@ -246,6 +260,8 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     respond(&mut b, &mut out.memory, &req);
                 }
                 Ok(_) => {}
+                // Held until our NAK is acknowledged.
+                Err(metaroce_proto::conn::RxDrop::NakPending) if to_b => {}
                 Err(e) => panic!("dropped a valid packet: {e:?}"),
             }
         }
@@ -259,7 +275,12 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         }
         while let Some(c) = b.poll_completion() {
             match c {
-                Completion::Recv { stream, done } => out.recvs.push((stream, done.msn, done.len)),
+                Completion::Recv { stream, done } => {
+                    out.recvs.push((stream, done.msn, done.len));
+                    if let Some(code) = done.refused {
+                        out.refused.push((stream, done.msn, code));
+                    }
+                }
                 Completion::Send { .. } => panic!("send completion at the receiver"),
             }
         }
@@ -363,6 +384,16 @@ fn check_order(msgs: &[Op], out: &Outcome) {
             .map(|(i, m)| (i as u32, if m.op.is_request() { 0 } else { m.len }))
             .collect();
         assert_eq!(got, expect, "receive order and lengths, stream {s}");
+        // Refused data messages complete marked refused (requests not:
+        // their NAK is the core's answer).
+        let want_refused: Vec<(usize, u32, NakCode)> = want
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.refused() && !m.op.is_request())
+            .map(|(i, _)| (s, i as u32, NakCode::RemoteAccess))
+            .collect();
+        let got_refused: Vec<_> = out.refused.iter().filter(|c| c.0 == s).copied().collect();
+        assert_eq!(got_refused, want_refused, "refused receive completions, stream {s}");
     }
     let (reads, mem) = expected(msgs);
     for (id, want) in &reads {
@@ -491,6 +522,33 @@ fn refused_read_completes_in_order_with_remote_access() {
         let refused = out.sends.iter().filter(|c| c.2 == SendStatus::RemoteAccess).count();
         assert_eq!(refused, 3);
     }
+}
+
+/// A responder refuses WRITEs with a bad key (multi-packet and one-packet,
+/// WRITE and WRITE_IMM): under loss, duplication and reordering each
+/// completes in order with RemoteAccess at the requester, none of its
+/// packets after the refusal is placed (checked in `loopback`), the
+/// responder's memory keeps none of its bytes, and the responder's receive
+/// completion comes in order marked refused.
+#[test]
+fn refused_write_completes_in_order_with_remote_access() {
+    let mut w = workload();
+    // Stream 1: WRITE of 4 packets, WRITE_IMM of 1, WRITE of 5.
+    assert!(w[9].op == MrcOp::Write && w[9].len > 3 * 1024);
+    assert!(w[15].op == MrcOp::WriteImm && w[15].len <= 1024);
+    assert!(w[25].op == MrcOp::Write && w[25].len > 4 * 1024);
+    for i in [9, 15, 25] {
+        w[i].rkey = 77;
+    }
+    let mut retx = 0;
+    for (seed, loss) in (1..=20).zip([0, 10, 20, 30].into_iter().cycle()) {
+        let out = loopback(seed, loss, &w);
+        check_order(&w, &out);
+        assert_eq!(out.sends.iter().filter(|c| c.2 == SendStatus::RemoteAccess).count(), 3);
+        assert_eq!(out.refused.len(), 3);
+        retx += out.retx;
+    }
+    assert!(retx > 0);
 }
 
 #[test]
