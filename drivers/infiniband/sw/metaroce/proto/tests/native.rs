@@ -924,3 +924,80 @@ fn atomic_waits_for_a_buffer_with_room_for_its_operands() {
     assert_eq!((h.op, h.va, h.rkey, h.msg_len), (MrcOp::CmpSwap, BASE, RKEY, 16));
     assert_eq!(ops, [1u64.to_be_bytes(), 2u64.to_be_bytes()].concat());
 }
+
+/// `refuse` later, while the message is incomplete (another packet came in
+/// between): its remaining packets are not placed, the one that completes
+/// it is held until the NAK is acknowledged; a complete message, a second
+/// refusal, a request and an unknown message cannot be refused.
+#[test]
+fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
+    use metaroce_proto::conn::RxDrop;
+    let (mut a, mut b) = pair();
+    let w = |len| MsgDesc { va: 0x1000, rkey: 5, ..msg(MrcOp::Write, len) };
+    a.post(0, w(3000)).unwrap(); // Msn 0: 3 packets
+    a.post(0, msg(MrcOp::Send, 10)).unwrap(); // Msn 1
+    let pkts = drain(&mut a, 0);
+    assert_eq!(pkts.len(), 4);
+    let on = |b: &mut C, p: &Vec<u8>| b.on_packet(1, p, false, 50_000, 0);
+    assert!(matches!(on(&mut b, &pkts[0]), Ok(RxEvent::Data(p)) if p.msn == 0));
+    assert!(matches!(on(&mut b, &pkts[3]), Ok(RxEvent::Data(p)) if p.msn == 1));
+    assert!(!b.refuse(0, 5, NakCode::RemoteAccess), "never received");
+    assert!(b.refuse(0, 0, NakCode::RemoteOperation));
+    assert!(!b.refuse(0, 0, NakCode::RemoteAccess), "refused twice");
+    // Message 1 is complete and no longer the one just received: too late.
+    assert!(!b.refuse(0, 1, NakCode::RemoteAccess));
+    assert_eq!(on(&mut b, &pkts[1]), Ok(RxEvent::Refused(NakCode::RemoteOperation)));
+    // The completing packet waits for the NAK's acknowledgement.
+    assert_eq!(on(&mut b, &pkts[2]), Err(RxDrop::NakPending));
+    assert_eq!(b.poll_completion(), None);
+    // b's ACKs and NAK to a; a acknowledges the NAK; a's resent packet now passes.
+    let mut now = 10;
+    let mut sends = Vec::new();
+    let mut recvs = Vec::new();
+    for _ in 0..200 {
+        // Both ways until nothing is left to send at this instant.
+        loop {
+            let to_a = drain(&mut b, now);
+            for p in &to_a {
+                assert!(!matches!(a.on_packet(now, p, false, 50_000, 0), Ok(RxEvent::Data(_))));
+            }
+            let to_b = drain(&mut a, now);
+            for p in &to_b {
+                let r = b.on_packet(now, p, false, 50_000, 0);
+                assert!(!matches!(r, Ok(RxEvent::Data(_))), "placed after the refusal: {r:?}");
+            }
+            if to_a.is_empty() && to_b.is_empty() {
+                break;
+            }
+        }
+        sends.extend(std::iter::from_fn(|| a.poll_completion()));
+        recvs.extend(std::iter::from_fn(|| b.poll_completion()));
+        if sends.len() == 2 && recvs.len() == 2 {
+            break;
+        }
+        now = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min().unwrap_or(now).max(now + 1);
+        a.on_timer(now);
+        b.on_timer(now);
+    }
+    assert_eq!(
+        sends,
+        [
+            Completion::Send { stream: 0, msn: 0, status: SendStatus::RemoteOperation },
+            Completion::Send { stream: 0, msn: 1, status: SendStatus::Ok },
+        ]
+    );
+    let got: Vec<_> = recvs
+        .iter()
+        .map(|c| match c {
+            Completion::Recv { done, .. } => (done.msn, done.len, done.refused),
+            c => panic!("{c:?}"),
+        })
+        .collect();
+    assert_eq!(got, [(0, 3000, Some(NakCode::RemoteOperation)), (1, 10, None)]);
+    // A READ request is answered with `respond`, not refused.
+    a.post(0, MsgDesc { op: MrcOp::Read, len: 100, va: 0x1000, rkey: 5, imm: 0, se: false }).unwrap();
+    let p = drain(&mut a, now + 1);
+    assert!(matches!(b.on_packet(now + 1, &p[0], false, 50_000, 0), Ok(RxEvent::Request(_))));
+    assert!(!b.refuse(0, 2, NakCode::RemoteAccess));
+    assert_eq!(a.state(), ConnState::Active);
+}
