@@ -946,7 +946,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
 
     /// Queues the NAK of refused data message `msn` of stream `idx` for
     /// retransmission now if it is in flight (a held packet arrived: the
-    /// requester is waiting for it), unless that would exhaust its retries.
+    /// requester is waiting for it). At most `max_retx / 2` times: the
+    /// other half stays for the path's own loss recovery, so that held
+    /// duplicates cannot spend the NAK's retries and fail our connection.
     fn resend_nak(&mut self, idx: usize, msn: u32) {
         let n = self.dsn_next.wrapping_sub(self.dsn_base);
         for k in 0..n {
@@ -955,7 +957,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 return;
             };
             if d.resp && usize::from(d.stream) == idx && d.msn == msn {
-                if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx {
+                if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx / 2 {
                     d.state = DescState::Lost;
                     push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
                 }
