@@ -117,16 +117,15 @@ def main():
             plen = struct.unpack("!H", m[56:58])[0]
             op = m[3]
             # 0 SEND, 1 SEND_IMM, 2 WRITE, 3 WRITE_IMM, 5 READ_RESP: payload within the message;
-            # 4 READ: no payload; 7 CMP_SWAP, 8 FETCH_ADD: a 16-byte operand block after the
-            # header; 6 NAK, 9 ATOMIC_RESP: no payload (transport.rst, sections 3 and 11).
-            hdr = 76 if op in (7, 8) else 60
-            if op > 9 or len(m) < hdr + plen or plen > 4096:
+            # 4 READ: no payload; 7 CMP_SWAP, 8 FETCH_ADD: the 16-byte operand block is the
+            # payload; 6 NAK, 9 ATOMIC_RESP: no payload (transport.rst, sections 3 and 11).
+            if op > 9 or len(m) < 60 + plen or plen > 4096:
                 bad.append(f"bad DATA: op {op} len {plen} offset {offset} msg {msg_len}")
                 continue
             if op in (0, 1, 2, 3, 5) and offset + plen > msg_len:
                 bad.append(f"DATA beyond its message: op {op} len {plen} offset {offset} msg {msg_len}")
                 continue
-            if op in (4, 6, 9) and plen != 0:
+            if (op in (4, 6, 9) and plen != 0) or (op in (7, 8) and plen != 16):
                 bad.append(f"op {op} with {plen} payload bytes")
                 continue
             n["ops"][op] = n["ops"].get(op, 0) + 1

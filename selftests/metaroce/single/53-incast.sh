@@ -80,7 +80,7 @@ for type in metaroce metaroce-native; do
   e0=0; for i in $SENDERS; do [ $type = metaroce-native ] && e0=$((e0 + $(stat tb-s$i ts$i native_ecn_decreases))); done
   q0=$(x tb-rc tc -s qdisc show dev r | grep -A2 fq_codel | grep -o 'ecn_mark [0-9]*' | awk '{print $2}')
   for i in $SENDERS; do
-    x tb-s$i timeout 300 ib_write_bw -d ts$i -x ${gs[$i]} -p $((port + i)) -s 65536 -D $DUR -F -e 192.0.2.42 > /tmp/ic-cli$i.log 2>&1 &
+    x tb-s$i timeout 300 ib_write_bw -d ts$i -x ${gs[$i]} -p $((port + i)) -s 65536 -D $DUR -F 192.0.2.42 > /tmp/ic-cli$i.log 2>&1 &
     pids="$pids $!"
   done
   ok=1 i=0

@@ -58,6 +58,19 @@
 //!   [`PayloadRef::mr`] `Some(MrRef { rkey, va })`: read `len` bytes from
 //!   that key and address (`va` already includes the offset), not from a
 //!   send request. The same happens for a retransmission.
+//!
+//! # Refusing a data message (`transport.rst`, section 9.1)
+//!
+//! * **Receiver.** When [`RxEvent::Data`] names a SEND/WRITE the QP cannot
+//!   take (bad RKey, receive buffer too short), do not place it and call
+//!   [`Conn::refuse`] (`place.stream`, `place.msn`, code) before releasing
+//!   the lock (no [`Conn::poll_transmit`] in between). Its later packets
+//!   come as [`RxEvent::Refused`] (place nothing) or are dropped
+//!   ([`RxDrop::NakPending`]); its [`Completion::Recv`] comes in order with
+//!   [`RecvDone::refused`] `Some(code)`: complete a receive-consuming one
+//!   in error, skip a plain WRITE's.
+//! * **Requester.** The message's [`Completion::Send`] carries the NAK's
+//!   status, exactly as for a refused READ.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
 pub use super::mrc_wire::NakCode;
@@ -208,8 +221,9 @@ pub enum RxEvent {
     /// A new READ or atomic request: the caller checks it (and carries out
     /// an atomic) and answers with [`Conn::respond`].
     Request(Request),
-    /// A request the core refused itself (a misaligned atomic): a NAK is
-    /// on its way, nothing to do.
+    /// A request the core refused itself (a misaligned atomic), or a packet
+    /// of a data message refused with [`Conn::refuse`]: a NAK is on its
+    /// way, nothing to do (nothing to place).
     Refused(NakCode),
     /// The responder refused our request `msn`: nothing to place; its
     /// completion carries the error.
@@ -242,6 +256,9 @@ pub enum RxDrop {
     Stream(StreamDrop),
     /// ACK inconsistent with what the path sent.
     BadAck,
+    /// DATA of a message we refused, held until the requester acknowledged
+    /// our NAK (section 9.1).
+    NakPending,
 }
 
 /// Completion status of a sent message.
@@ -253,7 +270,8 @@ pub enum SendStatus {
     RetryExceeded,
     /// The connection failed before this message completed.
     Flushed,
-    /// The responder refused a READ or atomic: key, range or rights.
+    /// The responder refused the message (a READ or atomic, or a data
+    /// message with [`Conn::refuse`]): key, range or rights.
     RemoteAccess,
     /// The responder refused a malformed request (misaligned atomic).
     RemoteInvalid,
@@ -415,6 +433,10 @@ pub struct Conn<const P: usize, const D: usize, const DW: usize, const S: usize,
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
     rx_hint: u32,
+    /// The last [`RxEvent::Data`]: stream, Msn, path and that path's state
+    /// before the packet, so that [`Self::refuse`] in the same lock hold
+    /// can take back its acknowledgement.
+    last_data: Option<(usize, u32, usize, RxPath)>,
     /// Counters.
     pub stats: ConnStats,
 }
@@ -473,6 +495,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             rx_dsn: SeqWindow::new(0),
             peer: None,
             rx_hint: 0,
+            last_data: None,
             stats: ConnStats::ZERO,
         }
     }
@@ -526,7 +549,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     pub fn reset_receiver(&mut self) {
         self.peer = None;
         self.rx_hint = 0;
+        self.last_data = None;
         self.rx_dsn = SeqWindow::new(0);
+        for q in self.resps.iter_mut() {
+            q.forget_refusals();
+        }
         for p in self.rx_paths.iter_mut() {
             *p = RxPath::EMPTY;
         }
@@ -639,6 +666,49 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             .is_some_and(|q| q.answer(msn, r, mss))
     }
 
+    /// Refuses the peer's data message `msn` (SEND, SEND_IMM, WRITE,
+    /// WRITE_IMM) on stream `idx` with `code` (`transport.rst`, section
+    /// 9.1): a NAK is sent like a READ's, the message's later packets are
+    /// acknowledged but not placed ([`RxEvent::Refused`]), and its
+    /// [`Completion::Recv`] comes in order with [`RecvDone::refused`] set.
+    /// Call it right after [`Self::on_packet`] returned [`RxEvent::Data`]
+    /// for the message (before releasing the lock, no [`Self::poll_transmit`]
+    /// in between), or later while the message is not completely received.
+    /// `false` (nothing changed) if there is no such incomplete data
+    /// message or it is already refused.
+    pub fn refuse(&mut self, idx: usize, msn: u32, code: NakCode) -> bool {
+        let last = self.last_data.filter(|&(s, m, _, _)| s == idx && m == msn);
+        let Some(r) = self.rx_streams.get_mut(idx) else {
+            return false;
+        };
+        // Complete here and not refused right on its last packet: its
+        // acknowledgement may be gone, the requester may complete it.
+        if !r.open || (r.all_placed(msn) && last.is_none()) || r.refused(msn).is_some() {
+            return false;
+        }
+        let Some(op) = r.op_of(msn) else {
+            return false;
+        };
+        let Some(q) = self.resps.get_mut(idx) else {
+            return false;
+        };
+        if !r.refuse(msn, code) || !q.refuse_data(idx, msn, op, code) {
+            return false;
+        }
+        // The packet just received completed the message: take back its
+        // acknowledgement, so that its retransmission is held until the
+        // NAK is acknowledged.
+        if let Some((_, _, path, before)) = last {
+            if r.all_placed(msn) {
+                if let Some(p) = self.rx_paths.get_mut(path) {
+                    *p = before;
+                }
+            }
+        }
+        self.last_data = None;
+        true
+    }
+
     /// Path `i`'s current UDP source port, state and counters.
     pub fn path_info(&self, i: usize) -> Option<(u16, PathState, PathStats)> {
         self.paths.get(i).map(|p| (p.port, p.state, p.stats))
@@ -691,6 +761,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         src_port: u16,
         rate_hint_kbps: u32,
     ) -> Result<RxEvent, RxDrop> {
+        self.last_data = None;
         let r = match parse(buf) {
             Ok(MrcPacket::Data(h, payload)) => {
                 self.on_data(&h, payload, ce, src_port, rate_hint_kbps)
@@ -770,7 +841,32 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                 }
             }
         };
+        // The packet that completes a refused data message (and any
+        // duplicate of one of its packets) is held, dropped without an
+        // acknowledgement, until the NAK is acknowledged (section 9.1): the
+        // requester cannot complete the message before the NAK arrived.
+        if !h.op.is_request() && !h.op.is_response() {
+            if let Some(i) = self
+                .rx_streams
+                .iter()
+                .position(|s| s.open && s.local_qpn == h.stream)
+            {
+                // (A duplicate: its message may be complete and gone.)
+                let held = self.resps.get(i).is_some_and(|q| q.nak_pending(h.msn))
+                    && (dup
+                        || self
+                            .rx_streams
+                            .get(i)
+                            .is_some_and(|s| s.would_complete(h.msn, h.len)));
+                if held {
+                    // The requester is resending: our NAK may be lost.
+                    self.resend_nak(i, h.msn);
+                    return Err(RxDrop::NakPending);
+                }
+            }
+        }
         // Commit.
+        let before = self.rx_paths.get(path).copied();
         self.peer = Some(h.conn);
         self.rx_hint = hint;
         win.mark(h.path_seq);
@@ -814,6 +910,11 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             }
         } else if let Some(s) = self.rx_streams.get_mut(idx) {
             s.placed(h);
+            if let Some(code) = s.refused(h.msn) {
+                // Counted for the message's completion, never placed.
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+                return Ok(RxEvent::Refused(code));
+            }
         }
         if h.op.is_request() {
             let mss = self.cfg.mss;
@@ -828,6 +929,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         }
         self.stats.data_placed = self.stats.data_placed.saturating_add(1);
         self.stats.bytes_placed = self.stats.bytes_placed.saturating_add(u64::from(h.len));
+        if !h.op.is_response() {
+            self.last_data = before.map(|b| (idx, h.msn, path, b));
+        }
         Ok(RxEvent::Data(Place {
             stream: idx,
             op: h.op,
@@ -838,6 +942,28 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             rkey: h.rkey,
             len: h.len,
         }))
+    }
+
+    /// Queues the NAK of refused data message `msn` of stream `idx` for
+    /// retransmission now if it is in flight (a held packet arrived: the
+    /// requester is waiting for it). At most `max_retx / 2` times: the
+    /// other half stays for the path's own loss recovery, so that held
+    /// duplicates cannot spend the NAK's retries and fail our connection.
+    fn resend_nak(&mut self, idx: usize, msn: u32) {
+        let n = self.dsn_next.wrapping_sub(self.dsn_base);
+        for k in 0..n {
+            let dsn = self.dsn_base.wrapping_add(k);
+            let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) else {
+                return;
+            };
+            if d.resp && usize::from(d.stream) == idx && d.msn == msn {
+                if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx / 2 {
+                    d.state = DescState::Lost;
+                    push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
+                }
+                return;
+            }
+        }
     }
 
     fn on_ack(&mut self, a: &AckPkt, now: u64) -> Result<RxEvent, RxDrop> {

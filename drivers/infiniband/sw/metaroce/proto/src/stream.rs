@@ -335,7 +335,11 @@ impl<const K: usize> TxStream<K> {
     /// request of this stream whose request was sent and whose response is
     /// not complete, with a consistent opcode and length.
     pub fn check_response(&self, h: &DataHdr) -> Result<(), StreamDrop> {
-        if seq_diff(h.msn, self.head) < 0 || seq_diff(h.msn, self.seg) >= 0 {
+        // A NAK may refuse a data message whose later packets are not sent
+        // yet (it started: `seg` is past it or inside it).
+        let sent = seq_diff(h.msn, self.seg) < 0
+            || (h.op == MrcOp::Nak && h.msn == self.seg && self.seg_off > 0);
+        if seq_diff(h.msn, self.head) < 0 || !sent {
             return Err(StreamDrop::MsnWindow);
         }
         let m = self
@@ -346,7 +350,8 @@ impl<const K: usize> TxStream<K> {
             && match h.op {
                 MrcOp::ReadResp => m.desc.op == MrcOp::Read && h.msg_len == m.desc.len,
                 MrcOp::AtomicResp => m.desc.op.is_atomic(),
-                MrcOp::Nak => m.desc.op.is_request(),
+                // Any message may be refused (sections 11.2 and 9.1).
+                MrcOp::Nak => true,
                 _ => false,
             };
         if ok {
@@ -448,6 +453,10 @@ pub struct RecvDone {
     pub imm: u32,
     /// Solicited event.
     pub se: bool,
+    /// The receiver refused the message ([`super::conn::Conn::refuse`]):
+    /// nothing of it was placed after the refusal; the requester gets a NAK
+    /// with this code.
+    pub refused: Option<NakCode>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -486,22 +495,23 @@ impl<const K: usize> Default for RxStream<K> {
 impl<const K: usize> RxStream<K> {
     /// A closed stream with nothing received.
     pub const EMPTY: Self = RxStream {
-        local_qpn: 0,
-        open: false,
-        slots: [RxMsg {
-            active: false,
-            done: RecvDone {
-                msn: 0,
-                op: MrcOp::Write,
-                rsn: 0,
-                len: 0,
-                imm: 0,
-                se: false,
-            },
-            placed: 0,
-        }; K],
-        head: 0,
-    };
+            local_qpn: 0,
+            open: false,
+            slots: [RxMsg {
+                active: false,
+                done: RecvDone {
+                    msn: 0,
+                    op: MrcOp::Write,
+                    rsn: 0,
+                    len: 0,
+                    imm: 0,
+                    se: false,
+                    refused: None,
+                },
+                placed: 0,
+            }; K],
+            head: 0,
+        };
 }
 
 /// The length a receiving stream counts for message `h`: a request holds
@@ -552,12 +562,63 @@ impl<const K: usize> RxStream<K> {
                     len: rx_len(h),
                     imm: h.imm,
                     se: false,
+                    refused: None,
                 },
                 placed: 0,
             };
         }
         s.placed = s.placed.saturating_add(u32::from(h.len));
         s.done.se |= h.se;
+    }
+
+    /// Marks data message `msn` (neither a request nor a response) as
+    /// refused with `code`; `false` if no such message is in the ring (not
+    /// seen yet, or completed) or it is already refused.
+    pub fn refuse(&mut self, msn: u32, code: NakCode) -> bool {
+        match self.slots.get_mut(ring::<K>(msn)) {
+            Some(s)
+                if s.active
+                    && s.done.msn == msn
+                    && s.done.refused.is_none()
+                    && !s.done.op.is_request()
+                    && !s.done.op.is_response() =>
+            {
+                s.done.refused = Some(code);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The refusal of message `msn`, while the ring holds it.
+    pub fn refused(&self, msn: u32) -> Option<NakCode> {
+        self.slots
+            .get(ring::<K>(msn))
+            .filter(|s| s.active && s.done.msn == msn)
+            .and_then(|s| s.done.refused)
+    }
+
+    /// The opcode of message `msn`, while the ring holds it.
+    pub fn op_of(&self, msn: u32) -> Option<MrcOp> {
+        self.slots
+            .get(ring::<K>(msn))
+            .filter(|s| s.active && s.done.msn == msn)
+            .map(|s| s.done.op)
+    }
+
+    /// True if message `msn` is in the ring and `len` more bytes would
+    /// place every byte of it.
+    pub fn would_complete(&self, msn: u32, len: u16) -> bool {
+        self.slots.get(ring::<K>(msn)).is_some_and(|s| {
+            s.active && s.done.msn == msn && s.placed.saturating_add(u32::from(len)) >= s.done.len
+        })
+    }
+
+    /// True if message `msn` is in the ring with every byte placed.
+    pub fn all_placed(&self, msn: u32) -> bool {
+        self.slots
+            .get(ring::<K>(msn))
+            .is_some_and(|s| s.active && s.done.msn == msn && s.placed >= s.done.len)
     }
 
     /// Pops the oldest message if every byte of it is placed.
@@ -728,6 +789,61 @@ impl<const K: usize> RespRing<K> {
             ..NO_RESP
         };
         Some(req)
+    }
+
+    /// Takes a NAK with `code` for data message `msn` (op `op`) that the
+    /// receiver refused: sent like a request's NAK. `false` if the slot
+    /// already holds `msn`. A slot holding an older message is taken over
+    /// (the requester completed it: it posts `msn` only after `msn - K`).
+    pub fn refuse_data(&mut self, stream: usize, msn: u32, op: MrcOp, code: NakCode) -> bool {
+        let order = self.order;
+        let Some(s) = self.slots.get_mut(ring::<K>(msn)) else {
+            return false;
+        };
+        if s.active && s.req.msn == msn {
+            return false;
+        }
+        if !s.active {
+            self.held = self.held.saturating_add(1);
+        }
+        self.order = order.wrapping_add(1);
+        *s = Resp {
+            active: true,
+            req: Request {
+                stream,
+                msn,
+                op,
+                ..NO_RESP.req
+            },
+            answer: Some(Response::Nak(code)),
+            pkts: 1,
+            order,
+            ..NO_RESP
+        };
+        true
+    }
+
+    /// True while data message `msn` is refused and its NAK is not
+    /// acknowledged: its packets are then dropped unacknowledged, so that
+    /// the requester cannot complete it before the NAK arrives.
+    pub fn nak_pending(&self, msn: u32) -> bool {
+        self.slots.get(ring::<K>(msn)).is_some_and(|s| {
+            s.active
+                && s.req.msn == msn
+                && !s.req.op.is_request()
+                && matches!(s.answer, Some(Response::Nak(_)))
+        })
+    }
+
+    /// Frees the NAKs of refused data messages (the receiving half starts
+    /// over: [`super::conn::Conn::reset_receiver`]).
+    pub fn forget_refusals(&mut self) {
+        for s in self.slots.iter_mut() {
+            if s.active && !s.req.op.is_request() {
+                s.active = false;
+                self.held = self.held.saturating_sub(1);
+            }
+        }
     }
 
     /// Records the answer to request `msn`; `false` if there is no such

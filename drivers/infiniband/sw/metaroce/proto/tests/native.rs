@@ -111,6 +111,8 @@ struct Outcome {
     reads: Results,
     memory: Vec<u8>,
     retx: u64,
+    /// Receive completions marked refused (stream, msn, code).
+    refused: Vec<(usize, u32, NakCode)>,
 }
 
 /// The responder's side of the test's "kernel glue": checks a request
@@ -160,7 +162,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         reads: Default::default(),
         memory: initial_memory(),
         retx: 0,
+        refused: Vec::new(),
     };
+    // Data messages the test's glue refused (a WRITE with a bad key).
+    let mut refusing = std::collections::HashSet::new();
     let total = msgs.len();
     let mut lens = std::collections::HashMap::new();
     while out.sends.len() < total || out.recvs.len() < total {
@@ -231,7 +236,7 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
             .min();
         now = match (next_arrival, next_timer) {
             (Some(x), Some(y)) => x.min(y),
-            (x, y) => x.or(y).expect("nothing in flight and no timer"),
+            (x, y) => x.or(y).unwrap_or_else(|| panic!("nothing in flight and no timer: {} sent {:?}, {} received, a {:?} b {:?}", out.sends.len(), out.sends.last(), out.recvs.len(), a.outstanding(1), b.outstanding(1))),
         }
         .max(now);
         let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
@@ -239,10 +244,19 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         for (_, to_b, bytes) in due {
             let c = if to_b { &mut b } else { &mut a };
             let data = bytes.get(DATA_HDR_LEN..).unwrap_or(&[]);
-            match c.on_packet(now, &bytes, false, 50_000, 1_000_000) {
+            let ev = c.on_packet(now, &bytes, false, 50_000, 1_000_000);
+            match ev {
                 Ok(RxEvent::Data(p)) if to_b => {
                     assert_eq!(usize::from(p.len), data.len());
-                    if p.op.is_write() {
+                    assert!(!refusing.contains(&(p.stream, p.msn)), "refused message placed: {p:?}");
+                    let bad = p.op.is_write()
+                        && (p.rkey != RKEY || p.va.checked_sub(BASE).is_none_or(|o| o + u64::from(lens[&(p.stream, p.msn)]) > 2 * REGION));
+                    if bad {
+                        // The glue's refusal, right after the packet, before any transmit.
+                        assert!(b.refuse(p.stream, p.msn, NakCode::RemoteAccess));
+                        assert!(!b.refuse(p.stream, p.msn, NakCode::RemoteAccess), "refused twice");
+                        refusing.insert((p.stream, p.msn));
+                    } else if p.op.is_write() {
                         let o = (p.va + u64::from(p.offset) - BASE) as usize;
                         out.memory[o..o + data.len()].copy_from_slice(data);
                     } else {
@@ -272,6 +286,8 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     respond(&mut b, &mut out.memory, &req);
                 }
                 Ok(_) => {}
+                // Held until our NAK is acknowledged.
+                Err(metaroce_proto::conn::RxDrop::NakPending) if to_b => {}
                 Err(e) => panic!("dropped a valid packet: {e:?}"),
             }
         }
@@ -289,7 +305,12 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         }
         while let Some(c) = b.poll_completion() {
             match c {
-                Completion::Recv { stream, done } => out.recvs.push((stream, done.msn, done.len)),
+                Completion::Recv { stream, done } => {
+                    out.recvs.push((stream, done.msn, done.len));
+                    if let Some(code) = done.refused {
+                        out.refused.push((stream, done.msn, code));
+                    }
+                }
                 Completion::Send { .. } => panic!("send completion at the receiver"),
             }
         }
@@ -422,6 +443,16 @@ fn check_order(msgs: &[Op], out: &Outcome) {
             .map(|(i, m)| (i as u32, if m.op.is_request() { 0 } else { m.len }))
             .collect();
         assert_eq!(got, expect, "receive order and lengths, stream {s}");
+        // Refused data messages complete marked refused (requests not:
+        // their NAK is the core's answer).
+        let want_refused: Vec<(usize, u32, NakCode)> = want
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.refused() && !m.op.is_request())
+            .map(|(i, _)| (s, i as u32, NakCode::RemoteAccess))
+            .collect();
+        let got_refused: Vec<_> = out.refused.iter().filter(|c| c.0 == s).copied().collect();
+        assert_eq!(got_refused, want_refused, "refused receive completions, stream {s}");
     }
     let (reads, mem) = expected(msgs);
     for (id, want) in &reads {
@@ -573,6 +604,33 @@ fn refused_read_completes_in_order_with_remote_access() {
             .count();
         assert_eq!(refused, 3);
     }
+}
+
+/// A responder refuses WRITEs with a bad key (multi-packet and one-packet,
+/// WRITE and WRITE_IMM): under loss, duplication and reordering each
+/// completes in order with RemoteAccess at the requester, none of its
+/// packets after the refusal is placed (checked in `loopback`), the
+/// responder's memory keeps none of its bytes, and the responder's receive
+/// completion comes in order marked refused.
+#[test]
+fn refused_write_completes_in_order_with_remote_access() {
+    let mut w = workload();
+    // Stream 1: WRITE of 4 packets, WRITE_IMM of 1, WRITE of 5.
+    assert!(w[9].op == MrcOp::Write && w[9].len > 3 * 1024);
+    assert!(w[15].op == MrcOp::WriteImm && w[15].len <= 1024);
+    assert!(w[25].op == MrcOp::Write && w[25].len > 4 * 1024);
+    for i in [9, 15, 25] {
+        w[i].rkey = 77;
+    }
+    let mut retx = 0;
+    for (seed, loss) in (1..=20).zip([0, 10, 20, 30].into_iter().cycle()) {
+        let out = loopback(seed, loss, &w);
+        check_order(&w, &out);
+        assert_eq!(out.sends.iter().filter(|c| c.2 == SendStatus::RemoteAccess).count(), 3);
+        assert_eq!(out.refused.len(), 3);
+        retx += out.retx;
+    }
+    assert!(retx > 0);
 }
 
 #[test]
@@ -1081,4 +1139,81 @@ fn request_under_a_second_dsn_is_not_carried_out_again() {
         ))
     );
     assert!(data_ops(&drain(&mut b, 7)).is_empty());
+}
+
+/// `refuse` later, while the message is incomplete (another packet came in
+/// between): its remaining packets are not placed, the one that completes
+/// it is held until the NAK is acknowledged; a complete message, a second
+/// refusal, a request and an unknown message cannot be refused.
+#[test]
+fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
+    use metaroce_proto::conn::RxDrop;
+    let (mut a, mut b) = pair();
+    let w = |len| MsgDesc { va: 0x1000, rkey: 5, ..msg(MrcOp::Write, len) };
+    a.post(0, w(3000)).unwrap(); // Msn 0: 3 packets
+    a.post(0, msg(MrcOp::Send, 10)).unwrap(); // Msn 1
+    let pkts = drain(&mut a, 0);
+    assert_eq!(pkts.len(), 4);
+    let on = |b: &mut C, p: &Vec<u8>| b.on_packet(1, p, false, 50_000, 0);
+    assert!(matches!(on(&mut b, &pkts[0]), Ok(RxEvent::Data(p)) if p.msn == 0));
+    assert!(matches!(on(&mut b, &pkts[3]), Ok(RxEvent::Data(p)) if p.msn == 1));
+    assert!(!b.refuse(0, 5, NakCode::RemoteAccess), "never received");
+    assert!(b.refuse(0, 0, NakCode::RemoteOperation));
+    assert!(!b.refuse(0, 0, NakCode::RemoteAccess), "refused twice");
+    // Message 1 is complete and no longer the one just received: too late.
+    assert!(!b.refuse(0, 1, NakCode::RemoteAccess));
+    assert_eq!(on(&mut b, &pkts[1]), Ok(RxEvent::Refused(NakCode::RemoteOperation)));
+    // The completing packet waits for the NAK's acknowledgement.
+    assert_eq!(on(&mut b, &pkts[2]), Err(RxDrop::NakPending));
+    assert_eq!(b.poll_completion(), None);
+    // b's ACKs and NAK to a; a acknowledges the NAK; a's resent packet now passes.
+    let mut now = 10;
+    let mut sends = Vec::new();
+    let mut recvs = Vec::new();
+    for _ in 0..200 {
+        // Both ways until nothing is left to send at this instant.
+        loop {
+            let to_a = drain(&mut b, now);
+            for p in &to_a {
+                assert!(!matches!(a.on_packet(now, p, false, 50_000, 0), Ok(RxEvent::Data(_))));
+            }
+            let to_b = drain(&mut a, now);
+            for p in &to_b {
+                let r = b.on_packet(now, p, false, 50_000, 0);
+                assert!(!matches!(r, Ok(RxEvent::Data(_))), "placed after the refusal: {r:?}");
+            }
+            if to_a.is_empty() && to_b.is_empty() {
+                break;
+            }
+        }
+        sends.extend(std::iter::from_fn(|| a.poll_completion()));
+        recvs.extend(std::iter::from_fn(|| b.poll_completion()));
+        if sends.len() == 2 && recvs.len() == 2 {
+            break;
+        }
+        now = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min().unwrap_or(now).max(now + 1);
+        a.on_timer(now);
+        b.on_timer(now);
+    }
+    assert_eq!(
+        sends,
+        [
+            Completion::Send { stream: 0, msn: 0, status: SendStatus::RemoteOperation },
+            Completion::Send { stream: 0, msn: 1, status: SendStatus::Ok },
+        ]
+    );
+    let got: Vec<_> = recvs
+        .iter()
+        .map(|c| match c {
+            Completion::Recv { done, .. } => (done.msn, done.len, done.refused),
+            c => panic!("{c:?}"),
+        })
+        .collect();
+    assert_eq!(got, [(0, 3000, Some(NakCode::RemoteOperation)), (1, 10, None)]);
+    // A READ request is answered with `respond`, not refused.
+    a.post(0, MsgDesc { op: MrcOp::Read, len: 100, va: 0x1000, rkey: 5, imm: 0, se: false }).unwrap();
+    let p = drain(&mut a, now + 1);
+    assert!(matches!(b.on_packet(now + 1, &p[0], false, 50_000, 0), Ok(RxEvent::Request(_))));
+    assert!(!b.refuse(0, 2, NakCode::RemoteAccess));
+    assert_eq!(a.state(), ConnState::Active);
 }
