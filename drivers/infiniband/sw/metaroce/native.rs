@@ -574,11 +574,15 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                             Some((true, n)) => {
                                 let r = inner.conn.on_packet(now, payload, ce(ip), sport, 0);
                                 match &r {
-                                    Ok(RxEvent::Data(place)) => {
-                                        if !qp::native_place(&q, idx, place, data, n) {
-                                            close(inner, idx);
+                                    Ok(RxEvent::Data(place)) => match qp::native_place(&q, idx, place, data, n) {
+                                        qp::Placed::Done => {}
+                                        // Nothing written: the requester's message completes
+                                        // in error through the NAK (section 9.1).
+                                        qp::Placed::Refuse(code) => {
+                                            inner.conn.refuse(idx, place.msn, code);
                                         }
-                                    }
+                                        qp::Placed::Broken => close(inner, idx),
+                                    },
                                     // Answered before the lock is released (the core
                                     // then sends the response like any data).
                                     Ok(RxEvent::Request(req)) => {
@@ -603,7 +607,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
             }
             MrcPacket::Ack(_) => inner.conn.on_packet(now, payload, ce(ip), sport, 0).map_err(Some),
         };
-        if matches!(res, Ok(RxEvent::Data(_)) | Ok(RxEvent::Duplicate)) {
+        if matches!(res, Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))) {
             inner.last_rx = now;
         }
         match res {

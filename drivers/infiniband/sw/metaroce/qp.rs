@@ -2102,21 +2102,32 @@ pub(crate) fn native_ready(qp: &Qp<MetaRoceDriver>, h: &DataHdr, n: &mut Notify)
     ok
 }
 
-/// Places the payload of a new DATA packet of `qp` (stream `idx`). Returns `false` if it
-/// could not be placed (no such memory, too long for the receive): the QP enters the error
-/// state and the caller closes its stream.
+/// How a new DATA packet of a native QP was placed.
+pub(crate) enum Placed {
+    /// Its payload is in place.
+    Done,
+    /// The peer's request is refused with this code (a WRITE's key, range or rights, a SEND
+    /// longer than its receive): nothing was written; the caller NAKs the message.
+    Refuse(NakCode),
+    /// The QP broke (a receive request naming bad memory, our own response buffers): it
+    /// entered the error state; the caller closes its stream.
+    Broken,
+}
+
+/// Places the payload of a new DATA packet of `qp` (stream `idx`).
 pub(crate) fn native_place(
     qp: &Qp<MetaRoceDriver>,
     idx: usize,
     p: &NativePlace,
     data: &[u8],
     n: &mut Notify,
-) -> bool {
+) -> Placed {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
     let Some(base) = inner.native.as_ref().filter(|s| s.stream == Some(idx)).map(|s| s.rq_base) else {
-        return false;
+        return Placed::Broken;
     };
+    let mut refuse = None;
     let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
     let placed = (|| -> Result {
         let d = data.get(..usize::from(p.len)).ok_or(EINVAL)?;
@@ -2140,6 +2151,7 @@ pub(crate) fn native_place(
         }
         if p.op.is_write() {
             // The QP must allow remote writes, and the key name writable memory.
+            refuse = Some(NakCode::RemoteAccess);
             if !inner.attrs.access.contains(AccessFlags::REMOTE_WRITE) {
                 return Err(EACCES);
             }
@@ -2156,6 +2168,7 @@ pub(crate) fn native_place(
         let (entry, bufs) = inner.rq.entry(u64::from(id));
         let end = u64::from(p.offset) + d.len() as u64;
         if end > u64::from(entry.len) {
+            refuse = Some(NakCode::InvalidRequest);
             return Err(EMSGSIZE);
         }
         let rmem = match qp.srq() {
@@ -2164,12 +2177,18 @@ pub(crate) fn native_place(
         };
         scatter(&rmem, bufs, p.offset as usize, d)
     })();
-    if placed.is_err() {
-        qp.device().count(Counter::RcvdDropped, 1);
-        enter_error(qp, inner, n);
-        return false;
+    match (placed, refuse) {
+        (Ok(()), _) => Placed::Done,
+        (Err(_), Some(code)) => {
+            qp.device().count(Counter::RcvdDropped, 1);
+            Placed::Refuse(code)
+        }
+        (Err(_), None) => {
+            qp.device().count(Counter::RcvdDropped, 1);
+            enter_error(qp, inner, n);
+            Placed::Broken
+        }
     }
-    true
 }
 
 /// Turns a completion of the connection for `qp` (stream `idx`) into a work completion.
@@ -2220,9 +2239,28 @@ pub(crate) fn native_completion(
             true
         }
         NativeCompletion::Recv { done, .. } => {
-            // A plain WRITE holds the order but completes nothing here.
+            // A plain WRITE holds the order but completes nothing here (also when refused:
+            // the requester got the NAK).
             if !done.op.consumes_recv() {
                 return true;
+            }
+            // A refused SEND (too long) or WRITE with immediate (bad key) completes its
+            // receive in error and breaks the QP, as a responder error does in verbs.
+            if let Some(code) = done.refused {
+                let id = rq_base.wrapping_add(done.rsn);
+                if id == inner.rq.head && inner.rq.head != inner.rq.taken {
+                    let (entry, _) = inner.rq.entry(u64::from(id));
+                    let status = match code {
+                        NakCode::InvalidRequest => WcStatus::LocLenErr,
+                        _ => WcStatus::LocProtErr,
+                    };
+                    let opcode = if done.op.is_write() { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+                    let wc = WorkCompletion::new(entry.wr_id, status, opcode, qp.id());
+                    inner.rq.complete(u64::from(id));
+                    n.recv |= complete(qp, qp.recv_cq(), wc, false);
+                }
+                enter_error(qp, inner, n);
+                return false;
             }
             let id = rq_base.wrapping_add(done.rsn);
             if id != inner.rq.head || inner.rq.head == inner.rq.taken {
