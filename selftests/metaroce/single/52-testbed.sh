@@ -25,15 +25,9 @@ NS="tb-h1 tb-h2 tb-ra tb-rb"
 tb_cleanup() {
   for n in $NS; do ip netns del $n 2>/dev/null; done
   mr_wait 30 mr_no_dev tb1; mr_wait 30 mr_no_dev tb2
-  [ -n "$mr_ns_restore" ] && mr_wait 30 rdma system set netns shared
-  true
+  mr_netns_restore
 }
-mr_ns_restore=
-mode=$(rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p')
-if [ "$mode" != exclusive ]; then
-  mr_wait 30 rdma system set netns exclusive 2>/dev/null || skip "cannot switch ib_core to exclusive netns mode"
-  mr_ns_restore=1
-fi
+mr_netns_exclusive
 trap tb_cleanup EXIT
 for n in $NS; do ip netns add $n || fail "netns $n"; ip -n $n link set lo up; done
 x() { local n=$1; shift; ip netns exec "$n" "$@"; }

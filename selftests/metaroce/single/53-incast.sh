@@ -21,15 +21,9 @@ NS="tb-r tb-rc $(for i in $SENDERS; do echo tb-s$i; done)"
 ic_cleanup() {
   for n in $NS; do ip netns del $n 2>/dev/null; done
   for i in $SENDERS; do mr_wait 30 mr_no_dev ts$i; done; mr_wait 30 mr_no_dev tr
-  [ -n "$mr_ns_restore" ] && mr_wait 30 rdma system set netns shared
-  true
+  mr_netns_restore
 }
-mr_ns_restore=
-mode=$(rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p')
-if [ "$mode" != exclusive ]; then
-  mr_wait 30 rdma system set netns exclusive 2>/dev/null || skip "cannot switch ib_core to exclusive netns mode"
-  mr_ns_restore=1
-fi
+mr_netns_exclusive
 trap ic_cleanup EXIT
 for n in $NS; do ip netns add $n || fail "netns $n"; ip -n $n link set lo up; done
 x() { local n=$1; shift; ip netns exec "$n" "$@"; }

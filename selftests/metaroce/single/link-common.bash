@@ -50,7 +50,9 @@ mr_teardown() {
 # Two namespaces mra and mrb joined by veth va/vb ($MR_ADDR_A / $MR_ADDR_B and their IPv6 twins), in
 # ib_core's exclusive netns mode (switched to if needed, and back at exit). Installs an EXIT trap that
 # deletes both namespaces and waits for their devices mra0/mrb0 to go.
-mr_two_namespaces() {
+# Switches ib_core to exclusive netns mode if it is not (skips the test if it cannot); sets
+# mr_ns_restore when mr_netns_restore must switch it back.
+mr_netns_exclusive() {
   mr_ns_restore=
   mode=$(rdma system show | sed -n 's/.*netns \([a-z]*\).*/\1/p')
   if [ "$mode" != exclusive ]; then
@@ -58,6 +60,11 @@ mr_two_namespaces() {
     mr_wait 30 rdma system set netns exclusive 2>/dev/null || skip "cannot switch ib_core to exclusive netns mode"
     mr_ns_restore=1
   fi
+}
+mr_netns_restore() { [ -n "$mr_ns_restore" ] && mr_wait 30 rdma system set netns shared; true; }
+
+mr_two_namespaces() {
+  mr_netns_exclusive
   trap mr_two_namespaces_cleanup EXIT
   ip netns add mra && ip netns add mrb || fail "ip netns add"
   ip link add va netns mra type veth peer name vb netns mrb || fail "veth pair"
@@ -69,8 +76,7 @@ mr_two_namespaces() {
 mr_two_namespaces_cleanup() {
   ip netns del mra 2>/dev/null; ip netns del mrb 2>/dev/null
   mr_wait 30 mr_no_dev mra0; mr_wait 30 mr_no_dev mrb0
-  [ -n "$mr_ns_restore" ] && mr_wait 30 rdma system set netns shared
-  true
+  mr_netns_restore
 }
 
 # The RoCE v2 GID index of IPv4 address $3 on device $2 in namespace $1 (empty if none yet).

@@ -25,7 +25,7 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
-use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN, MAX_PAYLOAD};
+use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::qp::{self, Notify, OutPacket};
 use crate::timer;
 use crate::verbs::RoceAv;
@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::rdma::device::Device;
+use kernel::rdma::device::{Device, Mtu};
 use kernel::rdma::qp::Qp;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
@@ -66,14 +66,9 @@ const BLANK: NativeConn = NativeConn::new(ConnConfig::new(1));
 const NATIVE_HDR_MAX: u32 = 40 + 8 + DATA_HDR_LEN as u32;
 
 /// The payload bytes per DATA packet on a netdev of MTU `eth_mtu`: the largest IB MTU
-/// (256..4096) that fits with the headers, as for RoCEv2.
+/// (256..4096) that fits with the headers, as for RoCEv2 (`device::active_mtu`).
 pub(crate) fn mss(eth_mtu: u32) -> u16 {
-    let room = eth_mtu.saturating_sub(NATIVE_HDR_MAX);
-    let mut m: u32 = u32::from(MAX_PAYLOAD);
-    while m > 256 && m > room {
-        m /= 2;
-    }
-    m as u16
+    Mtu::floor(eth_mtu.saturating_sub(NATIVE_HDR_MAX)).map_or(256, |m| m.bytes() as u16)
 }
 
 /// A connection's mutable state.

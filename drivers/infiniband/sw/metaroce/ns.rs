@@ -17,7 +17,7 @@ use kernel::net::udp_tunnel::{
     Family, IpAddr, IpPacket, RxPacket, UdpHeader, UdpTunnelReceiver, UdpTunnelSocket,
 };
 use kernel::prelude::*;
-use kernel::rdma::device::Device;
+use kernel::rdma::device::{Device, DeviceRef};
 use kernel::sync::{new_mutex, rcu, Mutex};
 
 /// The IANA-assigned RoCEv2 UDP destination port.
@@ -135,24 +135,24 @@ pub(crate) fn with_sockets(
 /// The receive side of the sockets: the first stage of the receive path (netdev → parser).
 struct RoceRx;
 
+/// The MetaRoCE device a received datagram belongs to. Packets for netdevs without a MetaRoCE
+/// device are not ours to count. Traffic to one of the host's own addresses (a device's own
+/// GID, or another local device's) arrives on the loopback device: it belongs to the device
+/// whose netdev owns the address.
+fn rx_device(pkt: &RxPacket) -> Option<DeviceRef<MetaRoceDriver>> {
+    let rx_dev = pkt.dev()?;
+    let rcu = rcu::read_lock();
+    let netdev = if rx_dev.is_loopback() {
+        pkt.local_dev(&rcu)?
+    } else {
+        rx_dev
+    };
+    Device::<MetaRoceDriver>::find_by_netdev(netdev)
+}
+
 impl UdpTunnelReceiver for RoceRx {
     fn receive(pkt: RxPacket) {
-        // Packets for netdevs without a MetaRoCE device are not ours to count. Traffic to one
-        // of the host's own addresses (a device's own GID, or another local device's) arrives
-        // on the loopback device: it belongs to the device whose netdev owns the address.
-        let Some(rx_dev) = pkt.dev() else { return };
-        let rcu = rcu::read_lock();
-        let netdev = if rx_dev.is_loopback() {
-            match pkt.local_dev(&rcu) {
-                Some(d) => d,
-                None => return,
-            }
-        } else {
-            rx_dev
-        };
-        let Some(dev) = Device::<MetaRoceDriver>::find_by_netdev(netdev) else {
-            return;
-        };
+        let Some(dev) = rx_device(&pkt) else { return };
         let Some(h) = pkt.headers() else {
             dev.count(Counter::RcvdMalformed, 1);
             return;
@@ -185,19 +185,7 @@ struct NativeRx;
 
 impl UdpTunnelReceiver for NativeRx {
     fn receive(pkt: RxPacket) {
-        let Some(rx_dev) = pkt.dev() else { return };
-        let rcu = rcu::read_lock();
-        let netdev = if rx_dev.is_loopback() {
-            match pkt.local_dev(&rcu) {
-                Some(d) => d,
-                None => return,
-            }
-        } else {
-            rx_dev
-        };
-        let Some(dev) = Device::<MetaRoceDriver>::find_by_netdev(netdev) else {
-            return;
-        };
+        let Some(dev) = rx_device(&pkt) else { return };
         if !dev.native {
             return;
         }
@@ -258,14 +246,15 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
         let mut pkt = IpPacket::build(p.skb, &route, &hdr)?;
         let ip_len = pkt.ip_header_len();
         let data = pkt.data_mut()?;
-        let (ip, udp) = data.split_at_mut(ip_len);
-        let (s_ip, d_ip) = match ip.first().map(|b| b >> 4) {
-            Some(4) if ip.len() >= 20 => (&ip[12..16], &ip[16..20]),
-            Some(6) if ip.len() >= 40 => (&ip[8..24], &ip[24..40]),
-            _ => return Err(EINVAL),
+        let udp = data.get_mut(ip_len..).ok_or(EINVAL)?;
+        // The UDP checksum is mandatory on the native port (section 2), over the addresses
+        // the IP header was built with.
+        let csum = match (route.src(), route.dst()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => crate::proto::mrc_wire::udp_checksum(&s, &d, udp),
+            (IpAddr::V6(s), IpAddr::V6(d)) => crate::proto::mrc_wire::udp_checksum(&s, &d, udp),
+            _ => None,
         };
-        // The UDP checksum is mandatory on the native port (section 2).
-        let csum = crate::proto::mrc_wire::udp_checksum(s_ip, d_ip, udp).ok_or(EINVAL)?;
+        let csum = csum.ok_or(EINVAL)?;
         udp.get_mut(6..8).ok_or(EINVAL)?.copy_from_slice(&csum.to_be_bytes());
         return sock.send(pkt);
     }

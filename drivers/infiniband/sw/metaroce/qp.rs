@@ -2046,27 +2046,34 @@ pub(crate) fn native_payload(
         dev.mr_check(m.rkey, kind, pd, m.va, out.len(), AccessFlags::REMOTE_READ).map_err(|_| EACCES)?;
         return dev.mr_copy_from(m.rkey, kind, pd, m.va, out).map_err(|_| EFAULT);
     }
+    let slot = native_msg_slot(s, &g.sq, msn, |_| true).ok_or(ENOENT)?;
+    let off = offset as usize;
+    match g.sq.inline(slot) {
+        Some(data) => {
+            let src = data.get(off..off + out.len()).ok_or(EINVAL)?;
+            out.copy_from_slice(src);
+            Ok(())
+        }
+        None => {
+            let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+            gather(&mem, g.sq.bufs(slot), off, out)
+        }
+    }
+}
+
+/// The send queue slot of message `msn` among the requests handed to the connection and not
+/// completed, if its message passes `what`.
+fn native_msg_slot(s: &NativeState, sq: &SendRing, msn: u32, what: impl Fn(&MsgDesc) -> bool) -> Option<usize> {
     let mut i = s.head;
     while i != s.posted {
-        let slot = g.sq.slot(i);
-        let side = &g.sq.side[slot];
-        if side.native.msg.is_some() && side.native.msn == msn {
-            let off = offset as usize;
-            return match g.sq.inline(slot) {
-                Some(data) => {
-                    let src = data.get(off..off + out.len()).ok_or(EINVAL)?;
-                    out.copy_from_slice(src);
-                    Ok(())
-                }
-                None => {
-                    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
-                    gather(&mem, g.sq.bufs(slot), off, out)
-                }
-            };
+        let slot = sq.slot(i);
+        let side = &sq.side[slot].native;
+        if side.msg.is_some_and(|m| what(&m)) && side.msn == msn {
+            return Some(slot);
         }
         i = i.wrapping_add(1);
     }
-    Err(ENOENT)
+    None
 }
 
 /// Whether `qp` can take the DATA packet `h` now: a receive-consuming message needs its
@@ -2134,20 +2141,13 @@ pub(crate) fn native_place(
         if matches!(p.op, MrcOp::ReadResp | MrcOp::AtomicResp) {
             // The response to our READ or atomic `msn`: into that request's local buffers.
             let s = inner.native.as_ref().ok_or(EINVAL)?;
-            let mut i = s.head;
-            while i != s.posted {
-                let slot = inner.sq.slot(i);
-                let side = &inner.sq.side[slot].native;
-                if side.msg.is_some_and(|m| m.op == MrcOp::Read || m.op.is_atomic()) && side.msn == p.msn {
-                    return if p.op == MrcOp::ReadResp {
-                        scatter(&mem, inner.sq.bufs(slot), p.offset as usize, d)
-                    } else {
-                        scatter(&mem, inner.sq.bufs(slot), 0, &p.va.to_ne_bytes())
-                    };
-                }
-                i = i.wrapping_add(1);
-            }
-            return Err(ENOENT);
+            let is_request = |m: &MsgDesc| m.op == MrcOp::Read || m.op.is_atomic();
+            let slot = native_msg_slot(s, &inner.sq, p.msn, is_request).ok_or(ENOENT)?;
+            return if p.op == MrcOp::ReadResp {
+                scatter(&mem, inner.sq.bufs(slot), p.offset as usize, d)
+            } else {
+                scatter(&mem, inner.sq.bufs(slot), 0, &p.va.to_ne_bytes())
+            };
         }
         if p.op.is_write() {
             // The QP must allow remote writes, and the key name writable memory.

@@ -624,14 +624,18 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
 
     /// Posts a message on stream `idx`; returns its Msn.
     pub fn post(&mut self, idx: usize, msg: MsgDesc) -> Result<u32, PostError> {
+        let (s, mss) = self.postable(idx)?;
+        s.post(msg, mss)
+    }
+
+    /// Stream `idx` of a connection that takes new messages, and the MSS.
+    fn postable(&mut self, idx: usize) -> Result<(&mut TxStream<K>, u16), PostError> {
         if self.state == ConnState::Failed {
             return Err(PostError::ConnFailed);
         }
         let mss = self.cfg.mss;
-        self.tx_streams
-            .get_mut(idx)
-            .ok_or(PostError::NoStream)?
-            .post(msg, mss)
+        let s = self.tx_streams.get_mut(idx).ok_or(PostError::NoStream)?;
+        Ok((s, mss))
     }
 
     /// Posts an atomic on stream `idx` (see [`TxStream::post_atomic`]);
@@ -645,14 +649,8 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         compare_add: u64,
         swap: u64,
     ) -> Result<u32, PostError> {
-        if self.state == ConnState::Failed {
-            return Err(PostError::ConnFailed);
-        }
-        let mss = self.cfg.mss;
-        self.tx_streams
-            .get_mut(idx)
-            .ok_or(PostError::NoStream)?
-            .post_atomic(op, va, rkey, compare_add, swap, mss)
+        let (s, mss) = self.postable(idx)?;
+        s.post_atomic(op, va, rkey, compare_add, swap, mss)
     }
 
     /// Answers the peer's request `msn` on stream `idx` (from
