@@ -67,6 +67,10 @@ hook drivers/infiniband/Kconfig 'source "drivers/infiniband/sw/siw/Kconfig"' \
      'source "drivers/infiniband/sw/metaroce/Kconfig"'
 hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_SIW)			+= siw/' \
      'obj-$(CONFIG_RDMA_METAROCE)		+= metaroce/'
+# The tracepoints of the abstractions (metaroce_trace.c) are built in even with the driver a
+# module: descend for built-in objects too (kbuild visits the directory once).
+hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_METAROCE)		+= metaroce/' \
+     'obj-$(CONFIG_RUST_RDMA)		+= metaroce/'
 hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "metaroce_helper.h"'
 if [ -f "$repo/rust/helpers/metaroce.c" ]; then
   hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'

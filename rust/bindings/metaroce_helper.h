@@ -18,3 +18,4 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/uverbs_ioctl.h>
+#include <trace/events/metaroce.h>

@@ -102,6 +102,31 @@ impl NetDevice {
         unsafe { core::ptr::read_volatile(&raw const (*self.as_raw()).mtu) }
     }
 
+    /// The link speed in Mbit/s its driver reports through ethtool (`get_link_ksettings`), or
+    /// `None` if it reports none (no ethtool operation, an error, 0 or `SPEED_UNKNOWN`).
+    ///
+    /// The speed may change at any time (`NETDEV_CHANGE` follows); the value is read once.
+    /// Takes RTNL: process context only, and the caller must hold neither RTNL (netdev
+    /// notifier callbacks do) nor a lock that an RTNL holder may wait for.
+    pub fn link_speed_mbps(&self) -> Option<u32> {
+        let mut ks = core::mem::MaybeUninit::<bindings::ethtool_link_ksettings>::zeroed();
+        // SAFETY: `rtnl_lock` may sleep; the documented context of this method allows it.
+        unsafe { bindings::rtnl_lock() };
+        // SAFETY: The device is valid by the type invariant, RTNL is held as the function
+        // asserts, and `ks` is writable storage of the function's output type.
+        let ret = unsafe { bindings::__ethtool_get_link_ksettings(self.as_raw(), ks.as_mut_ptr()) };
+        // SAFETY: Taken above, by this thread.
+        unsafe { bindings::rtnl_unlock() };
+        if ret != 0 {
+            return None;
+        }
+        // SAFETY: `ks` was zero-initialised (a valid value of this plain C struct: integers and
+        // bitmaps) and then written by the driver, which leaves it valid.
+        let speed = unsafe { ks.assume_init_ref() }.base.speed;
+        // `SPEED_UNKNOWN` is -1 in the `u32` field.
+        (speed != 0 && speed != u32::MAX).then_some(speed)
+    }
+
     /// Whether the device is registered (`reg_state == NETREG_REGISTERED`).
     ///
     /// Unregistration sets another state under RTNL, then waits for an RCU grace period

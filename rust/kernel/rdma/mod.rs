@@ -14,6 +14,7 @@
 //! - [`udata`]: driver-specific request and response of a uverbs call; [`mmap`]: queue memory
 //!   shared with a process through the uverbs file; [`umem`]: pinned user memory with
 //!   non-sleeping byte copies.
+//! - [`trace`]: the MetaRoCE transport's tracepoints behind safe functions.
 //!
 //! The design (who owns and frees what, which context may call which method) is described in
 //! `Documentation/metaroce/abstractions.rst`.
@@ -32,3 +33,4 @@ pub mod workqueue;
 pub mod udata;
 pub mod mmap;
 pub mod umem;
+pub mod trace;

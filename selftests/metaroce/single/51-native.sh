@@ -6,13 +6,22 @@
 # 1 % netem loss on both veths, and a capture of
 # everything on the wire checked by pcap_native.py (independent of the driver): only native
 # packets on UDP port 19791, correct non-zero UDP checksums, well-formed headers, ECT(0) DATA,
-# DATA sprayed over several paths and source ports, no RoCEv2 packet.
+# DATA sprayed over several paths and source ports, no RoCEv2 packet. Telemetry: the receivers'
+# rate hints (veth reports 10 Gbit/s: one sender's share is 10 Gbit/s less 1/32) reach the senders
+# (counter native_rate_hint_changes, tracepoint metaroce_rate_hint), and the losses netem causes
+# show as metaroce_path loss events.
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_two_devices metaroce-native
 echo "GID indices: mra0 $ga, mrb0 $gb"
-dmesg | grep -q "mra0: added on netdev va (MetaRoCE native)" || fail "mra0 is not a native device"
+dmesg | grep -q "mra0: added on netdev va (MetaRoCE native; rate hints share 10000000 kbit/s)" ||
+  fail "mra0 is not a native device sharing veth's 10 Gbit/s"
+# The transport's tracepoints, from before the first packet.
+T=/sys/kernel/tracing
+[ -d $T/events ] || mount -t tracefs nodev $T || fail "tracefs"
+[ -d $T/events/metaroce/metaroce_path ] || fail "no metaroce tracepoints"
+echo > $T/trace; echo 1 > $T/events/metaroce/enable || fail "enabling metaroce events"
 
 ip netns exec mrb dumpcap -q -i vb -P -w /tmp/native.pcap -f "udp port 4791 or udp port 19791" 2>/tmp/dumpcap.log &
 cap=$!
@@ -33,6 +42,11 @@ ip netns exec mrb rdma statistic show link mrb0/1
 # SEND, WRITE, READ, READ_RESP, CMP_SWAP, FETCH_ADD, ATOMIC_RESP.
 python3 "$MR_SELFTESTS/pcap_native.py" /tmp/native.pcap 1000 4 --ops 0,2,4,5,7,8,9 || fail "native wire check"
 
+stat() { ip netns exec $1 rdma statistic show link $2/1 | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }
+for d in "mra mra0" "mrb mrb0"; do
+  [ "$(stat $d native_rate_hint_changes)" -ge 1 ] || fail "${d#* } received no rate hint"
+done
+
 ip netns exec mra tc qdisc add dev va root netem loss 1% || fail "netem on va"
 ip netns exec mrb tc qdisc add dev vb root netem loss 1% || fail "netem on vb"
 mr_pingpong ibv_rc_pingpong "1 MiB, 1% loss" mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 4
@@ -41,6 +55,16 @@ mr_perf "read_bw 64 KiB x 20, 1% loss" ib_read_bw -s 65536 -n 20 -F
 mr_perf "fetch_add x 50, 1% loss" ib_atomic_bw -A FETCH_AND_ADD -n 50 -F
 ip netns exec mra tc -s qdisc show dev va | grep -E 'netem|dropped'
 ip netns exec mrb tc -s qdisc show dev vb | grep -E 'netem|dropped'
+echo 0 > $T/events/metaroce/enable
+grep -c metaroce_ $T/trace | sed 's/^/trace lines: /'
+grep -m 5 "metaroce_path: mr[ab]0 conn=0x[0-9a-f]* path=[0-7] loss count=[1-9]" $T/trace ||
+  fail "no path loss event under 1 % loss"
+grep -m 3 "metaroce_path:" $T/trace | grep -v " loss " || true
+# Each connection's first hint: one sender on a 10 Gbit/s link gets all of it but 1/32.
+for d in mra0 mrb0; do
+  grep -m 1 "metaroce_rate_hint: $d conn=0x[0-9a-f]* rate hint 0 -> 9687500 kbit/s" $T/trace ||
+    fail "no rate hint event on $d"
+done
 
 ip netns exec mra rdma statistic show link mra0/1
 ip netns exec mrb rdma statistic show link mrb0/1

@@ -14,7 +14,12 @@
 [ -n "${MR_FULL:-}" ] || [ -n "${MR_TESTBED:-}" ] || skip "make check-full only (four perftest pairs under TCG take minutes)"
 mr_fresh
 RATE=${MR_INCAST_RATE:-800kbit} # the bottleneck (below what one TCG guest moves: see 52-testbed)
-DUR=${MR_INCAST_SECONDS:-10}
+DUR=${MR_INCAST_SECONDS:-20}
+TYPES=${MR_INCAST_TYPES:-metaroce metaroce-native}
+# The receiver's link is the incast bottleneck; its netdev (veth) reports 10 Gbit/s, so the rate
+# its hints share is given as the module parameter (spec 6.4).
+kbps=${RATE%kbit}
+modprobe metaroce native_link_kbps=$kbps || fail "modprobe metaroce native_link_kbps=$kbps"
 SENDERS="1 2 3 4"
 NS="tb-r tb-rc $(for i in $SENDERS; do echo tb-s$i; done)"
 
@@ -63,7 +68,7 @@ stat() { x $1 rdma statistic show link $2/1 | tr ' ' '\n' | grep -A1 -x "$3" | t
 
 port=19300
 declare -A BW OK JAIN ECN
-for type in metaroce metaroce-native; do
+for type in $TYPES; do
   devices $type
   echo "== $type: $(echo $SENDERS | wc -w) senders -> 1, bottleneck $RATE (tbf + fq_codel ecn)"
   pids=
@@ -97,10 +102,22 @@ for type in metaroce metaroce-native; do
   echo "$type: per sender (MB/s):$list; total $sum MB/s; Jain ${JAIN[$type]}; ${ECN[$type]}"
   x tb-rc tc -s qdisc show dev r | grep -A3 fq_codel | sed 's/^/  /'
   marks=$((${q1:-0} - ${q0:-0})) reacted=$((e1 - e0))
+  if [ $type = metaroce-native ]; then
+    dmesg | grep -q "tr: added on netdev r (MetaRoCE native; rate hints share $kbps kbit/s)" ||
+      fail "the receiver does not share $kbps kbit/s"
+    for i in $SENDERS; do
+      h=$(sed -n 's/.* rate hint \([0-9]*\) kbit\/s.*/\1/p' /sys/kernel/debug/metaroce_ts$i/connections | head -n 1)
+      echo "sender $i: rate hint ${h:-?} kbit/s, $(stat tb-s$i ts$i native_rate_hint_changes) changes"
+      HINTS="$HINTS ${h:-0}"
+    done
+  fi
   port=$((port + 10))
 done
 
 [ "${OK[metaroce-native]}" = 1 ] || fail "a native sender failed"
+# Every sender heard the receiver's share (the last one printed may be larger than a quarter:
+# senders that finished first no longer count).
+for h in $HINTS; do [ "$h" -gt 0 ] || fail "a native sender never received a rate hint"; done
 awk -v j="${JAIN[metaroce-native]}" 'BEGIN { exit !(j >= 0.8) }' || fail "native Jain index ${JAIN[metaroce-native]} < 0.8"
 [ "$marks" -eq 0 ] || [ "$reacted" -gt 0 ] || fail "the bottleneck marked $marks packets CE and no native sender reacted"
 mr_dmesg_clean

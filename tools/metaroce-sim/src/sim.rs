@@ -106,7 +106,7 @@ impl Scenario {
             rto_min_ns: 50_000,
             gbn_window: 0,
             rate_hint: true,
-            active_ns: 100_000,
+            active_ns: metaroce_proto::cc::ACTIVE_NS,
             max_time_ns: 2_000_000_000,
             bucket_ns: 20_000,
         }
@@ -582,6 +582,7 @@ fn run_inner(sc: Scenario) -> Report {
         alloc: RateAlloc::new(
             u32::try_from(sc.rx_mbps() * 1000).unwrap_or(u32::MAX),
             sc.active_ns,
+            u32::from(sc.mss),
         ),
         rng: Rng::new(sc.seed ^ 0x5EED),
         links,

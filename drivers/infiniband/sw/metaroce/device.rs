@@ -122,9 +122,13 @@ pub(crate) enum Counter {
     NativeRnrDrops,
     /// Native connection-window decreases on ECN echoes.
     NativeEcnDecreases,
+    /// Native ECN echoes: DATA packets of ours the network marked CE, as ACKs reported them.
+    NativeEcnEchoes,
+    /// Native rate-hint changes received in ACKs (the receiver's fair share for us changed).
+    NativeRateHintChanges,
 }
 
-const NUM_COUNTERS: usize = Counter::NativeEcnDecreases as usize + 1;
+const NUM_COUNTERS: usize = Counter::NativeRateHintChanges as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -159,6 +163,8 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_drops"),
     StatDesc::new(c"native_rnr_drops"),
     StatDesc::new(c"native_ecn_decreases"),
+    StatDesc::new(c"native_ecn_echoes"),
+    StatDesc::new(c"native_rate_hint_changes"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -236,11 +242,12 @@ impl MetaRoceDev {
         mac: &[u8; 6],
         netdev: &NetDevice,
         native: bool,
+        link_kbps: u32,
         name: &str,
     ) -> Result<impl PinInit<Self, Error>> {
         let guid_be = eui64_from_mac(mac);
         let active = PortState::of_netdev(netdev) == PortState::Active;
-        let peers = Arc::pin_init(new_spinlock_irq!(PeerTable::new()?, "metaroce_peers"), GFP_KERNEL)?;
+        let peers = Arc::pin_init(new_spinlock_irq!(PeerTable::new(link_kbps, netdev.mtu())?, "metaroce_peers"), GFP_KERNEL)?;
         let dir = Dir::new(&CString::try_from_fmt(fmt!("metaroce_{name}"))?);
         let debugfs = KBox::pin_init(dir.read_only_file(c"connections", ConnView(peers.clone())), GFP_KERNEL)?;
         Ok(try_pin_init!(Self {

@@ -34,11 +34,22 @@ fn newlink(name: &CStr, netdev: &NetDevice, native: bool) -> Result {
     let name_str = name.to_str().unwrap_or("?");
     let mut ifname = [0u8; 16];
     let ifname = netdev.name_str(&mut ifname);
-    crate::ns::with_sockets(name_str, netdev, native, || add(name, name_str, netdev, ifname, native))
+    // Read before any lock of ours is taken: it takes RTNL.
+    let link_kbps = if native { native_link_kbps(netdev) } else { 0 };
+    crate::ns::with_sockets(name_str, netdev, native, || add(name, name_str, netdev, ifname, native, link_kbps))
+}
+
+/// The link rate a native device hands out in rate hints (spec 6.4): the `native_link_kbps`
+/// module parameter, else the netdev's ethtool speed, else 0 (none known: no hints).
+fn native_link_kbps(netdev: &NetDevice) -> u32 {
+    match crate::module_parameters::native_link_kbps.value() {
+        0 => netdev.link_speed_mbps().map_or(0, |m| m.saturating_mul(1000)),
+        kbps => kbps,
+    }
 }
 
 /// `newlink` with the netdev's namespace locked.
-fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bool) -> Result {
+fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bool, link_kbps: u32) -> Result {
     if !netdev.is_registered() {
         pr_err!("{name_str}: netdev {ifname} is being removed\n");
         return Err(ENODEV);
@@ -55,7 +66,7 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bo
         pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
     })?;
 
-    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev, native, name_str)?)?;
+    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev, native, link_kbps, name_str)?)?;
     let guid = dev.guid_be();
     dev.set_node_guid(guid);
     dev.set_node_desc("metaroce");
@@ -82,7 +93,12 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bo
         pr_err!("{name_str}: netdev {ifname} was removed during registration\n");
         return Err(ENODEV);
     }
-    let wire = if native { "MetaRoCE native" } else { "RoCEv2" };
-    pr_info!("{name_str}: added on netdev {ifname} ({wire})\n");
+    if !native {
+        pr_info!("{name_str}: added on netdev {ifname} (RoCEv2)\n");
+    } else if link_kbps == 0 {
+        pr_info!("{name_str}: added on netdev {ifname} (MetaRoCE native; link rate unknown: no rate hints)\n");
+    } else {
+        pr_info!("{name_str}: added on netdev {ifname} (MetaRoCE native; rate hints share {link_kbps} kbit/s)\n");
+    }
     Ok(())
 }

@@ -33,4 +33,12 @@ kernel::prelude::module! {
     license: "GPL",
     // `rdma link add ... type metaroce` loads the module (MODULE_ALIAS_RDMA_LINK).
     alias: ["rdma-link-metaroce", "rdma-link-metaroce-native"],
+    params: {
+        native_link_kbps: u32 {
+            default: 0,
+            description: "Link rate in kbit/s a metaroce-native device divides among the senders \
+                that send to it (the rate hint in its ACKs), read when a device is added; \
+                0: the netdev's ethtool speed (no hints if it reports none)",
+        },
+    },
 }

@@ -24,6 +24,8 @@
 //! UD and UC QPs (QP1 included, so rdma_cm works) of a native device use the RoCEv2 wire.
 
 use crate::device::{Counter, MetaRoceDriver};
+use crate::proto::cc::{RateAlloc, ACTIVE_NS};
+use crate::proto::path::PathState;
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::qp::{self, Notify, OutPacket};
@@ -31,6 +33,7 @@ use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit;
 use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::rdma::trace::{self, PathEvent};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -84,6 +87,77 @@ pub(crate) struct PeerInner {
     last_rx: u64,
     /// Times the peer restarted (a new connection id after [`RESTART_IDLE_NS`]).
     restarts: u64,
+    /// Each path as the last path tracepoints saw it ([`trace_paths`]).
+    traced: [PathSeen; PATHS],
+    /// The rate hint the last `metaroce_rate_hint` event reported.
+    traced_hint: u32,
+}
+
+/// What the path tracepoints last reported of a path.
+#[derive(Clone, Copy)]
+struct PathSeen {
+    port: u16,
+    state: PathState,
+    sack_losses: u64,
+    timeouts: u64,
+    ecn_echoes: u64,
+}
+
+impl PathSeen {
+    const NONE: PathSeen = PathSeen { port: 0, state: PathState::Active, sack_losses: 0, timeouts: 0, ecn_echoes: 0 };
+}
+
+/// Emits a `metaroce_path` event for each path's losses, RTOs, ECN echoes, port and state
+/// changes since the last call, and a `metaroce_rate_hint` event if the hint changed.
+fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
+    let conn = inner.conn.config().conn_id;
+    let hint = inner.conn.conn_window().1;
+    if hint != inner.traced_hint {
+        trace::rate_hint(dev, conn, inner.traced_hint, hint);
+        inner.traced_hint = hint;
+    }
+    if !trace::path_enabled() {
+        // Counted from now on when enabled: no burst of old events.
+        for (i, seen) in inner.traced.iter_mut().enumerate() {
+            if let Some((port, state, st)) = inner.conn.path_info(i) {
+                *seen = PathSeen { port, state, sack_losses: st.sack_losses, timeouts: st.timeouts, ecn_echoes: st.ecn_echoes };
+            }
+        }
+        return;
+    }
+    for (i, seen) in inner.traced.iter_mut().enumerate() {
+        let (Some((port, state, st)), Some((cwnd, srtt, _, _))) = (inner.conn.path_info(i), inner.conn.path_rtt(i)) else {
+            continue;
+        };
+        let now = PathSeen { port, state, sack_losses: st.sack_losses, timeouts: st.timeouts, ecn_echoes: st.ecn_echoes };
+        let was = core::mem::replace(seen, now);
+        let emit = |event, count: u64| {
+            if count != 0 {
+                let r = trace::PathRecord {
+                    conn,
+                    path: i as u8,
+                    event,
+                    count: u32::try_from(count).unwrap_or(u32::MAX),
+                    port,
+                    cwnd,
+                    srtt_us: u32::try_from(srtt / 1000).unwrap_or(u32::MAX),
+                };
+                trace::path(dev, &r);
+            }
+        };
+        emit(PathEvent::Loss, now.sack_losses.wrapping_sub(was.sack_losses));
+        emit(PathEvent::Timeout, now.timeouts.wrapping_sub(was.timeouts));
+        emit(PathEvent::Ecn, now.ecn_echoes.wrapping_sub(was.ecn_echoes));
+        emit(PathEvent::Repath, u64::from(now.port != was.port && was.port != 0));
+        if now.state != was.state {
+            let ev = match now.state {
+                PathState::Active => PathEvent::Active,
+                PathState::Recovering => PathEvent::Recovering,
+                PathState::Failed => PathEvent::Failed,
+            };
+            emit(ev, 1);
+        }
+    }
 }
 
 /// What a connection counted, as the device's counters add it up.
@@ -92,6 +166,7 @@ struct Figures {
     stats: ConnStats,
     sack_losses: u64,
     timeouts: u64,
+    ecn_echoes: u64,
     rnr_drops: u64,
 }
 
@@ -102,6 +177,7 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         if let Some((_, _, p)) = inner.conn.path_info(i) {
             now.sack_losses = now.sack_losses.wrapping_add(p.sack_losses);
             now.timeouts = now.timeouts.wrapping_add(p.timeouts);
+            now.ecn_echoes = now.ecn_echoes.wrapping_add(p.ecn_echoes);
         }
     }
     let was = core::mem::replace(&mut inner.counted, now);
@@ -117,6 +193,9 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     dev.count(Counter::NativeSackLosses, d(now.sack_losses, was.sack_losses));
     dev.count(Counter::NativeTimeouts, d(now.timeouts, was.timeouts));
     dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
+    dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
+    dev.count(Counter::NativeRateHintChanges, d(n.rate_hint_changes, w.rate_hint_changes));
+    trace_paths(dev, inner);
 }
 
 /// The connection to one remote device, shared by every RC QP between the two GIDs.
@@ -132,17 +211,37 @@ pub(crate) struct Peer {
 
 /// The peers of one device (empty on a RoCEv2 device).
 pub(crate) struct PeerTable {
+    /// Never shrinks while the device lives: a peer's index is its slot in `alloc`.
     peers: KVec<Arc<Peer>>,
+    /// The receive side's fair-share allocator over the peers that send to us (spec 6.4).
+    alloc: RateAlloc<MAX_PEERS>,
 }
 
 impl PeerTable {
-    /// A table with room for [`MAX_PEERS`] (reserved now: adding never allocates).
-    pub(crate) fn new() -> Result<Self> {
-        Ok(Self { peers: KVec::with_capacity(MAX_PEERS, GFP_KERNEL)? })
+    /// A table with room for [`MAX_PEERS`] (reserved now: adding never allocates) on a link of
+    /// `link_kbps` (0: unknown, no rate hints) and MTU `eth_mtu`.
+    pub(crate) fn new(link_kbps: u32, eth_mtu: u32) -> Result<Self> {
+        Ok(Self {
+            peers: KVec::with_capacity(MAX_PEERS, GFP_KERNEL)?,
+            alloc: RateAlloc::new(link_kbps, ACTIVE_NS, u32::from(mss(eth_mtu))),
+        })
+    }
+
+    fn find_slot(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<(usize, Arc<Peer>)> {
+        self.peers.iter().position(|p| p.sgid == *sgid && p.dgid == *dgid).map(|i| (i, self.peers[i].clone()))
     }
 
     fn find(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<Arc<Peer>> {
-        self.peers.iter().find(|p| p.sgid == *sgid && p.dgid == *dgid).cloned()
+        self.find_slot(sgid, dgid).map(|(_, p)| p)
+    }
+
+    /// The rate hint for a DATA packet from peer `slot` at `now` (which makes it active).
+    fn hint(&mut self, slot: usize, now: u64) -> u32 {
+        if self.alloc.link_kbps() == 0 {
+            return 0;
+        }
+        self.alloc.note(slot, now);
+        self.alloc.share_kbps(now)
     }
 }
 
@@ -294,6 +393,8 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
                     counted: Figures::default(),
                     last_rx: 0,
                     restarts: 0,
+                    traced: [PathSeen::NONE; PATHS],
+                    traced_hint: 0,
                 },
                 "metaroce_peer"
             ),
@@ -533,10 +634,20 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         dev.count(Counter::RcvdMalformed, 1);
         return;
     };
-    // Receive state exists only towards devices our QPs talk to.
-    let Some(peer) = dev.peers.lock().find(&dst, &src) else {
-        dev.count(Counter::RcvdNoQp, 1);
-        return;
+    // Receive state exists only towards devices our QPs talk to. A DATA packet makes its
+    // sender active in the fair share that every ACK carries (spec 6.4).
+    let (peer, hint) = {
+        let mut t = dev.peers.lock();
+        let Some((slot, peer)) = t.find_slot(&dst, &src) else {
+            drop(t);
+            dev.count(Counter::RcvdNoQp, 1);
+            return;
+        };
+        let hint = match pkt {
+            MrcPacket::Data(..) => t.hint(slot, dev.now_ns()),
+            MrcPacket::Ack(_) => 0,
+        };
+        (peer, hint)
     };
     dev.count(Counter::RcvdPkts, 1);
     dev.count(Counter::RcvdBytes, payload.len() as u64);
@@ -567,7 +678,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                         let ready = notes.of(&q).map(|n| (qp::native_ready(&q, &h, n), n));
                         let r = match ready {
                             Some((true, n)) => {
-                                let r = inner.conn.on_packet(now, payload, ce(ip), sport, 0);
+                                let r = inner.conn.on_packet(now, payload, ce(ip), sport, hint);
                                 match &r {
                                     Ok(RxEvent::Data(place)) => match qp::native_place(&q, idx, place, data, n) {
                                         qp::Placed::Done => {}
@@ -597,10 +708,10 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                         r
                     }
                     // No such stream: the connection acknowledges and drops it.
-                    _ => inner.conn.on_packet(now, payload, ce(ip), sport, 0).map_err(Some),
+                    _ => inner.conn.on_packet(now, payload, ce(ip), sport, hint).map_err(Some),
                 }
             }
-            MrcPacket::Ack(_) => inner.conn.on_packet(now, payload, ce(ip), sport, 0).map_err(Some),
+            MrcPacket::Ack(_) => inner.conn.on_packet(now, payload, ce(ip), sport, hint).map_err(Some),
         };
         if matches!(res, Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))) {
             inner.last_rx = now;

@@ -121,25 +121,47 @@ pub fn pace_gap_ns(payload: u32, kbps: u32) -> Option<u64> {
 /// The allocator hands out all but 1/`HINT_HEADROOM` of the link.
 pub const HINT_HEADROOM: u32 = 32;
 
+/// The shortest active-sender window of [`RateAlloc`] (spec 6.4).
+pub const ACTIVE_NS: u64 = 100_000;
+
+/// A sender counts as active while its last DATA packet is at most this
+/// many packet times (at its current share) old, if that is longer than the
+/// allocator's fixed window.
+pub const ACTIVE_GAPS: u64 = 4;
+
+/// Rounds of the active-window search in [`RateAlloc::share_kbps`].
+const ACTIVE_ROUNDS: usize = 4;
+
 /// The receiving device's fair-share allocator over `N` sender slots.
 ///
-/// A sender is active if it sent a DATA packet within the last `active_ns`;
-/// each active sender's share is the link rate divided by their number.
+/// A sender is active if it sent a DATA packet within the active window:
+/// `active_ns`, or [`ACTIVE_GAPS`] packet times at the share it would get,
+/// whichever is longer (a sender paced at a share of a slow link sends
+/// less often than `active_ns`: it must still count). Each active sender's
+/// share is the usable link rate divided by their number.
 #[derive(Clone, Copy, Debug)]
 pub struct RateAlloc<const N: usize> {
     link_kbps: u32,
     active_ns: u64,
+    mss: u32,
     last_seen: [Option<u64>; N],
 }
 
 impl<const N: usize> RateAlloc<N> {
-    /// An allocator for a link of `link_kbps`.
-    pub const fn new(link_kbps: u32, active_ns: u64) -> Self {
+    /// An allocator for a link of `link_kbps` (0: unknown, no hints) whose
+    /// senders send DATA packets of up to `mss` payload bytes.
+    pub const fn new(link_kbps: u32, active_ns: u64, mss: u32) -> Self {
         RateAlloc {
             link_kbps,
             active_ns,
+            mss,
             last_seen: [None; N],
         }
+    }
+
+    /// The link rate the shares divide (0: unknown).
+    pub fn link_kbps(&self) -> u32 {
+        self.link_kbps
     }
 
     /// Sender `slot` sent a packet at `now` (slots beyond `N` are ignored).
@@ -149,22 +171,54 @@ impl<const N: usize> RateAlloc<N> {
         }
     }
 
-    /// Number of active senders at `now`.
-    pub fn active(&self, now: u64) -> u32 {
+    /// Forgets sender `slot` (its connection is gone).
+    pub fn forget(&mut self, slot: usize) {
+        if let Some(s) = self.last_seen.get_mut(slot) {
+            *s = None;
+        }
+    }
+
+    /// Number of senders seen within `window_ns` before `now`.
+    fn seen_within(&self, now: u64, window_ns: u64) -> u32 {
         let n = self
             .last_seen
             .iter()
-            .filter(|t| t.is_some_and(|t| now.saturating_sub(t) <= self.active_ns))
+            .filter(|t| t.is_some_and(|t| now.saturating_sub(t) <= window_ns))
             .count();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
+    fn usable(&self) -> u32 {
+        self.link_kbps - self.link_kbps / HINT_HEADROOM
+    }
+
+    /// Number of active senders at `now`. The window depends on the share,
+    /// which depends on the count: starting from the senders of the last
+    /// `active_ns`, the window widens to [`ACTIVE_GAPS`] packet times at the
+    /// share of the senders found so far, a few rounds (the count only
+    /// grows, so the window only shrinks towards the fixed point from
+    /// above and every sender at its share is found).
+    pub fn active(&self, now: u64) -> u32 {
+        let mut n = self.seen_within(now, self.active_ns);
+        for _ in 0..ACTIVE_ROUNDS {
+            let share = self.usable() / n.max(1);
+            let gap = pace_gap_ns(self.mss, share).unwrap_or(0);
+            let window = gap.saturating_mul(ACTIVE_GAPS).max(self.active_ns);
+            let m = self.seen_within(now, window);
+            if m <= n {
+                break;
+            }
+            n = m;
+        }
+        n
+    }
+
     /// The fair share of one active sender in kbit/s: the link rate less
     /// [`HINT_HEADROOM`] (so that a standing queue drains), divided by
-    /// the number of active senders (at least one).
+    /// the number of active senders (at least one); 0 (no hint) when the
+    /// link rate is unknown.
     pub fn share_kbps(&self, now: u64) -> u32 {
-        let usable = self.link_kbps - self.link_kbps / HINT_HEADROOM;
-        usable / self.active(now).max(1)
+        self.usable() / self.active(now).max(1)
     }
 }
 
@@ -209,14 +263,45 @@ mod tests {
             pace_gap_ns(u32::MAX, 1),
             Some(u64::from(u32::MAX) * 8_000_000)
         );
-        let mut r = RateAlloc::<8>::new(128_000_000, 100);
+        let mut r = RateAlloc::<8>::new(128_000_000, 100, 4096);
         assert_eq!(r.share_kbps(0), 124_000_000);
         for s in 0..4 {
             r.note(s, 10);
         }
         r.note(99, 10);
         assert_eq!(r.share_kbps(50), 31_000_000);
-        r.note(0, 150);
-        assert_eq!(r.share_kbps(150), 124_000_000);
+        // The others' packets are older than 100 ns and than four packet
+        // times at the full rate (4 x 264 ns).
+        r.note(0, 5_000);
+        assert_eq!(r.share_kbps(5_000), 124_000_000);
+        r.forget(0);
+        assert_eq!(r.active(5_000), 0);
+        assert_eq!(RateAlloc::<8>::new(0, 100, 4096).share_kbps(0), 0);
+    }
+
+    #[test]
+    fn slow_senders_stay_active() {
+        // 775 kbit/s usable (800 less 1/32): four senders at their share of
+        // ~194 kbit/s send a 1024-byte packet every ~47 ms, far more than
+        // the fixed 100 us window; each must still count.
+        let mut r = RateAlloc::<8>::new(800, 100_000, 1024);
+        let gap = pace_gap_ns(1024, 775 / 4).unwrap();
+        assert!(gap > 40_000_000);
+        for s in 0..4u64 {
+            // Sender s last sent s quarter-gaps ago.
+            r.note(s as usize, 10 * gap - s * gap / 4);
+        }
+        assert_eq!(r.active(10 * gap), 4);
+        assert_eq!(r.share_kbps(10 * gap), 775 / 4);
+        // A sender silent for many packet times no longer counts.
+        assert_eq!(r.active(10 * gap + 3 * ACTIVE_GAPS * gap), 0);
+        // Fast links keep the fixed window: 8 senders at 25 Gbit/s send a
+        // 4 KiB packet every ~11 us, inside 100 us.
+        let mut f = RateAlloc::<8>::new(25_000_000, 100_000, 4096);
+        for s in 0..8 {
+            f.note(s, 1_000_000 - 1_000 * s as u64);
+        }
+        f.note(7, 1_000_000 - 150_000);
+        assert_eq!(f.active(1_000_000), 7);
     }
 }
