@@ -73,11 +73,11 @@
 //!   status, exactly as for a refused READ.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
-use super::offload::{CongestionEngine, Window};
 pub use super::mrc_wire::NakCode;
 use super::mrc_wire::{
     parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
 };
+use super::offload::{CongestionEngine, Window};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
 pub use super::stream::{MsgDesc, PostError, Request, Response};

@@ -154,7 +154,8 @@ pub trait Integrity {
 
     /// Fills the checksum field of an outgoing native datagram (whose
     /// checksum field is zero).
-    fn seal_udp(&mut self, src: &[u8], dst: &[u8], udp: &mut [u8]) -> Result<Sealed, ChecksumError>;
+    fn seal_udp(&mut self, src: &[u8], dst: &[u8], udp: &mut [u8])
+        -> Result<Sealed, ChecksumError>;
 
     /// Checks the checksum of a received native datagram (not 0, see
     /// [`ChecksumError::Missing`], which [`native_rx`] checks first).
@@ -174,7 +175,12 @@ impl Integrity for SoftIntegrity {
         icrc_verify(ip, udp, ib)
     }
 
-    fn seal_udp(&mut self, src: &[u8], dst: &[u8], udp: &mut [u8]) -> Result<Sealed, ChecksumError> {
+    fn seal_udp(
+        &mut self,
+        src: &[u8],
+        dst: &[u8],
+        udp: &mut [u8],
+    ) -> Result<Sealed, ChecksumError> {
         let c = udp_checksum(src, dst, udp).ok_or(ChecksumError::Malformed)?;
         udp.get_mut(6..8)
             .ok_or(ChecksumError::Malformed)?
@@ -231,7 +237,12 @@ impl Integrity for NicIntegrity {
         SoftIntegrity.verify_icrc(ip, udp, ib)
     }
 
-    fn seal_udp(&mut self, src: &[u8], dst: &[u8], udp: &mut [u8]) -> Result<Sealed, ChecksumError> {
+    fn seal_udp(
+        &mut self,
+        src: &[u8],
+        dst: &[u8],
+        udp: &mut [u8],
+    ) -> Result<Sealed, ChecksumError> {
         if !self.udp_insert {
             return SoftIntegrity.seal_udp(src, dst, udp);
         }

@@ -5,8 +5,8 @@
 //! per-path SACK state.
 
 use super::cc::Aimd;
-use super::offload::CongestionEngine;
 use super::mrc_wire::AckPkt;
+use super::offload::CongestionEngine;
 use super::sack::{bit_of, highest_bit, seq_diff, SeqWindow};
 
 /// Path sequence numbers a path may have outstanding (the SACK span).
