@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The offload boundary of the protocol core (`transport.rst`, section 13;
+//! The offload boundary of the protocol core (`transport.rst`, section 12;
 //! `protocol-core.rst`, "Offload boundary"): the parts of the transport a
 //! NIC driver may take over, each behind a trait whose software
 //! implementation is what the core does itself.
