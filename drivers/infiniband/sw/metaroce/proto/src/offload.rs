@@ -41,6 +41,7 @@
 //! PSN `+1`, Offset `+MSS`), and pace the burst as one; that is a new
 //! transmit API, not a seam in the present one, so it is not offered here.
 
+use super::bth::BTH_LEN;
 use super::cc::{Aimd, MD_ECN_CONN, MD_ECN_PATH};
 use super::icrc::{icrc_verify, icrc_write, IcrcError, IPV4_HDR_LEN};
 use super::mrc_wire::{udp_checksum, udp_checksum_ok, udp_pseudo_sum};
@@ -222,6 +223,10 @@ impl Integrity for NicIntegrity {
     fn seal_icrc(&mut self, ip: &[u8], udp: &[u8], ib: &mut [u8]) -> Result<Sealed, IcrcError> {
         if !self.icrc_insert {
             return SoftIntegrity.seal_icrc(ip, udp, ib);
+        }
+        // As short a packet as software refuses (BTH and trailer at least).
+        if ib.len() < BTH_LEN + ICRC_LEN {
+            return Err(IcrcError::Truncated);
         }
         let (_, trailer) = ib
             .split_last_chunk_mut::<ICRC_LEN>()

@@ -446,6 +446,12 @@ fn icrc_is_skipped_only_when_the_nic_checked_it() {
         };
         assert_eq!(insert.seal_icrc(ip, udp, &mut out), Ok(Sealed::ByNic));
         assert_eq!(out[n - ICRC_LEN..], [0; ICRC_LEN], "{name}");
+        let short = &mut [0u8; 15];
+        assert_eq!(insert.seal_icrc(ip, udp, short), Err(IcrcError::Truncated));
+        assert_eq!(
+            SoftIntegrity.seal_icrc(ip, udp, short),
+            Err(IcrcError::Truncated)
+        );
         let icrc = icrc_compute(ip, udp, &out[..n - ICRC_LEN]).unwrap();
         assert_eq!(out[..n - ICRC_LEN], ib[..n - ICRC_LEN]);
         assert_eq!(icrc.to_le_bytes(), ib[n - ICRC_LEN..], "{name}");
