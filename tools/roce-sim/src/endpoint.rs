@@ -1,8 +1,9 @@
 //! One simulated RoCEv2 endpoint: a QP from the protocol core plus the
 //! memory, queues and packet I/O that the kernel glue provides for real.
 
-use metaroce_proto::icrc::{icrc_verify, icrc_write, IPV4_HDR_LEN, UDP_HDR_LEN};
-use metaroce_proto::packet::{build, parse, wire_len, PayloadRef};
+use metaroce_proto::icrc::{IPV4_HDR_LEN, UDP_HDR_LEN};
+use metaroce_proto::offload::{roce_rx, Integrity, SoftIntegrity};
+use metaroce_proto::packet::{build, wire_len, PayloadRef};
 use metaroce_proto::qp::{ConfigError, Qp, QpConfig, RxOutcome};
 use metaroce_proto::req::PostError;
 use metaroce_proto::resp::{AccessError, MemAccess, RecvQueue};
@@ -206,7 +207,10 @@ impl Endpoint {
             0xC000 | (d.hdr.bth.dest_qp as u16 & 0x3FFF),
             (UDP_HDR_LEN + ib_len) as u16,
         ));
-        icrc_write(ip, udp, ib).map_err(|e| format!("icrc: {e:?}"))?;
+        // A software NIC: the ICRC is computed here (offload.rs).
+        SoftIntegrity
+            .seal_icrc(ip, udp, ib)
+            .map_err(|e| format!("icrc: {e:?}"))?;
         Ok(Some(pkt))
     }
 
@@ -215,8 +219,7 @@ impl Endpoint {
     pub fn receive_packet(&mut self, now: u64, pkt: &[u8]) -> Result<RxOutcome, String> {
         let (ip, rest) = pkt.split_at(IPV4_HDR_LEN);
         let (udp, ib) = rest.split_at(UDP_HDR_LEN);
-        icrc_verify(ip, udp, ib).map_err(|e| format!("ICRC: {e:?}"))?;
-        let p = parse(ib).map_err(|e| format!("parse: {e:?}"))?;
+        let p = roce_rx(&mut SoftIntegrity, ip, udp, ib).map_err(|e| format!("receive: {e:?}"))?;
         let out = self
             .qp
             .receive(now, &p, &mut self.sq, &mut self.mem, &mut self.rq);

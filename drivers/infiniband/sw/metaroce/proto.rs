@@ -17,6 +17,8 @@ pub mod ext;
 pub mod icrc;
 #[path = "proto/src/mrc_wire.rs"]
 pub mod mrc_wire;
+#[path = "proto/src/offload.rs"]
+pub mod offload;
 #[path = "proto/src/opcode.rs"]
 pub mod opcode;
 #[path = "proto/src/packet.rs"]

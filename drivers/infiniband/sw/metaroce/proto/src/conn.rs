@@ -77,6 +77,7 @@ pub use super::mrc_wire::NakCode;
 use super::mrc_wire::{
     parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
 };
+use super::offload::{CongestionEngine, Window};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
 use super::sack::{seq_diff, Mark, SeqWindow};
 pub use super::stream::{MsgDesc, PostError, Request, Response};
@@ -400,18 +401,27 @@ impl<const P: usize, const S: usize, const K: usize> ShapeCheck<P, S, K> {
     );
 }
 
-/// A MetaRoCE connection to one peer.
-pub struct Conn<const P: usize, const D: usize, const DW: usize, const S: usize, const K: usize> {
+/// A MetaRoCE connection to one peer; `C` keeps the windows of its paths
+/// and of the connection (the software AIMD by default, see
+/// [`super::offload`]).
+pub struct Conn<
+    const P: usize,
+    const D: usize,
+    const DW: usize,
+    const S: usize,
+    const K: usize,
+    C = Aimd,
+> {
     cfg: ConnConfig,
     state: ConnState,
-    paths: [TxPath; P],
+    paths: [TxPath<C>; P],
     descs: [Desc; D],
     dsn_base: u32,
     dsn_next: u32,
     retx: [u32; D],
     retx_head: usize,
     retx_len: usize,
-    cc: Aimd,
+    cc: C,
     min_rtt: u64,
     rate_hint: u32,
     pace_next: u64,
@@ -449,13 +459,11 @@ const PORT_SPAN: u32 = 16384;
 impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: usize>
     Conn<P, D, DW, S, K>
 {
-    /// A connection with `cfg`.
+    /// A connection with `cfg` and the software AIMD.
     ///
     /// A `const fn`, so that a caller without room for the value on its stack (the kernel)
     /// can copy a constant into its allocation and then [`Self::set_config`] it.
     pub const fn new(cfg: ConnConfig) -> Self {
-        let () = SizeCheck::<D, DW>::OK;
-        let () = ShapeCheck::<P, S, K>::OK;
         let mss = if cfg.mss == 0 { 1 } else { cfg.mss as u32 };
         let mut paths = [const { TxPath::new(0, Aimd::new(1, 1, 1, MD_ECN_PATH)) }; P];
         let mut i = 0;
@@ -466,6 +474,39 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             );
             i += 1;
         }
+        let cc = Aimd::new(mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn, MD_ECN_CONN);
+        Self::assemble(cfg, paths, cc)
+    }
+}
+
+impl<
+        const P: usize,
+        const D: usize,
+        const DW: usize,
+        const S: usize,
+        const K: usize,
+        C: CongestionEngine,
+    > Conn<P, D, DW, S, K, C>
+{
+    /// A connection with `cfg` whose windows engine `C` keeps: equal to
+    /// [`Self::new`] for the default engine, but not a `const fn` (trait
+    /// functions are not).
+    pub fn with_engine(cfg: ConnConfig) -> Self {
+        let mss = u32::from(cfg.mss.max(1));
+        let paths = core::array::from_fn(|i| {
+            TxPath::new(
+                initial_port(cfg.port_seed, u32::try_from(i).unwrap_or(0)),
+                C::start(Window::Path, mss, cfg.init_cwnd_path, PATH_WINDOW),
+            )
+        });
+        let cc = C::start(Window::Conn, mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn);
+        Self::assemble(cfg, paths, cc)
+    }
+
+    /// The connection of `cfg` with these paths and connection window.
+    const fn assemble(cfg: ConnConfig, paths: [TxPath<C>; P], cc: C) -> Self {
+        let () = SizeCheck::<D, DW>::OK;
+        let () = ShapeCheck::<P, S, K>::OK;
         Conn {
             cfg,
             state: ConnState::Idle,
@@ -476,7 +517,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
             retx: [0; D],
             retx_head: 0,
             retx_len: 0,
-            cc: Aimd::new(mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn, MD_ECN_CONN),
+            cc,
             min_rtt: 0,
             rate_hint: 0,
             pace_next: 0,
@@ -515,9 +556,9 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
         let mss = u32::from(cfg.mss.max(1));
         for (i, p) in self.paths.iter_mut().enumerate() {
             p.port = initial_port(cfg.port_seed, u32::try_from(i).unwrap_or(0));
-            p.cc = Aimd::new(mss, cfg.init_cwnd_path, PATH_WINDOW, MD_ECN_PATH);
+            p.cc = C::start(Window::Path, mss, cfg.init_cwnd_path, PATH_WINDOW);
         }
-        self.cc = Aimd::new(mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn, MD_ECN_CONN);
+        self.cc = C::start(Window::Conn, mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn);
         self.port_rng = cfg.port_seed | 1;
         self.cfg = cfg;
         true
@@ -722,6 +763,16 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
     /// The connection window and the rate hint last received (kbit/s).
     pub fn conn_window(&self) -> (u32, u32) {
         (self.cc.cwnd(), self.rate_hint)
+    }
+
+    /// Path `i`'s congestion engine.
+    pub fn path_engine(&self, i: usize) -> Option<&C> {
+        self.paths.get(i).map(|p| &p.cc)
+    }
+
+    /// The connection's congestion engine.
+    pub const fn conn_engine(&self) -> &C {
+        &self.cc
     }
 
     fn inflight_bytes(&self) -> u32 {
@@ -1002,7 +1053,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
                     }
                     // A Lost descriptor still queued is skipped when popped.
                     d.state = DescState::Acked;
-                    cc.on_ack(len);
+                    cc.on_ack(now, len);
                     acked_bytes = acked_bytes.saturating_add(len);
                     if d.resp {
                         if let Some(q) = resps.get_mut(usize::from(d.stream)) {
@@ -1104,7 +1155,7 @@ impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: u
 
     /// Path `p`'s RTO deadline, with `floor` from
     /// [`Self::new_route_rto_floor`] if it is on a new route.
-    fn rto_deadline(&self, p: &TxPath, floor: u64) -> Option<u64> {
+    fn rto_deadline(&self, p: &TxPath<C>, floor: u64) -> Option<u64> {
         let c = &self.cfg;
         let min = if p.new_route() { floor } else { c.rto_min_ns };
         p.deadline(c.rto_init_ns, min, c.rto_max_ns)

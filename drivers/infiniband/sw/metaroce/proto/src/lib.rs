@@ -23,6 +23,7 @@ pub mod conn;
 pub mod ext;
 pub mod icrc;
 pub mod mrc_wire;
+pub mod offload;
 pub mod opcode;
 pub mod packet;
 pub mod path;

@@ -435,35 +435,64 @@ impl AckPkt {
     }
 }
 
+/// Adds `b` as big-endian 16-bit words (an odd last byte padded with zero) to a
+/// ones'-complement accumulator.
+fn sum_words(mut sum: u64, b: &[u8]) -> u64 {
+    let mut it = b.chunks_exact(2);
+    for w in &mut it {
+        sum = sum.wrapping_add(u64::from(u16::from_be_bytes([w[0], w[1]])));
+    }
+    if let [last] = it.remainder() {
+        sum = sum.wrapping_add(u64::from(*last) << 8);
+    }
+    sum
+}
+
+/// Folds a ones'-complement accumulator to 16 bits.
+fn fold(mut sum: u64) -> u16 {
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    // The loop leaves `sum <= 0xFFFF`.
+    sum as u16
+}
+
+/// The accumulator of the UDP pseudo-header: `src`, `dst`, protocol 17 and
+/// the UDP length `len`; `None` if the addresses differ in length or are
+/// neither 4 nor 16 bytes.
+fn pseudo_header(src: &[u8], dst: &[u8], len: u16) -> Option<u64> {
+    if src.len() != dst.len() || !(src.len() == 4 || src.len() == 16) {
+        return None;
+    }
+    let sum = sum_words(sum_words(0, src), dst);
+    Some(sum_words(sum_words(sum, &[0, 17]), &len.to_be_bytes()))
+}
+
+/// The folded (not inverted) sum of the UDP pseudo-header of a datagram of
+/// `len` bytes between `src` and `dst`: what a sender that leaves the checksum to
+/// the NIC stores in the checksum field (Linux `CHECKSUM_PARTIAL`); the NIC then
+/// sums the datagram from its UDP header on and stores the inverted result.
+pub fn udp_pseudo_sum(src: &[u8], dst: &[u8], len: u16) -> Option<u16> {
+    pseudo_header(src, dst, len).map(fold)
+}
+
 /// The UDP checksum (RFC 768) of `udp` (the UDP header, its checksum field zero, and the
 /// payload) between IP addresses `src` and `dst` (4 bytes each for IPv4, 16 for IPv6):
 /// the value to store in the header, never 0 (an all-zero sum is sent as 0xFFFF).
 /// `None` if the addresses differ in length or the datagram is longer than 65535 bytes.
 pub fn udp_checksum(src: &[u8], dst: &[u8], udp: &[u8]) -> Option<u16> {
-    if src.len() != dst.len() || !(src.len() == 4 || src.len() == 16) {
-        return None;
-    }
     let len = u16::try_from(udp.len()).ok()?;
-    let mut sum: u64 = 0;
-    let mut add = |b: &[u8]| {
-        let mut it = b.chunks_exact(2);
-        for w in &mut it {
-            sum = sum.wrapping_add(u64::from(u16::from_be_bytes([w[0], w[1]])));
-        }
-        if let [last] = it.remainder() {
-            sum = sum.wrapping_add(u64::from(*last) << 8);
-        }
-    };
-    add(src);
-    add(dst);
-    add(&[0, 17]);
-    add(&len.to_be_bytes());
-    add(udp);
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let c = !(sum as u16);
+    let c = !fold(sum_words(pseudo_header(src, dst, len)?, udp));
     Some(if c == 0 { 0xFFFF } else { c })
+}
+
+/// Whether the checksum field of the received datagram `udp` (header first) is right:
+/// the sum over pseudo-header and datagram, checksum included, is all ones. A field of
+/// 0 ("no checksum") is not right. `None` as for [`udp_checksum`].
+pub fn udp_checksum_ok(src: &[u8], dst: &[u8], udp: &[u8]) -> Option<bool> {
+    let len = u16::try_from(udp.len()).ok()?;
+    let sum = fold(sum_words(pseudo_header(src, dst, len)?, udp));
+    Some(sum == 0xFFFF && udp.get(6..8).is_some_and(|f| f != [0, 0]))
 }
 
 #[cfg(test)]
@@ -495,6 +524,18 @@ mod tests {
             Some(0xFFFF)
         );
         assert_eq!(udp_checksum(&[1, 2, 3, 4], &a, &udp), None);
+        let (s4, d4) = ([192, 0, 2, 1], [192, 0, 2, 2]);
+        assert_eq!(udp_checksum_ok(&s4, &d4, &udp), Some(true));
+        assert_eq!(udp_checksum_ok(&s4, &a, &udp), None);
+        udp[9] ^= 0x40;
+        assert_eq!(udp_checksum_ok(&s4, &d4, &udp), Some(false));
+        udp[9] ^= 0x40;
+        udp[6..8].copy_from_slice(&[0, 0]);
+        assert_eq!(udp_checksum_ok(&s4, &d4, &udp), Some(false));
+        // The pseudo-header sum by hand: c000 + 0201 + c000 + 0202 + 0011
+        // + 000b = 1841f, folded 8420.
+        assert_eq!(udp_pseudo_sum(&s4, &d4, 11), Some(0x8420));
+        assert_eq!(udp_pseudo_sum(&s4, &a, 11), None);
     }
 
     fn data() -> DataHdr {

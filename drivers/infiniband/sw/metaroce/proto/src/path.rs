@@ -6,6 +6,7 @@
 
 use super::cc::Aimd;
 use super::mrc_wire::AckPkt;
+use super::offload::CongestionEngine;
 use super::sack::{bit_of, highest_bit, seq_diff, SeqWindow};
 
 /// Path sequence numbers a path may have outstanding (the SACK span).
@@ -193,15 +194,16 @@ impl PathStats {
     };
 }
 
-/// The sender's side of one path.
+/// The sender's side of one path, its window kept by congestion engine `C`
+/// (`super::offload`; the software AIMD by default).
 #[derive(Clone, Debug)]
-pub struct TxPath {
+pub struct TxPath<C = Aimd> {
     /// State.
     pub state: PathState,
     /// Current UDP source port.
     pub port: u16,
     /// Congestion window.
-    pub cc: Aimd,
+    pub cc: C,
     /// RTT estimate.
     pub rtt: Rtt,
     /// Counters.
@@ -225,9 +227,9 @@ fn slot_index(seq: u32) -> usize {
     (seq % PATH_WINDOW) as usize
 }
 
-impl TxPath {
+impl<C: CongestionEngine> TxPath<C> {
     /// A path on UDP source `port` with window `cc`.
-    pub const fn new(port: u16, cc: Aimd) -> Self {
+    pub const fn new(port: u16, cc: C) -> Self {
         TxPath {
             state: PathState::Active,
             port,
@@ -410,7 +412,7 @@ impl TxPath {
             }
             if let Some(s) = self.resolve(seq, SlotState::Acked) {
                 any = true;
-                self.cc.on_ack(s.len);
+                self.cc.on_ack(now, s.len);
                 ev(PathEvent::Acked {
                     dsn: s.dsn,
                     seq,
@@ -425,7 +427,7 @@ impl TxPath {
                 let seq = cum1.wrapping_add(i);
                 if let Some(s) = self.resolve(seq, SlotState::Acked) {
                     any = true;
-                    self.cc.on_ack(s.len);
+                    self.cc.on_ack(now, s.len);
                     ev(PathEvent::Acked {
                         dsn: s.dsn,
                         seq,
