@@ -114,19 +114,26 @@ def main():
                 bad.append("short DATA header")
                 continue
             msg_len, offset = struct.unpack("!II", m[32:40])
+            va, rkey, imm = struct.unpack("!QII", m[40:56])
             plen = struct.unpack("!H", m[56:58])[0]
             op = m[3]
-            # 0 SEND, 1 SEND_IMM, 2 WRITE, 3 WRITE_IMM, 5 READ_RESP: payload within the message;
-            # 4 READ: no payload; 7 CMP_SWAP, 8 FETCH_ADD: the 16-byte operand block is the
-            # payload; 6 NAK, 9 ATOMIC_RESP: no payload (transport.rst, sections 3 and 11).
-            if op > 9 or len(m) < 60 + plen or plen > 4096:
+            # 0 SEND, 1 SEND_IMM, 2 WRITE, 3 WRITE_IMM, 5 READ_RESP, 10 SEND_INV: payload within
+            # the message; 4 READ: no payload; 7 CMP_SWAP, 8 FETCH_ADD: the 16-byte operand block
+            # is the payload; 6 NAK, 9 ATOMIC_RESP: no payload (transport.rst, sections 3, 9.2
+            # and 11).
+            if op > 10 or len(m) < 60 + plen or plen > 4096:
                 bad.append(f"bad DATA: op {op} len {plen} offset {offset} msg {msg_len}")
                 continue
-            if op in (0, 1, 2, 3, 5) and offset + plen > msg_len:
+            if op in (0, 1, 2, 3, 5, 10) and offset + plen > msg_len:
                 bad.append(f"DATA beyond its message: op {op} len {plen} offset {offset} msg {msg_len}")
                 continue
             if (op in (4, 6, 9) and plen != 0) or (op in (7, 8) and plen != 16):
                 bad.append(f"op {op} with {plen} payload bytes")
+                continue
+            # Sends carry no RemoteVa; SEND and SEND_IMM no RKey; SEND_INV the key to invalidate
+            # in RKey (every packet) and no Imm.
+            if (op in (0, 1, 10) and va != 0) or (op in (0, 1) and rkey != 0) or (op == 10 and imm != 0):
+                bad.append(f"send op {op} with RemoteVa {va:#x} RKey {rkey:#x} Imm {imm:#x}")
                 continue
             n["ops"][op] = n["ops"].get(op, 0) + 1
             if ecn != 2:
@@ -148,7 +155,7 @@ def main():
     print(f"native DATA {n['data']} ({n['retx']} retransmissions, {n['payload']} payload bytes), "
           f"ACK {n['ack']}, RoCEv2 packets {n['roce']}")
     names = ["SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "READ_RESP", "NAK", "CMP_SWAP", "FETCH_ADD",
-             "ATOMIC_RESP"]
+             "ATOMIC_RESP", "SEND_INV"]
     print("DATA by opcode: " + ", ".join(f"{names[o]} {c}" for o, c in sorted(n["ops"].items())))
     for conn, ps in sorted(paths.items()):
         ids = {p for p, _ in ps}

@@ -80,6 +80,16 @@
 //!   one of another class is outstanding; an atomic only alone); and at
 //!   the drain every READ and atomic completes unless the responder's
 //!   connection failed (section 11.5).
+//! * SEND with invalidate (section 9.2; `Post` with `flags` bit 5): the
+//!   key in RKey of every packet; it starts only alone; the receiver's
+//!   glue (one invalidatable key; `flags` bit 3: another key, which it
+//!   refuses with `Conn::refuse`, section 9.1) gets the key
+//!   (`Place::invalidate`) on exactly the packet that places the message's
+//!   last byte, never on another or twice, and only when every older
+//!   message of the stream is completely placed; the receive completion
+//!   names the key after it was invalidated, or is refused; the refused
+//!   message's requester completes with `RemoteInvalid`, its held packets
+//!   (`NakPending`) are the only genuine drops besides the one below.
 
 use super::enc::{steps, Enc, Wire};
 use arbitrary::{Result, Unstructured};
@@ -125,9 +135,9 @@ pub struct Cfg {
 pub enum Step {
     /// Post on `side`'s stream `stream % 2`: op (modulo 4: SEND, SEND_IMM,
     /// WRITE, WRITE_IMM; with `flags` bit 2: READ, CMP_SWAP, FETCH_ADD,
-    /// READ), length (modulo 4 MSS + 1; `flags` bit 1: beyond 2^31),
-    /// `flags` bit 0: solicited, bit 3: a key the responder refuses, bit 4:
-    /// an atomic's address not 8-byte aligned.
+    /// READ; else with bit 5: SEND_INV), length (modulo 4 MSS + 1; `flags`
+    /// bit 1: beyond 2^31), `flags` bit 0: solicited, bit 3: a key the
+    /// responder refuses, bit 4: an atomic's address not 8-byte aligned.
     Post {
         /// 0 A, 1 B.
         side: u8,
@@ -364,6 +374,10 @@ struct RxMsg {
     msg_len: u32,
     /// Bytes placed by genuine packets.
     placed: Vec<bool>,
+    /// Packets placed (`RxEvent::Data`) and their payload bytes, forged
+    /// ones included: the core's count.
+    pkts: u32,
+    bytes: u64,
 }
 
 /// What one side received.
@@ -376,6 +390,10 @@ struct RxModel {
     words: BTreeMap<u64, u64>,
     /// Dsns placed (`RxEvent::Data`).
     dsns: BTreeSet<u32>,
+    /// SEND_INVs whose key the glue invalidated, by (stream, Msn).
+    invalidated: BTreeSet<(usize, u32)>,
+    /// Data messages the glue refused (a SEND_INV's key), by (stream, Msn).
+    refused: BTreeSet<(usize, u32)>,
     /// Dsns accepted at all (placed or duplicate).
     seen: BTreeSet<u32>,
     /// Path sequence numbers accepted, per path.
@@ -499,7 +517,7 @@ impl World {
         } else {
             [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm]
         };
-        let op = ops[usize::from(op % 4)];
+        let op = if flags & 4 == 0 && flags & 32 != 0 { MrcOp::SendInv } else { ops[usize::from(op % 4)] };
         let mut len = u32::from(len) % (4 * self.mss + 1);
         if op.is_atomic() {
             len = 8;
@@ -520,7 +538,7 @@ impl World {
             op,
             len,
             va,
-            rkey: if op.has_remote() { if flags & 8 != 0 { BAD_KEY } else { GOOD_KEY } } else { 0 },
+            rkey: if op.has_remote() || op.invalidates() { if flags & 8 != 0 { BAD_KEY } else { GOOD_KEY } } else { 0 },
             imm: if op.has_imm() { 0xC0DE_0000 | u32::from(len as u16) } else { 0 },
             se: flags & 1 != 0 && !op.is_request(),
         };
@@ -645,7 +663,14 @@ impl World {
             let last = h.offset + u32::from(h.len) >= d.len;
             let msg_len = if d.op.is_atomic() { 16 } else { d.len };
             assert_eq!((h.op, h.msg_len, h.rsn), (d.op, msg_len, m.rsn), "opcode, MsgLen, Rsn");
-            assert_eq!((h.va, h.rkey), if d.op.has_remote() { (d.va, d.rkey) } else { (0, 0) }, "RemoteVa/RKey");
+            let remote = if d.op.has_remote() {
+                (d.va, d.rkey)
+            } else if d.op.invalidates() {
+                (0, d.rkey)
+            } else {
+                (0, 0)
+            };
+            assert_eq!((h.va, h.rkey), remote, "RemoteVa/RKey");
             assert_eq!(h.imm, if d.op.has_imm() { d.imm } else { 0 }, "Imm");
             assert_eq!(h.se, d.se && last && d.op.consumes_recv(), "SE");
             if d.op.is_request() {
@@ -660,8 +685,9 @@ impl World {
             if !m.started {
                 let c = class(d.op);
                 let older = &tm.msgs[s][tm.reported[s] as usize..h.msn as usize];
+                let alone = c == 2 || d.op.invalidates();
                 assert!(
-                    older.iter().all(|o| class(o.desc.op) == c) && (c != 2 || older.is_empty()),
+                    older.iter().all(|o| class(o.desc.op) == c) && (!alone || older.is_empty()),
                     "{:?} {} started with {:?} outstanding",
                     d.op,
                     h.msn,
@@ -843,6 +869,14 @@ impl World {
     fn genuine_drop(&self, side: usize, parsed: &core::result::Result<MrcPacket<'_>, metaroce_proto::mrc_wire::MrcError>, r: core::result::Result<RxEvent, metaroce_proto::conn::RxDrop>) {
         use metaroce_proto::conn::RxDrop;
         use metaroce_proto::stream::StreamDrop;
+        if let (Ok(MrcPacket::Data(h, _)), Err(RxDrop::NakPending)) = (parsed, r) {
+            // Held until our NAK of the refused message is acknowledged
+            // (section 9.1).
+            let s = dst_stream(side, h.stream);
+            assert!(self.rx[side].refused.contains(&(s, h.msn)), "genuine DATA {h:?} held, its message not refused");
+            super::count(|| "genuine NakPending drop (held)".into(), 1);
+            return;
+        }
         let (Ok(MrcPacket::Data(h, _)), Err(RxDrop::Stream(StreamDrop::MsnWindow))) = (parsed, r) else {
             panic!("genuine packet dropped: {r:?}");
         };
@@ -885,6 +919,10 @@ impl World {
     #[allow(clippy::too_many_arguments)]
     fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
         let tainted = self.tainted;
+        // What a refusal on this packet takes back (section 9.1).
+        let pi = usize::from(h.path);
+        let r = &self.rx[side];
+        let before = (r.path_seqs[pi].contains(&h.path_seq), r.floor[pi], r.ce[pi]);
         self.rx_commit(side, h, ce, hint);
         let rm = &mut self.rx[side];
         let new_dsn = !rm.seen.contains(&h.dsn);
@@ -912,8 +950,14 @@ impl World {
         let rm = &mut self.rx[side];
         if h.op.is_request() {
             assert!(h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K, "Msn {} outside the window", h.msn);
-            let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg { op: h.op, rsn: 0, msg_len: 0, placed: Vec::new() });
+            let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg { op: h.op, rsn: 0, msg_len: 0, placed: Vec::new(), pkts: 0, bytes: 0 });
             assert_eq!((m.op, m.rsn, m.msg_len), (h.op, 0, 0), "packets of request {} disagree", h.msn);
+            return;
+        }
+        if let RxEvent::Refused(c) = ev {
+            // A new Dsn for a message the glue refused: only a forged or
+            // corrupted copy (a refusal comes on the completing packet).
+            assert!(tainted && rm.refused.contains(&(s, h.msn)) && c == NakCode::InvalidRequest, "DATA {h:?} refused ({c:?})");
             return;
         }
         let RxEvent::Data(pl) = ev else { panic!("DATA {h:?} gave {ev:?}") };
@@ -929,8 +973,23 @@ impl World {
             rsn: h.rsn,
             msg_len: h.msg_len,
             placed: if tainted { Vec::new() } else { vec![false; h.msg_len as usize] },
+            pkts: 0,
+            bytes: 0,
         });
         assert_eq!((m.op, m.rsn, m.msg_len), (h.op, h.rsn, h.msg_len), "packets of message {} disagree", h.msn);
+        // Section 9.2: the packet that places a SEND_INV's last byte (the
+        // first time) names the key; no other packet does.
+        let complete_before = m.pkts > 0 && m.bytes >= u64::from(m.msg_len);
+        m.pkts += 1;
+        m.bytes += u64::from(h.len);
+        let completes = !complete_before && m.bytes >= u64::from(m.msg_len);
+        let want = (h.op.invalidates() && completes).then_some(h.rkey);
+        assert_eq!(pl.invalidate, want, "SEND_INV key named on the wrong packet");
+        if let Some(key) = pl.invalidate {
+            self.send_inv_completed(side, s, h, key, before);
+        }
+        let rm = &mut self.rx[side];
+        let m = rm.open[s].get_mut(&h.msn).expect("message just placed");
         let end = h.offset.checked_add(u32::from(h.len)).expect("offset overflows");
         assert!(end <= m.msg_len, "placement past the message");
         if genuine && !tainted {
@@ -944,6 +1003,38 @@ impl World {
                 }
             }
         }
+    }
+
+    /// The glue's part for the packet that completed SEND_INV `h` on
+    /// `side`'s stream `s` (section 9.2): the one invalidatable key is
+    /// invalidated, another refused (`Conn::refuse`, which takes back that
+    /// packet's acknowledgement: the model forgets its path sequence number,
+    /// PathFloor and CE mark as `before` says).
+    fn send_inv_completed(&mut self, side: usize, s: usize, h: &DataHdr, key: u32, before: (bool, u32, u32)) {
+        let tainted = self.tainted;
+        let rm = &mut self.rx[side];
+        if !tainted {
+            // The fence: every older message of the stream is completely
+            // placed before the SEND_INV's key is invalidated.
+            for msn in rm.reported[s]..h.msn {
+                let o = rm.open[s].get(&msn);
+                assert!(o.is_some_and(|o| o.placed.iter().all(|&b| b)), "SEND_INV {} complete before message {msn} was placed", h.msn);
+            }
+            let id = (s, h.msn);
+            assert!(!rm.invalidated.contains(&id) && !rm.refused.contains(&id), "SEND_INV {} named its key twice", h.msn);
+        }
+        if key == GOOD_KEY {
+            rm.invalidated.insert((s, h.msn));
+            return;
+        }
+        assert!(self.c[side].refuse(s, h.msn, NakCode::InvalidRequest), "refusing SEND_INV {} failed", h.msn);
+        rm.refused.insert((s, h.msn));
+        rm.requests.insert((s, h.msn), (None, Response::Nak(NakCode::InvalidRequest)));
+        let pi = usize::from(h.path);
+        if !before.0 {
+            rm.path_seqs[pi].remove(&h.path_seq);
+        }
+        (rm.floor[pi], rm.ce[pi]) = (before.1, before.2);
     }
 
     /// A new request reached `side` (the responder) on stream `s`: the
@@ -1040,7 +1131,7 @@ impl World {
                 // The model never refuses a data message (`Conn::refuse`):
                 // a NAK for one is corrupted or forged (the core takes a NAK
                 // for any started message, section 9.1).
-                assert!((m.desc.op.is_request() || tainted) && m.nak.is_none(), "NAK for {:?}", m.desc);
+                assert!((m.desc.op.is_request() || m.desc.op.invalidates() || tainted) && m.nak.is_none(), "NAK for {:?}", m.desc);
                 if !tainted {
                     assert_eq!(answer, Some(Response::Nak(code)), "NAK the responder did not give");
                 }
@@ -1054,7 +1145,11 @@ impl World {
         let peer = 1 - side;
         let pi = usize::from(sel % 4) % self.paths;
         let t = &self.tx[peer];
-        let op = [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm][usize::from(sel >> 2) % 4];
+        let op = if sel & 0x40 != 0 {
+            MrcOp::SendInv
+        } else {
+            [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm][usize::from(sel >> 2) % 4]
+        };
         let s = usize::from(sel >> 4) % S;
         let msg_len = len % (4 * self.mss + 1);
         let offset = (len >> 16) % (msg_len + 1);
@@ -1075,7 +1170,7 @@ impl World {
             msg_len,
             offset,
             va: if op.is_write() { 0x4000 } else { 0 },
-            rkey: if op.is_write() { 1 } else { 0 },
+            rkey: if op.is_write() { 1 } else if op.invalidates() { GOOD_KEY } else { 0 },
             imm: if op.has_imm() { 9 } else { 0 },
             len: plen as u16,
         };
@@ -1143,6 +1238,7 @@ impl World {
                     assert!(m.resp.iter().all(|&b| b), "READ {msn} completed with bytes missing");
                     assert!(!d.op.is_atomic() || m.value.is_some(), "atomic {msn} completed without its value");
                     assert!(m.nak.is_none(), "message {msn} completed Ok after a NAK");
+                    assert!(!(d.op.invalidates() && d.rkey == BAD_KEY), "SEND_INV {msn} of a refused key completed Ok");
                     let segs: Vec<(&u32, &Seg)> = t.dsns.iter().filter(|(_, g)| g.stream == s && !g.resp && g.msn == msn).collect();
                     let want = if d.op.is_request() { 1 } else { d.len.div_ceil(self.mss).max(1) as usize };
                     assert_eq!(segs.len(), want, "message {msn} completed with {} of {want} packets sent", segs.len());
@@ -1162,7 +1258,7 @@ impl World {
             }
             other => {
                 let m = &t.msgs[s][msn as usize];
-                assert!(m.desc.op.is_request() || self.tainted, "{other:?} for a message that is no READ or atomic");
+                assert!(m.desc.op.is_request() || m.desc.op.invalidates() || self.tainted, "{other:?} for a message that is no READ, atomic or SEND_INV");
                 if !self.tainted {
                     let want = match m.nak {
                         Some(NakCode::RemoteAccess) => SendStatus::RemoteAccess,
@@ -1198,6 +1294,15 @@ impl World {
                 (d.op, len, sent.rsn, if d.op.has_imm() { d.imm } else { 0 }, d.se && d.op.consumes_recv()),
                 "receive completion differs from the message sent"
             );
+            // Section 9.2: a SEND_INV's completion names its key, after the
+            // glue invalidated it, or is refused.
+            let inv = d.op.invalidates();
+            let refused = inv && d.rkey != GOOD_KEY;
+            assert_eq!(done.refused, refused.then_some(NakCode::InvalidRequest), "refusal of {d:?}");
+            assert_eq!(done.invalidated, (inv && !refused).then_some(d.rkey), "invalidated key of {d:?}");
+            if done.invalidated.is_some() {
+                assert!(rm.invalidated.contains(&(s, done.msn)), "SEND_INV {} completed before its key was invalidated", done.msn);
+            }
         }
     }
 

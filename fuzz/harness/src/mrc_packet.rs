@@ -45,7 +45,7 @@ pub fn run(data: &[u8]) {
     if let Some(&b) = data.get(3) {
         match MrcOp::from_u8(b) {
             Some(op) => assert_eq!(op.to_u8(), b),
-            None => assert!(b > 9),
+            None => assert!(b > 10),
         }
     }
 }
@@ -137,12 +137,14 @@ fn reference(d: &[u8]) -> Result<MrcPacket<'_>, Vec<MrcError>> {
         errs.push(MrcError::BadLength);
     }
     if let Some(op) = op {
-        // Sends carry RemoteVa = RKey = 0, WRITE carries Rsn = 0, Imm = 0
-        // unless the opcode carries one; READ and atomic requests Rsn = 0;
-        // READ_RESP and NAK Rsn = RemoteVa = RKey = 0; ATOMIC_RESP Rsn =
-        // RKey = 0; a NAK's Imm is a code 1..=3.
+        // Sends carry RemoteVa = 0 and, but for SEND_INV (its key), RKey =
+        // 0, WRITE carries Rsn = 0, Imm = 0 unless the opcode carries one;
+        // READ and atomic requests Rsn = 0; READ_RESP and NAK Rsn = RemoteVa
+        // = RKey = 0; ATOMIC_RESP Rsn = RKey = 0; a NAK's Imm is a code
+        // 1..=3.
         let bad = match opb {
             0 | 1 => va != 0 || rkey != 0,
+            10 => va != 0,
             2 | 4 | 7 | 8 => rsn != 0,
             3 => false,
             5 => rsn != 0 || va != 0 || rkey != 0,

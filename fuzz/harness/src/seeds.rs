@@ -539,7 +539,7 @@ pub fn mrc_packet() -> Seeds {
             msg_len: 3000,
             offset: 1000,
             va: if w { 0x7000_0000_1000 } else { 0 },
-            rkey: if w { 0x55 } else { 0 },
+            rkey: if w || op.invalidates() { 0x55 } else { 0 },
             imm: if op.has_imm() { 0xFEED } else { 0 },
             len,
         };
@@ -549,7 +549,7 @@ pub fn mrc_packet() -> Seeds {
         b
     };
     let mut v: Seeds = Vec::new();
-    for op in [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm] {
+    for op in [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm, MrcOp::SendInv] {
         v.push((format!("data-op{}", op.to_u8()), data(op, 40)));
     }
     // READ, READ_RESP, NAK, CMP_SWAP, FETCH_ADD, ATOMIC_RESP (section 3.1).
@@ -596,7 +596,7 @@ pub fn mrc_packet() -> Seeds {
     });
     broken("bad-version", data(MrcOp::Send, 4), &|b| b[0] = 0x21);
     broken("bad-type", data(MrcOp::Send, 4), &|b| b[0] = 0x13);
-    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 10);
+    broken("bad-opcode", data(MrcOp::Send, 4), &|b| b[3] = 11);
     broken("read-with-payload", data(MrcOp::Write, 4), &|b| b[3] = 4);
     broken("nak-bad-code", req(MrcOp::Nak, 0, 0, 0, 0, 4), &|_| {});
     broken("atomic-short", req(MrcOp::FetchAdd, 16, 16, 8, 1, 0), &|b| {
@@ -609,6 +609,8 @@ pub fn mrc_packet() -> Seeds {
     broken("offset-wraps", data(MrcOp::Send, 4), &|b| b[36..40].copy_from_slice(&u32::MAX.to_be_bytes()));
     broken("msg-too-long", data(MrcOp::Send, 4), &|b| b[32..36].copy_from_slice(&0x8000_0001u32.to_be_bytes()));
     broken("send-with-va", data(MrcOp::Send, 4), &|b| b[47] = 1);
+    broken("send-inv-with-va", data(MrcOp::SendInv, 4), &|b| b[47] = 1);
+    broken("send-inv-with-imm", data(MrcOp::SendInv, 4), &|b| b[55] = 1);
     broken("write-with-rsn", data(MrcOp::Write, 4), &|b| b[31] = 1);
     broken("truncated-payload", data(MrcOp::Send, 4), &|b| b.truncate(b.len() - 1));
     broken("ack-reserved", a.clone(), &|b| b[3] = 1);
@@ -794,5 +796,17 @@ pub fn conn() -> Seeds {
         Step::Poll(0),
     ];
     v.push(seed("read-atomic-refused", cfg, s));
+    // SEND with invalidate (section 9.2): flags bit 5; bit 3 a key the
+    // receiver refuses. Behind a WRITE (the fence), several packets, one
+    // empty, packets lost, duplicated and reordered, then timers.
+    let inv = |side: u8, stream: u8, len: u16, flags: u8| Step::Post { side, stream, op: 0, len, flags: 32 | flags };
+    let mut s = vec![post(0, 0, 2, 250), inv(0, 0, 700, 1), inv(0, 1, 0, 0), post(0, 1, 0, 30), inv(0, 1, 300, 8), inv(1, 0, 90, 0)];
+    for _ in 0..6 {
+        s.extend([Step::Pump(0, 15), Step::Pump(1, 15)]);
+        s.extend([dl(2, 0), dl(0, 3), dl(1, 4), dl(0, 0)]);
+        s.extend(first(12));
+        s.extend([Step::Timer(0, 0), Step::Poll(0), Step::Poll(1)]);
+    }
+    v.push(seed("send-inv", cfg, s));
     v
 }

@@ -71,6 +71,24 @@
 //!   in error, skip a plain WRITE's.
 //! * **Requester.** The message's [`Completion::Send`] carries the NAK's
 //!   status, exactly as for a refused READ.
+//!
+//! # SEND with invalidate (`transport.rst`, section 9.2)
+//!
+//! * **Requester.** [`Conn::post`] a [`MsgDesc`] of op [`MrcOp::SendInv`]
+//!   with `rkey` = the key to invalidate (verbs `ex.invalidate_rkey`); it
+//!   is a SEND in every other way (a posted receive, payload, SE). The core
+//!   starts it only when every older message of its stream completed.
+//! * **Receiver.** Its packets come as [`RxEvent::Data`] and are placed
+//!   like a SEND's, by (`stream`, `rsn`, `offset`). The one packet that
+//!   completes the message has [`Place::invalidate`] `Some(key)`: check
+//!   what a SEND needs (the receive's length) and that `key` can be
+//!   invalidated by this QP (exists, the QP's PD, a fast-register MR or a
+//!   type 2 window); then place and invalidate it before releasing the
+//!   lock, or place nothing and [`Conn::refuse`] the message (e.g.
+//!   [`NakCode::InvalidRequest`] for a bad key). Its [`Completion::Recv`]
+//!   comes later, in Msn order, with [`RecvDone::invalidated`]
+//!   `Some(key)` (report `IB_WC_WITH_INVALIDATE`) or, if refused,
+//!   [`RecvDone::refused`] set.
 
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
 pub use super::mrc_wire::NakCode;
@@ -204,10 +222,18 @@ pub struct Place {
     /// Remote address of message byte 0 (writes); the original value of
     /// the word ([`MrcOp::AtomicResp`]).
     pub va: u64,
-    /// Remote key (writes).
+    /// Remote key (writes); the key to invalidate (SEND_INV, every
+    /// packet).
     pub rkey: u32,
     /// Payload bytes.
     pub len: u16,
+    /// SEND_INV only: `Some(key)` on the one packet whose placement
+    /// completes the message (every byte placed, this packet's included):
+    /// after placing it, invalidate `key` before releasing the lock, or, if
+    /// the key cannot be invalidated, [`Conn::refuse`] the message instead
+    /// (section 9.2). `None` on every other packet; never repeated (a
+    /// duplicate is [`RxEvent::Duplicate`]).
+    pub invalidate: Option<u32>,
 }
 
 /// What a received packet did.
@@ -705,8 +731,8 @@ impl<
             .is_some_and(|q| q.answer(msn, r, mss))
     }
 
-    /// Refuses the peer's data message `msn` (SEND, SEND_IMM, WRITE,
-    /// WRITE_IMM) on stream `idx` with `code` (`transport.rst`, section
+    /// Refuses the peer's data message `msn` (SEND, SEND_IMM, SEND_INV,
+    /// WRITE, WRITE_IMM) on stream `idx` with `code` (`transport.rst`, section
     /// 9.1): a NAK is sent like a READ's, the message's later packets are
     /// acknowledged but not placed ([`RxEvent::Refused`]), and its
     /// [`Completion::Recv`] comes in order with [`RecvDone::refused`] set.
@@ -945,6 +971,7 @@ impl<
             // Unreachable after the checks above; counted, not placed.
             return Err(RxDrop::DsnWindow);
         }
+        let mut invalidate = None;
         if h.op.is_response() {
             if let Some(t) = self.tx_streams.get_mut(idx) {
                 t.response(h);
@@ -958,11 +985,16 @@ impl<
                 });
             }
         } else if let Some(s) = self.rx_streams.get_mut(idx) {
+            let was_complete = s.all_placed(h.msn);
             s.placed(h);
             if let Some(code) = s.refused(h.msn) {
                 // Counted for the message's completion, never placed.
                 self.stats.duplicates = self.stats.duplicates.saturating_add(1);
                 return Ok(RxEvent::Refused(code));
+            }
+            // The packet that completes a SEND_INV names its key, once.
+            if h.op.invalidates() && !was_complete && s.all_placed(h.msn) {
+                invalidate = Some(h.rkey);
             }
         }
         if h.op.is_request() {
@@ -990,6 +1022,7 @@ impl<
             va: h.va,
             rkey: h.rkey,
             len: h.len,
+            invalidate,
         }))
     }
 

@@ -80,6 +80,10 @@ pub enum MrcOp {
     FetchAdd,
     /// Atomic response: RemoteVa carries the word's original value.
     AtomicResp,
+    /// Send with invalidate: a SEND whose RKey names a key of the
+    /// responder to invalidate once the whole message is placed (section
+    /// 3.1); consumes a posted receive.
+    SendInv,
 }
 
 /// Why a responder refused a request (the Imm field of a NAK).
@@ -128,6 +132,7 @@ impl MrcOp {
             MrcOp::CmpSwap => 7,
             MrcOp::FetchAdd => 8,
             MrcOp::AtomicResp => 9,
+            MrcOp::SendInv => 10,
         }
     }
 
@@ -144,6 +149,7 @@ impl MrcOp {
             7 => Some(MrcOp::CmpSwap),
             8 => Some(MrcOp::FetchAdd),
             9 => Some(MrcOp::AtomicResp),
+            10 => Some(MrcOp::SendInv),
             _ => None,
         }
     }
@@ -160,7 +166,16 @@ impl MrcOp {
 
     /// True for opcodes that consume a posted receive.
     pub const fn consumes_recv(self) -> bool {
-        matches!(self, MrcOp::Send | MrcOp::SendImm | MrcOp::WriteImm)
+        matches!(
+            self,
+            MrcOp::Send | MrcOp::SendImm | MrcOp::WriteImm | MrcOp::SendInv
+        )
+    }
+
+    /// True for opcodes whose RKey names a key the responder invalidates
+    /// (SEND_INV); such an opcode carries no RemoteVa.
+    pub const fn invalidates(self) -> bool {
+        matches!(self, MrcOp::SendInv)
     }
 
     /// True for requests the responder answers (READ, atomics).
@@ -217,7 +232,8 @@ pub struct DataHdr {
     /// Remote virtual address of message byte 0 (writes, READ and atomic
     /// requests); the original value (ATOMIC_RESP); else 0.
     pub va: u64,
-    /// Remote key (writes, READ and atomic requests), else 0.
+    /// Remote key (writes, READ and atomic requests); the key to
+    /// invalidate (SEND_INV, in every packet of the message); else 0.
     pub rkey: u32,
     /// Immediate data; the [`NakCode`] (NAK); else 0.
     pub imm: u32,
@@ -344,6 +360,7 @@ fn parse_data<'a>(
     }
     let placement_ok = match op {
         MrcOp::Send | MrcOp::SendImm => va == 0 && rkey == 0,
+        MrcOp::SendInv => va == 0,
         MrcOp::Write => rsn == 0,
         MrcOp::WriteImm => true,
         MrcOp::Read | MrcOp::CmpSwap | MrcOp::FetchAdd => rsn == 0,
@@ -614,7 +631,7 @@ mod tests {
         };
         assert_eq!(bad(&|b| b[0] = 0x21), Err(MrcError::BadVersion(2)));
         assert_eq!(bad(&|b| b[0] = 0x13), Err(MrcError::BadType(3)));
-        assert_eq!(bad(&|b| b[3] = 10), Err(MrcError::BadOpcode(10)));
+        assert_eq!(bad(&|b| b[3] = 11), Err(MrcError::BadOpcode(11)));
         assert_eq!(bad(&|b| b[1] = 1), Err(MrcError::Reserved));
         assert_eq!(bad(&|b| b[16] = 1), Err(MrcError::Reserved));
         assert_eq!(bad(&|b| b[59] = 1), Err(MrcError::Reserved));
@@ -754,8 +771,44 @@ mod tests {
                 assert_eq!(kinds.iter().filter(|&&k| k).count(), 1);
                 assert!(!(op.consumes_recv() && (op.is_request() || op.is_response())));
             } else {
-                assert!(v > 9);
+                assert!(v > 10);
             }
+        }
+    }
+
+    #[test]
+    fn send_inv_carries_its_key_in_rkey() {
+        let h = DataHdr {
+            op: MrcOp::SendInv,
+            rsn: 4,
+            va: 0,
+            rkey: 0x1234_5601,
+            imm: 0,
+            ..data()
+        };
+        let mut buf = [0u8; DATA_HDR_LEN + 1808];
+        h.write(&mut buf).unwrap();
+        assert_eq!(buf[3], 10);
+        assert_eq!(&buf[48..52], &0x1234_5601u32.to_be_bytes());
+        match parse(&buf) {
+            Ok(MrcPacket::Data(d, _)) => assert_eq!(d, h),
+            other => panic!("{other:?}"),
+        }
+        assert!(h.op.consumes_recv() && h.op.invalidates() && !h.op.has_imm());
+        assert!(!h.op.has_remote() && !h.op.is_request() && !h.op.is_response());
+        // Key 0 is a key like any other on the wire (the glue refuses it).
+        let zero = DataHdr { rkey: 0, ..h };
+        zero.write(&mut buf).unwrap();
+        assert!(parse(&buf).is_ok());
+        let mut bad = |h: DataHdr| {
+            h.write(&mut buf).unwrap();
+            parse(&buf).map(|_| ())
+        };
+        // No RemoteVa and no immediate data.
+        assert_eq!(bad(DataHdr { va: 8, ..h }), Err(MrcError::BadPlacement));
+        assert_eq!(bad(DataHdr { imm: 1, ..h }), Err(MrcError::BadPlacement));
+        for op in [MrcOp::Send, MrcOp::SendImm, MrcOp::ReadResp] {
+            assert!(!op.invalidates());
         }
     }
 

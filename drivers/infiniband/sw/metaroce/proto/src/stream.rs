@@ -27,7 +27,8 @@ pub struct MsgDesc {
     pub len: u32,
     /// Remote address (writes).
     pub va: u64,
-    /// Remote key (writes).
+    /// Remote key (writes, READ, atomics); the key the responder is to
+    /// invalidate ([`MrcOp::SendInv`]).
     pub rkey: u32,
     /// Immediate data (IMM opcodes).
     pub imm: u32,
@@ -241,14 +242,14 @@ impl<const K: usize> TxStream<K> {
     }
 
     /// Section 11.4: the message at `seg` may start if every older
-    /// incomplete message is of its fence class; an atomic only if there is
-    /// none.
+    /// incomplete message is of its fence class; an atomic or a SEND_INV
+    /// (section 9.2) only if there is none.
     fn may_start(&self) -> bool {
         let Some(m) = self.msgs.get(ring::<K>(self.seg)) else {
             return false;
         };
         let class = fence_class(m.desc.op);
-        if class == 2 {
+        if class == 2 || m.desc.op.invalidates() {
             return self.head == self.seg;
         }
         let mut i = self.head;
@@ -302,7 +303,12 @@ impl<const K: usize> TxStream<K> {
         h.msg_len = m.desc.len;
         h.offset = seg.offset;
         h.va = if op.has_remote() { m.desc.va } else { 0 };
-        h.rkey = if op.has_remote() { m.desc.rkey } else { 0 };
+        // SEND_INV: the key to invalidate, in every packet (section 9.2).
+        h.rkey = if op.has_remote() || op.invalidates() {
+            m.desc.rkey
+        } else {
+            0
+        };
         h.imm = if op.has_imm() { m.desc.imm } else { 0 };
         h.len = seg.len;
         if op.is_atomic() {
@@ -457,6 +463,10 @@ pub struct RecvDone {
     /// nothing of it was placed after the refusal; the requester gets a NAK
     /// with this code.
     pub refused: Option<NakCode>,
+    /// A SEND_INV that was not refused: the key the caller invalidated
+    /// when [`super::conn::Place::invalidate`] named it (verbs:
+    /// `IB_WC_WITH_INVALIDATE`, `ex.invalidate_rkey`). `None` otherwise.
+    pub invalidated: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -464,6 +474,8 @@ struct RxMsg {
     active: bool,
     done: RecvDone,
     placed: u32,
+    /// SEND_INV: the key its packets carry (all the same).
+    inv_rkey: u32,
 }
 
 /// Why a DATA packet was refused by its stream.
@@ -507,8 +519,10 @@ impl<const K: usize> RxStream<K> {
                     imm: 0,
                     se: false,
                     refused: None,
+                    invalidated: None,
                 },
                 placed: 0,
+                inv_rkey: 0,
             }; K],
             head: 0,
         };
@@ -539,6 +553,10 @@ impl<const K: usize> RxStream<K> {
         if s.active && (s.done.len != rx_len(h) || s.done.op != h.op || s.done.rsn != h.rsn) {
             return Err(StreamDrop::Inconsistent);
         }
+        // Every packet of a SEND_INV names the same key (section 9.2).
+        if s.active && h.op.invalidates() && s.inv_rkey != h.rkey {
+            return Err(StreamDrop::Inconsistent);
+        }
         // A request is one packet: another new Dsn for it is never genuine,
         // and must not have it carried out twice (section 11.3).
         if s.active && h.op.is_request() {
@@ -563,8 +581,10 @@ impl<const K: usize> RxStream<K> {
                     imm: h.imm,
                     se: false,
                     refused: None,
+                    invalidated: None,
                 },
                 placed: 0,
+                inv_rkey: if h.op.invalidates() { h.rkey } else { 0 },
             };
         }
         s.placed = s.placed.saturating_add(u32::from(h.len));
@@ -629,7 +649,11 @@ impl<const K: usize> RxStream<K> {
         }
         s.active = false;
         self.head = self.head.wrapping_add(1);
-        Some(s.done)
+        let mut done = s.done;
+        if done.op.invalidates() && done.refused.is_none() {
+            done.invalidated = Some(s.inv_rkey);
+        }
+        Some(done)
     }
 
     /// Oldest message not completed.

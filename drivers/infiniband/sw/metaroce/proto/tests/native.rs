@@ -57,6 +57,10 @@ const REGION: u64 = 1 << 18;
 const BASE: u64 = 0x10_0000;
 /// The one valid key of the responder's memory.
 const RKEY: u32 = 5;
+/// Keys of the responder's windows over the same memory: valid for
+/// WRITEs until a SEND_INV invalidates them; the only keys a SEND_INV may
+/// name.
+const WINDOWS: std::ops::Range<u32> = 0x100..0x200;
 
 /// A message of a workload.
 #[derive(Clone, Copy, Debug)]
@@ -86,9 +90,23 @@ impl Op {
     fn va(&self) -> u64 {
         BASE + self.stream as u64 * REGION + self.at
     }
-    /// The responder refuses it (wrong key, beyond its memory).
+    /// The responder refuses it (wrong key, beyond its memory; a SEND_INV
+    /// naming no window). The workloads never use a window after their
+    /// SEND_INV invalidated it.
     fn refused(&self) -> bool {
-        self.rkey != RKEY || self.va() - BASE + u64::from(self.len) > 2 * REGION
+        if self.op.invalidates() {
+            return !WINDOWS.contains(&self.rkey);
+        }
+        (self.rkey != RKEY && !WINDOWS.contains(&self.rkey))
+            || self.va() - BASE + u64::from(self.len) > 2 * REGION
+    }
+    /// The requester's status and the receiver's refusal code if refused.
+    fn refusal(&self) -> (SendStatus, NakCode) {
+        if self.op.invalidates() {
+            (SendStatus::RemoteInvalid, NakCode::InvalidRequest)
+        } else {
+            (SendStatus::RemoteAccess, NakCode::RemoteAccess)
+        }
     }
 }
 
@@ -113,6 +131,11 @@ struct Outcome {
     retx: u64,
     /// Receive completions marked refused (stream, msn, code).
     refused: Vec<(usize, u32, NakCode)>,
+    /// Keys the receiver's glue invalidated (`Place::invalidate`), in
+    /// order: (stream, msn, key).
+    invalidations: Vec<(usize, u32, u32)>,
+    /// Receive completions of SEND_INVs: (stream, msn, `invalidated`).
+    inv_done: Vec<(usize, u32, Option<u32>)>,
 }
 
 /// The responder's side of the test's "kernel glue": checks a request
@@ -163,7 +186,11 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
         memory: initial_memory(),
         retx: 0,
         refused: Vec::new(),
+        invalidations: Vec::new(),
+        inv_done: Vec::new(),
     };
+    // The responder's windows not invalidated yet.
+    let mut live: std::collections::HashSet<u32> = WINDOWS.collect();
     // Data messages the test's glue refused (a WRITE with a bad key).
     let mut refusing = std::collections::HashSet::new();
     let total = msgs.len();
@@ -182,6 +209,9 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                 let mut d = msg(m.op, m.len);
                 if m.op.has_remote() {
                     d.va = m.va();
+                    d.rkey = m.rkey;
+                }
+                if m.op.invalidates() {
                     d.rkey = m.rkey;
                 }
                 a.post(m.stream, d)
@@ -249,9 +279,20 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                 Ok(RxEvent::Data(p)) if to_b => {
                     assert_eq!(usize::from(p.len), data.len());
                     assert!(!refusing.contains(&(p.stream, p.msn)), "refused message placed: {p:?}");
+                    let key_ok = p.rkey == RKEY || live.contains(&p.rkey);
                     let bad = p.op.is_write()
-                        && (p.rkey != RKEY || p.va.checked_sub(BASE).is_none_or(|o| o + u64::from(lens[&(p.stream, p.msn)]) > 2 * REGION));
-                    if bad {
+                        && (!key_ok || p.va.checked_sub(BASE).is_none_or(|o| o + u64::from(lens[&(p.stream, p.msn)]) > 2 * REGION));
+                    assert!(p.invalidate.is_none() || p.op == MrcOp::SendInv, "{p:?}");
+                    if let Some(k) = p.invalidate {
+                        // The glue: invalidate the window, or refuse the message.
+                        assert_eq!(k, p.rkey);
+                        if live.remove(&k) {
+                            out.invalidations.push((p.stream, p.msn, k));
+                        } else {
+                            assert!(b.refuse(p.stream, p.msn, NakCode::InvalidRequest));
+                            refusing.insert((p.stream, p.msn));
+                        }
+                    } else if bad {
                         // The glue's refusal, right after the packet, before any transmit.
                         assert!(b.refuse(p.stream, p.msn, NakCode::RemoteAccess));
                         assert!(!b.refuse(p.stream, p.msn, NakCode::RemoteAccess), "refused twice");
@@ -309,6 +350,15 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     out.recvs.push((stream, done.msn, done.len));
                     if let Some(code) = done.refused {
                         out.refused.push((stream, done.msn, code));
+                    }
+                    if done.op == MrcOp::SendInv {
+                        // The key was invalidated before this completion.
+                        if let Some(k) = done.invalidated {
+                            assert!(out.invalidations.contains(&(stream, done.msn, k)), "{done:?} before its invalidation");
+                        }
+                        out.inv_done.push((stream, done.msn, done.invalidated));
+                    } else {
+                        assert_eq!(done.invalidated, None);
                     }
                 }
                 Completion::Send { .. } => panic!("send completion at the receiver"),
@@ -425,7 +475,7 @@ fn check_order(msgs: &[Op], out: &Outcome) {
             .collect();
         let status = |m: &Op| {
             if m.refused() {
-                SendStatus::RemoteAccess
+                m.refusal().0
             } else {
                 SendStatus::Ok
             }
@@ -449,10 +499,28 @@ fn check_order(msgs: &[Op], out: &Outcome) {
             .iter()
             .enumerate()
             .filter(|(_, m)| m.refused() && !m.op.is_request())
-            .map(|(i, _)| (s, i as u32, NakCode::RemoteAccess))
+            .map(|(i, m)| (s, i as u32, m.refusal().1))
             .collect();
         let got_refused: Vec<_> = out.refused.iter().filter(|c| c.0 == s).copied().collect();
         assert_eq!(got_refused, want_refused, "refused receive completions, stream {s}");
+        // Every SEND_INV not refused invalidated its key exactly once, and
+        // its receive completion names it; a refused one invalidated none.
+        let inv: Vec<_> = want
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.op.invalidates())
+            .map(|(i, m)| (s, i as u32, (!m.refused()).then_some(m.rkey)))
+            .collect();
+        let got_inv: Vec<_> = out.inv_done.iter().filter(|c| c.0 == s).copied().collect();
+        assert_eq!(got_inv, inv, "SEND_INV receive completions, stream {s}");
+        let did: Vec<_> = out
+            .invalidations
+            .iter()
+            .filter(|c| c.0 == s)
+            .map(|&(s, m, k)| (s, m, Some(k)))
+            .collect();
+        let want_did: Vec<_> = inv.iter().filter(|c| c.2.is_some()).copied().collect();
+        assert_eq!(did, want_did, "invalidations, stream {s}");
     }
     let (reads, mem) = expected(msgs);
     for (id, want) in &reads {
@@ -1216,4 +1284,213 @@ fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
     assert!(matches!(b.on_packet(now + 1, &p[0], false, 50_000, 0), Ok(RxEvent::Request(_))));
     assert!(!b.refuse(0, 2, NakCode::RemoteAccess));
     assert_eq!(a.state(), ConnState::Active);
+}
+
+/// Windows written and then invalidated by SEND_INV on the same stream,
+/// with SENDs and WRITEs around them: in each group of six messages of a
+/// stream, a WRITE of several packets through a window, the SEND_INV of
+/// that window (one empty, some of several packets), a SEND, a WRITE, a
+/// SEND_IMM (twice a SEND_INV of a key that is no window) and a WRITE_IMM.
+fn inv_workload() -> Vec<Op> {
+    (0..72u32)
+        .map(|i| {
+            let s = ((i / 6) % 2) as usize;
+            let window = WINDOWS.start + i / 6;
+            let slot = u64::from(i / 12 * 2) * 4000;
+            match i % 6 {
+                0 => Op {
+                    rkey: window,
+                    ..Op::new(s, MrcOp::Write, (i * 577) % 3000 + 1100, slot)
+                },
+                1 => Op {
+                    rkey: window,
+                    ..Op::new(s, MrcOp::SendInv, (i * 2_477) % 4500 * u32::from(i != 13), 0)
+                },
+                2 => Op::new(s, MrcOp::Send, (i * 377) % 3000, 0),
+                3 => Op::new(s, MrcOp::Write, (i * 97) % 3000 + 1, slot + 4000),
+                4 if i == 28 || i == 58 => Op {
+                    rkey: 0x300 + i,
+                    ..Op::new(s, MrcOp::SendInv, i * 50, 0)
+                },
+                4 => Op::new(s, MrcOp::SendImm, i * 10, 0),
+                _ => Op::new(s, MrcOp::WriteImm, 0, 0),
+            }
+        })
+        .collect()
+}
+
+/// Loopback of `inv_workload` with 0-30 % loss, duplication and
+/// reordering: every WRITE through a window lands before the SEND_INV that
+/// follows it invalidates the window (the SEND_INV's fence; a WRITE packet
+/// placed after the invalidation would be refused and fail the memory and
+/// status checks), each window is invalidated exactly once, before its
+/// receive completion, which names it; a SEND_INV naming no window is
+/// refused (InvalidRequest: the requester's RemoteInvalid, the receive
+/// completion refused, nothing invalidated). Checked in `loopback` and
+/// `check_order`.
+#[test]
+fn send_inv_invalidates_once_after_earlier_writes_in_verbs_order() {
+    let w = inv_workload();
+    assert!(w.iter().filter(|m| m.op == MrcOp::SendInv && m.len > 2048).count() >= 4);
+    assert!(w.iter().any(|m| m.op == MrcOp::SendInv && m.len == 0));
+    let mut retx = 0;
+    for (seed, loss) in (1..=24).zip([0, 10, 20, 30].into_iter().cycle()) {
+        let out = loopback(seed, loss, &w);
+        check_order(&w, &out);
+        assert_eq!(out.invalidations.len(), 12, "seed {seed}");
+        assert_eq!(
+            out.sends.iter().filter(|c| c.2 == SendStatus::RemoteInvalid).count(),
+            2
+        );
+        retx += out.retx;
+    }
+    assert!(retx > 100, "{retx} retransmissions");
+}
+
+fn hdr_of(p: &[u8]) -> metaroce_proto::mrc_wire::DataHdr {
+    match parse(p) {
+        Ok(MrcPacket::Data(h, _)) => h,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// One-packet SEND_INV: it waits for the SEND before it (fence), carries its
+/// key in RKey, names it to the receiver on its one packet and never again
+/// (duplicate), and its receive completion, after the SEND's, names it.
+#[test]
+fn send_inv_one_packet_waits_for_older_messages_and_names_its_key_once() {
+    let (mut a, mut b) = pair();
+    let inv = MsgDesc { rkey: 0x1234_5678, ..msg(MrcOp::SendInv, 300) };
+    a.post(0, msg(MrcOp::Send, 10)).unwrap();
+    a.post(0, inv).unwrap();
+    // A message of the other stream is not held by it.
+    a.post(1, msg(MrcOp::Send, 10)).unwrap();
+    let first = drain(&mut a, 0);
+    assert_eq!(data_ops(&first), [MrcOp::Send, MrcOp::Send], "SEND_INV left before the SEND completed");
+    for p in &first {
+        assert!(matches!(b.on_packet(1, p, false, 7, 0), Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()));
+    }
+    for p in drain(&mut b, 2) {
+        assert_eq!(a.on_packet(3, &p, false, 9, 0), Ok(RxEvent::Ack));
+    }
+    assert!(matches!(a.poll_completion(), Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::Ok })));
+    let pkts = drain(&mut a, 4);
+    assert_eq!(data_ops(&pkts), [MrcOp::SendInv]);
+    let h = hdr_of(&pkts[0]);
+    assert_eq!((h.msn, h.rsn, h.rkey, h.va, h.imm, h.len), (1, 1, 0x1234_5678, 0, 0, 300));
+    let r = b.on_packet(5, &pkts[0], false, 7, 0);
+    let Ok(RxEvent::Data(pl)) = r else { panic!("{r:?}") };
+    assert_eq!((pl.op, pl.msn, pl.rsn, pl.len, pl.invalidate), (MrcOp::SendInv, 1, 1, 300, Some(0x1234_5678)));
+    assert_eq!(b.on_packet(6, &pkts[0], false, 7, 0), Ok(RxEvent::Duplicate));
+    let got: Vec<_> = std::iter::from_fn(|| b.poll_completion())
+        .map(|c| match c {
+            Completion::Recv { stream, done } => (stream, done.msn, done.op, done.len, done.invalidated),
+            c => panic!("{c:?}"),
+        })
+        .collect();
+    // Per stream in Msn order (streams interleave as they like).
+    let mut got = got;
+    got.sort_by_key(|c| c.0);
+    assert_eq!(
+        got,
+        [
+            (0, 0, MrcOp::Send, 10, None),
+            (0, 1, MrcOp::SendInv, 300, Some(0x1234_5678)),
+            (1, 0, MrcOp::Send, 10, None),
+        ]
+    );
+}
+
+/// A SEND_INV of four packets arriving out of order, with duplicates and a
+/// copy under a second Dsn: only the packet that places its last byte
+/// names the key; a packet naming another key is dropped; the completion
+/// comes once.
+#[test]
+fn send_inv_several_packets_name_the_key_on_the_completing_one() {
+    use metaroce_proto::conn::RxDrop;
+    use metaroce_proto::stream::StreamDrop;
+    let (mut a, mut b) = pair();
+    a.post(1, MsgDesc { rkey: 0x4242, ..msg(MrcOp::SendInv, 3500) }).unwrap();
+    let pkts = drain(&mut a, 0);
+    assert_eq!(data_ops(&pkts), [MrcOp::SendInv; 4]);
+    for p in &pkts {
+        let h = hdr_of(p);
+        assert_eq!((h.rkey, h.va, h.msg_len), (0x4242, 0, 3500), "every packet carries the key");
+    }
+    let on = |b: &mut C, p: &[u8]| b.on_packet(1, p, false, 7, 0);
+    for i in [3, 1, 0] {
+        let r = on(&mut b, &pkts[i]);
+        assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate.is_none() && pl.op == MrcOp::SendInv), "{i}: {r:?}");
+        assert_eq!(on(&mut b, &pkts[i]), Ok(RxEvent::Duplicate));
+    }
+    // A packet of the message naming another key (forged or corrupted).
+    let mut other = pkts[2].clone();
+    other[48..52].copy_from_slice(&0x4343u32.to_be_bytes());
+    assert_eq!(on(&mut b, &other), Err(RxDrop::Stream(StreamDrop::Inconsistent)));
+    let r = on(&mut b, &pkts[2]);
+    assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate == Some(0x4242) && pl.offset == 2048), "{r:?}");
+    assert_eq!(on(&mut b, &pkts[2]), Ok(RxEvent::Duplicate));
+    // The same segment under another Dsn while the completion is not yet
+    // polled: not a second invalidation.
+    let mut again = pkts[2].clone();
+    let dsn = u32::from_be_bytes(again[20..24].try_into().unwrap()) + 9;
+    again[20..24].copy_from_slice(&dsn.to_be_bytes());
+    let r = on(&mut b, &again);
+    assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()), "{r:?}");
+    let done: Vec<_> = std::iter::from_fn(|| b.poll_completion()).collect();
+    assert!(
+        matches!(done[..], [Completion::Recv { stream: 1, done }] if done.len == 3500 && done.invalidated == Some(0x4242) && done.refused.is_none()),
+        "{done:?}"
+    );
+}
+
+/// The receiver refuses a SEND_INV on its completing packet (a key it
+/// cannot invalidate): that packet's acknowledgement is taken back, the
+/// requester's message completes with RemoteInvalid after the NAK, the
+/// receive completion is refused and names no key.
+#[test]
+fn refused_send_inv_completes_in_error_at_both_ends() {
+    use metaroce_proto::conn::RxDrop;
+    let (mut a, mut b) = pair();
+    a.post(0, MsgDesc { rkey: 0x999, ..msg(MrcOp::SendInv, 1500) }).unwrap();
+    let pkts = drain(&mut a, 0);
+    assert_eq!(pkts.len(), 2);
+    assert!(matches!(b.on_packet(1, &pkts[1], false, 7, 0), Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()));
+    let r = b.on_packet(1, &pkts[0], false, 7, 0);
+    let Ok(RxEvent::Data(pl)) = r else { panic!("{r:?}") };
+    assert_eq!(pl.invalidate, Some(0x999));
+    assert!(b.refuse(0, 0, NakCode::InvalidRequest));
+    // Its copy is held until the NAK is acknowledged.
+    assert_eq!(b.on_packet(2, &pkts[0], false, 7, 0), Err(RxDrop::NakPending));
+    let mut now = 3;
+    let (mut sends, mut recvs) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        loop {
+            let to_a = drain(&mut b, now);
+            for p in &to_a {
+                a.on_packet(now, p, false, 9, 0).unwrap();
+            }
+            let to_b = drain(&mut a, now);
+            for p in &to_b {
+                let r = b.on_packet(now, p, false, 7, 0);
+                assert!(!matches!(r, Ok(RxEvent::Data(_))), "placed again: {r:?}");
+            }
+            if to_a.is_empty() && to_b.is_empty() {
+                break;
+            }
+        }
+        sends.extend(std::iter::from_fn(|| a.poll_completion()));
+        recvs.extend(std::iter::from_fn(|| b.poll_completion()));
+        if !sends.is_empty() && !recvs.is_empty() {
+            break;
+        }
+        now = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min().unwrap_or(now).max(now + 1);
+        a.on_timer(now);
+        b.on_timer(now);
+    }
+    assert_eq!(sends, [Completion::Send { stream: 0, msn: 0, status: SendStatus::RemoteInvalid }]);
+    assert!(
+        matches!(recvs[..], [Completion::Recv { stream: 0, done }] if done.op == MrcOp::SendInv && done.refused == Some(NakCode::InvalidRequest) && done.invalidated.is_none()),
+        "{recvs:?}"
+    );
 }
