@@ -107,7 +107,9 @@ for type in $TYPES; do
       fail "the receiver does not share $kbps kbit/s"
     for i in $SENDERS; do
       h=$(sed -n 's/.* rate hint \([0-9]*\) kbit\/s.*/\1/p' /sys/kernel/debug/metaroce_ts$i/connections | head -n 1)
-      echo "sender $i: rate hint ${h:-?} kbit/s, $(stat tb-s$i ts$i native_rate_hint_changes) changes"
+      echo "sender $i: rate hint ${h:-?} kbit/s, $(stat tb-s$i ts$i native_rate_hint_changes) changes;" \
+        "$(stat tb-s$i ts$i native_data_sent) DATA, $(stat tb-s$i ts$i retransmits) retransmitted" \
+        "($(stat tb-s$i ts$i native_sack_losses) SACK losses, $(stat tb-s$i ts$i native_timeouts) RTOs)"
       HINTS="$HINTS ${h:-0}"
     done
   fi

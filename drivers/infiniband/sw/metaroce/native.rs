@@ -27,6 +27,7 @@ use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::cc::{RateAlloc, ACTIVE_NS};
 use crate::proto::path::PathState;
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
+use crate::proto::offload::{native_rx, NicIntegrity};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::qp::{self, Notify, OutPacket};
 use crate::timer;
@@ -616,10 +617,12 @@ fn ce(ip: &[u8]) -> bool {
 
 /// Handles one datagram of the native port for `dev`. Softirq context.
 pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], payload: &[u8]) {
-    // UDP checksum 0 ("none", IPv4 only) is refused: the checksum is mandatory (section 2);
-    // a wrong one never gets here (the UDP layer drops it).
-    let v4 = ip.first().is_some_and(|b| b >> 4 == 4);
-    if udp.len() < 8 || (v4 && udp[6] == 0 && udp[7] == 0) {
+    // The checksum is mandatory (section 2): 0 ("none", IPv4 only) is refused. The UDP layer
+    // verified a present one before handing the datagram to the tunnel socket
+    // (`udp_lib_checksum_complete` ahead of `encap_rcv`), in software or through the NIC's
+    // `CHECKSUM_UNNECESSARY`: the offload boundary (section 12) is told it was checked.
+    let mut stack = NicIntegrity { udp_checked: true, ..NicIntegrity::default() };
+    if native_rx(&mut stack, ip, udp).is_err() {
         dev.count(Counter::RcvdMalformed, 1);
         return;
     }
