@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # `make bench` (README, "Benchmarks"): boots pairs of guests joined by the QEMU socket link and
 # measures, pair after pair on the same kind of link:
-#   metaroce     MetaRoCE (RoCEv2 mode) on the release kernel
-#   rxe          rdma_rxe on the baseline kernel (same source and config, rdma_rxe instead of MetaRoCE)
-#   rxe-debian   rdma_rxe on Debian's stock kernel (cross-check; BENCH_PEER=0 leaves it out)
+#   metaroce          MetaRoCE in RoCEv2 mode (link type metaroce) on the release kernel
+#   metaroce-native   MetaRoCE in native mode (link type metaroce-native: RC QPs over the native
+#                     transport, UDP port 19791) on the same release kernel and module
+#   rxe               rdma_rxe on the baseline kernel (same source and config, rdma_rxe instead of MetaRoCE)
+#   rxe-debian        rdma_rxe on Debian's stock kernel (cross-check; BENCH_PEER=0 leaves it out)
 # and TCP (iperf3) in every pair. Each pair runs the guest suite selftests/metaroce/bench; the
 # host then writes out/bench/results.{json,md} and PNG plots (scripts/bench_report.py).
 # BENCH_QUICK=1: one repetition, fewer sizes and loss levels, no rxe-debian (development).
-# BENCH_REPS=N overrides the repetitions (default 3); BENCH_ONLY="metaroce rxe" picks pairs.
+# BENCH_REPS=N overrides the repetitions (default 3); BENCH_ONLY="metaroce-native rxe" picks pairs
+# (only the kernels those pairs boot are built).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${METAROCE_OUT:-$repo/out}/bench
@@ -15,7 +18,22 @@ OUT=${METAROCE_OUT:-$repo/out}/bench
 export PATH="$HOME/.cargo/bin:$PATH"
 quick=${BENCH_QUICK:-}
 reps=${BENCH_REPS:-$([ -n "$quick" ] && echo 1 || echo 3)}
-pairs=${BENCH_ONLY:-metaroce rxe$([ -n "$quick" ] || [ "${BENCH_PEER:-1}" = 0 ] || echo ' rxe-debian')}
+pairs=${BENCH_ONLY:-metaroce metaroce-native rxe$([ -n "$quick" ] || [ "${BENCH_PEER:-1}" = 0 ] || echo ' rxe-debian')}
+# The kernel kind and the provider (MR_BENCH_PROVIDER in the guests) of a pair.
+pair_kind() {
+  case $1 in
+    metaroce) kind=release prov=metaroce;;
+    metaroce-native) kind=release prov=metaroce-native;;
+    rxe) kind=baseline prov=rxe;;
+    rxe-debian) kind=peer prov=rxe;;
+    *) return 1;;
+  esac
+}
+kinds=
+for p in $pairs; do
+  pair_kind "$p" || { echo "bench: unknown pair $p (pairs: metaroce metaroce-native rxe rxe-debian)"; exit 2; }
+  case " $kinds " in *" $kind "*) ;; *) kinds="$kinds $kind";; esac
+done
 # A full pair takes ~25 min under TCG (README); the timeouts only bound a hang.
 export METAROCE_GUEST_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-5400}
 # Under TCG the guest's TSC runs at the host's rate, but a guest calibrating it at boot on a busy
@@ -34,13 +52,14 @@ say "dependencies"
 "$repo/scripts/deps.sh" | tail -1
 "$repo/scripts/bench-deps.sh" || exit 1
 mkdir -p "$(dirname "$OUT")"
-say "kernels: release (MetaRoCE) and baseline (rdma_rxe), same source and config"
+say "kernels: release (MetaRoCE) and baseline (rdma_rxe), same source and config, as the pairs need"
 for k in release baseline; do
+  case " $kinds " in *" $k "*) ;; *) continue;; esac
   nice -n 10 "$repo/scripts/kernel.sh" "$k" >"$OUT.kernel-$k.log" 2>&1 ||
     { tail -20 "$OUT.kernel-$k.log"; echo "bench: the $k kernel did not build"; exit 1; }
   grep -E "done in" "$OUT.kernel-$k.log" || true
 done
-rm -rf "$OUT"; mkdir -p "$OUT"; mv "$OUT".kernel-*.log "$OUT/"
+rm -rf "$OUT"; mkdir -p "$OUT"; mv "$OUT".kernel-*.log "$OUT/" 2>/dev/null
 
 # Host load while the guests run: load average, other QEMU guests and compiler processes (the
 # machine is shared; the report marks figures taken under contention).
@@ -63,12 +82,7 @@ trap 'kill $mon 2>/dev/null' EXIT
 
 failed=0
 for p in $pairs; do
-  case $p in
-    metaroce) kind=release prov=metaroce;;
-    rxe) kind=baseline prov=rxe;;
-    rxe-debian) kind=peer prov=rxe;;
-    *) echo "bench: unknown pair $p"; exit 2;;
-  esac
+  pair_kind "$p"
   say "pair $p: $prov on the $kind kernel"
   s=$(date +%s)
   MR_GUEST_ENV="MR_BENCH_PROVIDER=$prov BENCH_REPS=$reps BENCH_QUICK=$quick MR_TEST_TIMEOUT=$METAROCE_GUEST_TIMEOUT" \

@@ -3,7 +3,12 @@
 
 Input, under OUT: pairs.jsonl (the pairs booted, one line each), host-load.tsv (host load while they ran) and, per
 guest, bench-PAIR-{a,b}/bench/: runs.jsonl (one record per run and role), ID.ROLE.out (the tool's
-output) and ID.ROLE.tsv (0.1 s samples: wall time, eth0 rx+tx bytes, busy and total CPU jiffies).
+output), ID.ROLE.tsv (0.1 s samples: wall time, eth0 rx+tx bytes, busy and total CPU jiffies) and
+ID.ROLE.ctr (the device's `rdma statistic` line before and after the run).
+
+Pairs: metaroce (MetaRoCE in RoCEv2 mode), metaroce-native (MetaRoCE in native mode: RC QPs over the
+native transport; the counters say per run which wire carried it), rxe (rdma_rxe, baseline kernel),
+rxe-debian (rdma_rxe, Debian's kernel); any of them may be missing or have failed runs.
 
 Every bandwidth figure is perftest's (or iperf3's) own, cross-checked against the payload divided
 by the transfer window seen in the client's eth0 byte counter (wall clock of the guest): perftest
@@ -24,9 +29,34 @@ CHECK_TOLERANCE = 0.25
 USER_HZ = 100
 PAIR_LABEL = {
     "metaroce": "MetaRoCE RoCEv2 (release kernel)",
+    "metaroce-native": "MetaRoCE native (release kernel)",
     "rxe": "rdma_rxe (baseline kernel)",
     "rxe-debian": "rdma_rxe (Debian kernel)",
 }
+# Column headings, and the order of the columns whatever order the pairs ran in.
+PAIR_SHORT = {
+    "metaroce": "MetaRoCE RoCEv2",
+    "metaroce-native": "MetaRoCE native",
+    "rxe": "rdma_rxe (baseline)",
+    "rxe-debian": "rdma_rxe (Debian)",
+}
+PAIR_ORDER = ["metaroce", "metaroce-native", "rxe", "rxe-debian"]
+# The two MetaRoCE modes, whose figures are divided by rdma_rxe's and TCP's, and the wire each one's
+# RC runs are expected on.
+MODES = {"metaroce": "RoCEv2", "metaroce-native": "native"}
+EXPECTED_WIRE = {"metaroce": "RoCEv2", "metaroce-native": "native"}
+COLOURS = {"metaroce": "tab:blue", "metaroce-native": "tab:red", "rxe": "tab:orange", "rxe-debian": "tab:green"}
+RXE = "rxe"
+# The issue's targets as README ("Benchmarks") states them, evaluated for each MetaRoCE mode:
+# (id, text, comparison, threshold). The loss target is the native transport's
+# (RoCEv2 without PFC is not expected to meet it); both modes are measured against it.
+TARGETS = [
+    ("write64k_vs_rxe", "ib_write_bw 64 KiB ≥ 2× rdma_rxe", ">=", 2.0),
+    ("write64k_vs_tcp", "ib_write_bw 64 KiB ≥ 1× TCP, 1 stream (same pair)", ">=", 1.0),
+    ("send_lat_vs_rxe", "ib_send_lat 8 B median ≤ 0.7× rdma_rxe", "<=", 0.7),
+    ("cpu_vs_tcp", "CPU per GB, ib_write_bw 64 KiB ≤ TCP's, 1 stream (same pair)", "<=", 1.0),
+    ("loss1_share", "ib_write_bw 64 KiB at 1 % loss ≥ 90 % of its lossless goodput", ">=", 0.9),
+]
 SIZES = [64, 4096, 65536, 1048576]
 
 
@@ -129,6 +159,50 @@ def read_text(path):
         return ""
 
 
+def read_counters(path):
+    """The snapshots of `rdma statistic show link DEV/1` in an ID.ROLE.ctr file (before and after a
+    run): a list of {name: value}. Split on the word "link", so wrapped output reads the same."""
+    snaps = []
+    words = read_text(path).split()
+    for i, w in enumerate(words):
+        if w == "link" and i + 1 < len(words) and "/" in words[i + 1]:
+            snaps.append({})
+        elif snaps and i + 1 < len(words) and re.fullmatch(r"[a-z][a-z0-9_]*", w) and words[i + 1].isdigit():
+            snaps[-1][w] = int(words[i + 1])
+    return snaps
+
+
+def counter_deltas(path):
+    """What the device counted during a run (after minus before), or None without two snapshots."""
+    snaps = read_counters(path)
+    if len(snaps) < 2:
+        return None
+    a, b = snaps[0], snaps[-1]
+    return {k: b[k] - a.get(k, 0) for k in b if b[k] - a.get(k, 0)}
+
+
+def wire(counters):
+    """Which wire carried an RDMA run on a MetaRoCE device, from both guests' counter deltas:
+    native DATA packets, and the packets sent that were neither native DATA, native ACKs nor
+    retransmissions (RoCEv2 ones). Every packet either mode sends is counted in sent_pkts; native
+    retransmissions only in retransmits. None when a side's counters are missing."""
+    if not counters or set(counters) != {"a", "b"} or any(c is None for c in counters.values()):
+        return None
+    tot = lambda k: sum(c.get(k, 0) for c in counters.values())
+    native_data, native_all = tot("native_data_sent"), tot("native_data_sent") + tot("native_acks_sent") + tot("retransmits")
+    roce = max(0, tot("sent_pkts") - native_all)
+    if native_data and not roce:
+        kind = "native"
+    elif roce and not native_data:
+        kind = "RoCEv2"
+    elif roce and native_data:
+        kind = "mixed"
+    else:
+        kind = "none"
+    return {"wire": kind, "native_data": native_data, "native_acks": tot("native_acks_sent"),
+            "retransmits": tot("retransmits"), "roce_pkts": roce, "sent_pkts": tot("sent_pkts")}
+
+
 CLOCK_TOLERANCE = 0.05
 
 
@@ -158,6 +232,11 @@ def load_pair(out, pair):
         res["pair"] = pair
         res["rc"] = {role: sides[role][0]["rc"] for role in sides}
         res["ok"] = all(sides[role][0]["rc"] == 0 for role in sides) and set(sides) == {"a", "b"}
+        ctr = {role: counter_deltas(os.path.join(sides[role][1], f"{rid}.{role}.ctr")) for role in sides}
+        if any(c is not None for c in ctr.values()):
+            res["counters"] = ctr
+        if pair in MODES and meta.get("tool") != "iperf3":
+            res["wire"] = wire(ctr)
         if "b" in sides:
             text = read_text(os.path.join(sides["b"][1], f"{rid}.b.out"))
             parsed = parse_iperf(text) if meta["tool"] == "iperf3" else parse_perftest(meta["kind"], text)
@@ -258,6 +337,13 @@ def figures(results):
         f["notes"] = sorted({r["note"] for r in ok if r.get("note")})
         f["guest_clock_off"] = [r["rep"] for r in ok if r.get("guest_clock_rate") is not None and not r["clock_ok"]]
         f["guest_clock_rate"] = summarize([r.get("guest_clock_rate") for r in ok])
+        if pair in MODES and op != "tcp":
+            ws = [r.get("wire") for r in ok]
+            f["wire"] = {k: sum(1 for w in ws if (w["wire"] if w else "unknown") == k)
+                         for k in ("native", "RoCEv2", "mixed", "none", "unknown")}
+            f["native_data"] = summarize([w["native_data"] for w in ws if w])
+            f["roce_pkts"] = summarize([w["roce_pkts"] for w in ws if w])
+            f["retransmits"] = summarize([w["retransmits"] for w in ws if w])
         figs.append(f)
     return figs
 
@@ -333,6 +419,17 @@ def check_note(f):
         w = f.get("wall_gbps") or f.get("wall_avg_us")
         notes.append(f"the tool's own figure disagrees with wall time (rep {','.join(map(str, f['clock_disagrees']))}; wall {fmt(w)})")
     notes += f.get("notes", [])
+    want = EXPECTED_WIRE.get(f["pair"])
+    if want and f.get("wire") and f["ok_runs"]:
+        w = f["wire"]
+        # A RoCEv2-mode device has no native transport: counters missing there leave nothing in doubt.
+        off = {k: n for k, n in w.items() if n and k != want and not (k == "unknown" and want == "RoCEv2")}
+        if off:
+            what = {"native": "native transport", "RoCEv2": "RoCEv2", "mixed": "RoCEv2 and native",
+                    "none": "no packets counted", "unknown": "wire not recorded"}
+            rp = f.get("roce_pkts")
+            notes.append(f"not all on {want}: " + ", ".join(f"{n} of {f['ok_runs']} runs {what[k]}" for k, n in off.items())
+                         + (f" (up to {rp['max']:.0f} RoCEv2 packets a run)" if rp and rp["max"] else ""))
     if f["guest_clock_off"]:
         notes.append(f"guest clock off the host's (rate {fmt(f['guest_clock_rate'])})")
     if f["clock_unchecked"]:
@@ -340,8 +437,106 @@ def check_note(f):
     return "; ".join(notes)
 
 
-def write_md(path, meta, figs, cont):
-    pairs = [p["name"] for p in meta["pairs"]]
+def ordered(pairs):
+    """Pair names in column order (PAIR_ORDER, then any other in the order they ran)."""
+    names = list(dict.fromkeys(pairs))
+    return [p for p in PAIR_ORDER if p in names] + [p for p in names if p not in PAIR_ORDER]
+
+
+def share(x, x0):
+    """Goodput under loss as a share of the same pair's lossless goodput (medians), or None."""
+    if not (x and x0 and x.get("gbps") and x0.get("gbps") and x0["gbps"]["median"]):
+        return None
+    return x["gbps"]["median"] / x0["gbps"]["median"]
+
+
+def targets(figs, pairs):
+    """The issue's targets (TARGETS) evaluated for each MetaRoCE mode that ran; rdma_rxe's own value
+    is given where the target compares a mode with itself (the loss share). met is None when a
+    figure is missing (pair not run, or every run of it failed)."""
+    out = []
+    for tid, text, op, thr in TARGETS:
+        for m in [p for p in ordered(pairs) if p in MODES]:
+            w64 = find(figs, m, "bw", "write", 65536)
+            flagged = []
+            why = None
+            if tid == "write64k_vs_rxe":
+                x = find(figs, RXE, "bw", "write", 65536)
+                v = ratio(w64 and w64.get("gbps"), x and x.get("gbps"))
+                flagged, why = [w64, x], None if RXE in pairs else "no rdma_rxe pair"
+                t, tx = find(figs, m, "tcp", "tcp", qps=1), find(figs, RXE, "tcp", "tcp", qps=1)
+                r1, r2 = ratio(w64 and w64.get("gbps"), t and t.get("gbps")), ratio(x and x.get("gbps"), tx and tx.get("gbps"))
+                extra = {"tcp_normalised": r1 / r2 if r1 and r2 else None}
+            elif tid == "write64k_vs_tcp":
+                t = find(figs, m, "tcp", "tcp", qps=1)
+                v, flagged, extra = ratio(w64 and w64.get("gbps"), t and t.get("gbps")), [w64, t], {}
+            elif tid == "send_lat_vs_rxe":
+                a, x = find(figs, m, "lat", "send", 8), find(figs, RXE, "lat", "send", 8)
+                v, flagged, extra = ratio(a and a.get("median_us"), x and x.get("median_us")), [a, x], {}
+                why = None if RXE in pairs else "no rdma_rxe pair"
+                if v is not None and min(a["median_us"]["median"], x["median_us"]["median"]) >= 1000:
+                    extra["caveat"] = ("both medians ≥ 1 ms: the QEMU socket link's delay under TCG sets them, "
+                                       "not the stack (README, Benchmarks)")
+            elif tid == "cpu_vs_tcp":
+                t = find(figs, m, "tcp", "tcp", qps=1)
+                v, flagged, extra = ratio(w64 and w64.get("cpu_s_per_gb"), t and t.get("cpu_s_per_gb")), [w64, t], {}
+            else:
+                l1, l0 = find(figs, m, "loss", "write", 65536, loss=1), find(figs, m, "loss", "write", 65536, loss=0)
+                v, flagged = share(l1, l0), [l1, l0]
+                x1, x0 = find(figs, RXE, "loss", "write", 65536, loss=1), find(figs, RXE, "loss", "write", 65536, loss=0)
+                extra = {"rxe_share": share(x1, x0)} if RXE in pairs else {}
+                if l1 is None and not any(f["kind"] == "loss" and f["loss"] == 1 for f in figs):
+                    why = "1 % is not in this run's loss sweep"
+            met = None if v is None else (v >= thr if op == ">=" else v <= thr)
+            failed = [f for f in flagged if f and f["runs"] and not f["ok_runs"]]
+            if v is None and why is None:
+                why = "every run of a figure it needs failed" if failed else "figure missing (pair not run, or its runs failed)"
+            if tid == "loss1_share" and l1 and l1["runs"] and not l1["ok_runs"] and l0 and l0["ok_runs"]:
+                # Not one transfer completed at 1 % loss while lossless ones did: that is no goodput.
+                met, why = False, ("its run" if l1["runs"] == 1 else f"all {l1['runs']} runs") + " at 1 % loss failed"
+            notes = [f"{PAIR_LABEL.get(f['pair'], f['pair'])}: {check_note(f)}" for f in flagged if f and check_note(f)]
+            out.append({"id": tid, "target": text, "pair": m, "value": v, "op": op, "threshold": thr, "met": met,
+                        "why_unmeasured": why if v is None else None, "flags": notes, **extra})
+    return out
+
+
+def fmt_target(t):
+    if t["value"] is None:
+        return ("**not met**: " if t["met"] is False else "not measured: ") + t["why_unmeasured"]
+    v = f"{100 * t['value']:.0f} %" if t["id"] == "loss1_share" else f"{t['value']:.2f}×"
+    cell = f"{v}: {'met' if t['met'] else '**not met**'}"
+    if t.get("tcp_normalised") is not None:
+        cell += f" ({t['tcp_normalised']:.2f}× with each pair's TCP as yardstick)"
+    if t.get("caveat"):
+        cell += f"; {t['caveat']}"
+    if t["flags"]:
+        cell += " — figures flagged (see the tables' notes)"
+    return cell
+
+
+def target_reference(figs, tid):
+    """rdma_rxe's own value for a target that compares a pair with itself (else None)."""
+    w64 = find(figs, RXE, "bw", "write", 65536)
+    t = find(figs, RXE, "tcp", "tcp", qps=1)
+    if tid == "write64k_vs_tcp":
+        v = ratio(w64 and w64.get("gbps"), t and t.get("gbps"))
+    elif tid == "cpu_vs_tcp":
+        v = ratio(w64 and w64.get("cpu_s_per_gb"), t and t.get("cpu_s_per_gb"))
+    elif tid == "loss1_share":
+        l1 = find(figs, RXE, "loss", "write", 65536, loss=1)
+        v = share(l1, find(figs, RXE, "loss", "write", 65536, loss=0))
+        if v is None and l1 and l1["runs"] and not l1["ok_runs"]:
+            return "every run at 1 % loss failed"
+        return None if v is None else f"{100 * v:.0f} %"
+    else:
+        return None
+    return None if v is None else f"{v:.2f}×"
+
+
+def write_md(path, meta, figs, cont, results):
+    cols = ordered(p["name"] for p in meta["pairs"])
+    modes = [p for p in cols if p in MODES]
+    have_rxe = RXE in cols
     L = []
     L.append(f"# MetaRoCE benchmarks — {meta['date']}, commit {meta['commit']}")
     L.append("")
@@ -351,7 +546,9 @@ def write_md(path, meta, figs, cont):
              f"cross-checked against payload ÷ transfer window on the client's eth0 (flagged when off by more than "
              f"{int(CHECK_TOLERANCE * 100)} %). The window is converted to host seconds: the client stamps files on the host (9p) "
              f"at the start and end of each run, which also checks the guest's clock against the host's (flagged when off "
-             f"by more than {int(CLOCK_TOLERANCE * 100)} %).")
+             f"by more than {int(CLOCK_TOLERANCE * 100)} %). MetaRoCE native: the same release kernel and module as RoCEv2 mode, "
+             "device type `metaroce-native`; its RC QPs (every workload here) use the native transport on UDP port 19791, "
+             "UC/UD would stay RoCEv2; the device's counters say per run which wire carried it (section \"Which wire\").")
     L.append("")
     L.append("| pair | kernel | result | host during the run |")
     L.append("| --- | --- | --- | --- |")
@@ -360,115 +557,204 @@ def write_md(path, meta, figs, cont):
         host = "no samples" if not c.get("samples") else (
             f"load1 median {c['load1_median']:.1f}, max {c['load1_max']:.1f}; other guests {int(c['share_with_other_guests'] * 100)} %, "
             f"compilers {int(c['share_with_compilers'] * 100)} % of the time" + (" — **contended**" if c["contended"] else " — quiet"))
-        L.append(f"| {PAIR_LABEL.get(p['name'], p['name'])} | {p['kernel']} | {'all runs ok' if p['rc'] == 0 else 'some runs failed'} "
-                 f"({p['end'] - p['start']} s) | {host} |")
+        rs = [r for r in results if r["pair"] == p["name"]]
+        nok = sum(1 for r in rs if r["ok"])
+        res = ("no runs recorded" if not rs else f"{nok} of {len(rs)} runs ok") + ("" if p["rc"] == 0 else ", **pair failed**")
+        L.append(f"| {PAIR_LABEL.get(p['name'], p['name'])} | {p['kernel']} | {res} ({p['end'] - p['start']} s) | {host} |")
     L.append("")
-    mr, rx, deb = "metaroce", "rxe", "rxe-debian"
-    tcp1 = find(figs, mr, "tcp", "tcp", qps=1)
-    hdr = "| figure | MetaRoCE RoCEv2 | MetaRoCE native | rdma_rxe (baseline) |"
-    sep = "| --- | --- | --- | --- |"
-    if deb in pairs:
-        hdr += " rdma_rxe (Debian) |"
-        sep += " --- |"
-    hdr += " TCP 1 stream | MetaRoCE ÷ rxe | MetaRoCE ÷ TCP | ÷ rxe, each ÷ its pair's TCP | notes |"
-    sep += " --- | --- | --- | --- | --- |"
-    tcp_rx = find(figs, rx, "tcp", "tcp", qps=1)
+    missing = [p for p in PAIR_ORDER[:3] if p not in cols]
+    if missing:
+        L.append("Not in this run: " + ", ".join(PAIR_LABEL[p] for p in missing) + " (its columns and ratios are left out).")
+        L.append("")
+
+    tcp_of = {m: find(figs, m, "tcp", "tcp", qps=1) for m in modes}
+    tcp_rx = find(figs, RXE, "tcp", "tcp", qps=1)
+
+    def notes_for(fs):
+        return "; ".join(f"{PAIR_LABEL.get(p, p)}: {check_note(f)}" for p, f in fs.items() if check_note(f))
+
+    hdr = ["figure"] + [PAIR_SHORT.get(p, p) for p in cols] + [f"TCP 1 stream ({MODES[m]} pair)" for m in modes]
+    for m in modes:
+        hdr += ([f"{MODES[m]} ÷ rxe"] if have_rxe else []) + [f"{MODES[m]} ÷ TCP"] + \
+               ([f"{MODES[m]} ÷ rxe, each ÷ its pair's TCP"] if have_rxe else [])
+    hdr.append("notes")
     L.append("## Bandwidth (Gb/s) and message rate")
     L.append("")
-    L.append(hdr)
-    L.append(sep)
+    L.append("| " + " | ".join(hdr) + " |")
+    L.append("|" + " --- |" * len(hdr))
 
-    def row(label, a, c, d, unit_key, tcp=None, lower_better=False):
-        cells = [label, fmt(a and a.get(unit_key)), "not yet", fmt(c and c.get(unit_key))]
-        if deb in pairs:
-            cells.append(fmt(d and d.get(unit_key)))
-        cells.append(fmt(tcp and tcp.get("gbps")) if tcp else "")
-        cells.append(fmt_ratio(ratio(a and a.get(unit_key), c and c.get(unit_key))))
-        cells.append(fmt_ratio(ratio(a and a.get(unit_key), tcp.get("gbps"))) if tcp else "")
-        # The pairs run one after the other on a shared host: each pair's own TCP figure measures
-        # the link it had, so this ratio takes out a change of load between the pairs.
-        r1, r2 = ratio(a and a.get(unit_key), tcp and tcp.get("gbps")), ratio(c and c.get(unit_key), tcp_rx and tcp_rx.get("gbps"))
-        cells.append(fmt_ratio(r1 / r2) if tcp and r1 and r2 else "")
-        notes = "; ".join(x for x in (f"{PAIR_LABEL[p]}: {check_note(f)}" for p, f in ((mr, a), (rx, c), (deb, d)) if check_note(f)))
-        cells.append(notes)
+    def row(label, fs, key, with_tcp):
+        cells = [label] + [fmt(fs[p] and fs[p].get(key)) for p in cols]
+        cells += [fmt(tcp_of[m] and tcp_of[m].get("gbps")) if with_tcp else "" for m in modes]
+        rx = fs.get(RXE)
+        for m in modes:
+            a, t = fs[m], tcp_of[m]
+            if have_rxe:
+                cells.append(fmt_ratio(ratio(a and a.get(key), rx and rx.get(key))))
+            cells.append(fmt_ratio(ratio(a and a.get(key), t and t.get("gbps"))) if with_tcp else "")
+            if have_rxe:
+                # The pairs run one after the other on a shared host: each pair's own TCP figure measures
+                # the link it had, so this ratio takes out a change of load between the pairs.
+                r1 = ratio(a and a.get(key), t and t.get("gbps"))
+                r2 = ratio(rx and rx.get(key), tcp_rx and tcp_rx.get("gbps"))
+                cells.append(fmt_ratio(r1 / r2) if with_tcp and r1 and r2 else "")
+        cells.append(notes_for(fs))
         L.append("| " + " | ".join(cells) + " |")
 
     for op in ("write", "read", "send"):
         for size in SIZES:
-            a = find(figs, mr, "bw", op, size)
-            c = find(figs, rx, "bw", op, size)
-            d = find(figs, deb, "bw", op, size)
-            if a or c or d:
-                row(f"ib_{op}_bw {size_label(size)}", a, c, d, "gbps", tcp1)
+            fs = {p: find(figs, p, "bw", op, size) for p in cols}
+            if any(fs.values()):
+                row(f"ib_{op}_bw {size_label(size)}", fs, "gbps", True)
     for q in (1, 8):
-        a, c, d = (find(figs, p, "rate", "write", 64, qps=q) for p in (mr, rx, deb))
-        if a or c or d:
-            row(f"message rate, WRITE 64 B, {q} QP{'s' if q > 1 else ''} (Mpps)", a, c, d, "mpps")
+        fs = {p: find(figs, p, "rate", "write", 64, qps=q) for p in cols}
+        if any(fs.values()):
+            row(f"message rate, WRITE 64 B, {q} QP{'s' if q > 1 else ''} (Mpps)", fs, "mpps", False)
     L.append("")
     L.append("## Latency, 8 B (µs, perftest's t_typical = median, and 99th percentile)")
     L.append("")
-    L.append(hdr.replace(" TCP 1 stream |", "").replace(" MetaRoCE ÷ TCP |", "").replace(" ÷ rxe, each ÷ its pair's TCP |", ""))
-    L.append(sep[:-len(" --- | --- | --- | --- | --- |")] + " --- | --- |")
+    lh = ["figure"] + [PAIR_SHORT.get(p, p) for p in cols] + ([f"{MODES[m]} ÷ rxe" for m in modes] if have_rxe else []) + ["notes"]
+    L.append("| " + " | ".join(lh) + " |")
+    L.append("|" + " --- |" * len(lh))
     for op in ("send", "write"):
-        a, c, d = (find(figs, p, "lat", op, 8) for p in (mr, rx, deb))
+        fs = {p: find(figs, p, "lat", op, 8) for p in cols}
+        if not any(fs.values()):
+            continue
         for key, what in (("median_us", "median"), ("p99_us", "p99")):
-            cells = [f"ib_{op}_lat {what}", fmt(a and a.get(key)), "not yet", fmt(c and c.get(key))]
-            if deb in pairs:
-                cells.append(fmt(d and d.get(key)))
-            cells.append(fmt_ratio(ratio(a and a.get(key), c and c.get(key))))
-            cells.append("; ".join(f"{PAIR_LABEL[p]}: {check_note(f)}" for p, f in ((mr, a), (rx, c), (deb, d)) if check_note(f)))
+            cells = [f"ib_{op}_lat {what}"] + [fmt(fs[p] and fs[p].get(key)) for p in cols]
+            if have_rxe:
+                cells += [fmt_ratio(ratio(fs[m] and fs[m].get(key), fs[RXE] and fs[RXE].get(key))) for m in modes]
+            cells.append(notes_for(fs))
             L.append("| " + " | ".join(cells) + " |")
     L.append("")
     L.append("## CPU per GB (busy CPU seconds of both guests per GB of payload, within the transfer window)")
     L.append("")
-    L.append("| workload | " + " | ".join(PAIR_LABEL.get(p, p) for p in pairs) + " |")
-    L.append("| --- |" + " --- |" * len(pairs))
+    L.append("| workload | " + " | ".join(PAIR_LABEL.get(p, p) for p in cols) + " |")
+    L.append("| --- |" + " --- |" * len(cols))
     cpu_rows = [(f"ib_write_bw {size_label(s)}", "bw", "write", s, 1) for s in SIZES] + \
                [("message rate WRITE 64 B, 1 QP", "rate", "write", 64, 1), ("message rate WRITE 64 B, 8 QPs", "rate", "write", 64, 8),
                 ("TCP, 1 stream", "tcp", "tcp", 0, 1), ("TCP, 4 streams", "tcp", "tcp", 0, 4)]
     for label, kind, op, size, q in cpu_rows:
-        fs = [find(figs, p, kind, op, size, qps=q) for p in pairs]
+        fs = [find(figs, p, kind, op, size, qps=q) for p in cols]
         if any(fs):
             L.append(f"| {label} | " + " | ".join(fmt(f and f.get("cpu_s_per_gb")) for f in fs) + " |")
     L.append("")
     L.append("## TCP (iperf3) on each pair's link (Gb/s)")
     L.append("")
-    L.append("| streams | " + " | ".join(PAIR_LABEL.get(p, p) for p in pairs) + " |")
-    L.append("| --- |" + " --- |" * len(pairs))
+    L.append("| streams | " + " | ".join(PAIR_LABEL.get(p, p) for p in cols) + " |")
+    L.append("| --- |" + " --- |" * len(cols))
     for q in (1, 4):
-        fs = [find(figs, p, "tcp", "tcp", qps=q) for p in pairs]
+        fs = [find(figs, p, "tcp", "tcp", qps=q) for p in cols]
         L.append(f"| {q} | " + " | ".join(fmt(f and f.get("gbps")) + (f" ({check_note(f)})" if check_note(f) else "") for f in fs) + " |")
     L.append("")
     L.append("## Goodput under loss (netem on both guests' egress), ib_write_bw 64 KiB and TCP 1 stream (Gb/s)")
     L.append("")
-    L.append("| loss % | MetaRoCE RoCEv2 | MetaRoCE native | rdma_rxe (baseline) | MetaRoCE ÷ rxe | MetaRoCE share of its lossless | rxe share of its lossless | TCP (MetaRoCE pair) | notes |")
-    L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    tcp_pair = (modes or cols or [None])[0]
+    lh = ["loss %"] + [PAIR_SHORT.get(p, p) for p in cols] + ([f"{MODES[m]} ÷ rxe" for m in modes] if have_rxe else []) + \
+         [f"{PAIR_SHORT.get(p, p)}: share of its lossless" for p in cols] + \
+         ([f"TCP ({PAIR_SHORT.get(tcp_pair, tcp_pair)} pair)"] if tcp_pair else []) + ["notes"]
+    L.append("| " + " | ".join(lh) + " |")
+    L.append("|" + " --- |" * len(lh))
     losses = sorted({f["loss"] for f in figs if f["kind"] == "loss"})
-    a0 = find(figs, mr, "loss", "write", 65536, loss=0)
-    c0 = find(figs, rx, "loss", "write", 65536, loss=0)
+    zero = {p: find(figs, p, "loss", "write", 65536, loss=0) for p in cols}
     for loss in losses:
-        a = find(figs, mr, "loss", "write", 65536, loss=loss)
-        c = find(figs, rx, "loss", "write", 65536, loss=loss)
-        t = find(figs, mr, "loss", "tcp", 0, loss=loss)
-        share = lambda x, x0: "—" if not (x and x0 and x.get("gbps") and x0.get("gbps")) else f"{100 * x['gbps']['median'] / x0['gbps']['median']:.0f} %"
-        notes = "; ".join(f"{PAIR_LABEL[p]}: {check_note(f)}" for p, f in ((mr, a), (rx, c)) if check_note(f))
+        fs = {p: find(figs, p, "loss", "write", 65536, loss=loss) for p in cols}
+        t = find(figs, tcp_pair, "loss", "tcp", 0, loss=loss) if tcp_pair else None
+        cells = [f"{loss:g}"] + [fmt(fs[p] and fs[p].get("gbps")) for p in cols]
+        if have_rxe:
+            cells += [fmt_ratio(ratio(fs[m] and fs[m].get("gbps"), fs[RXE] and fs[RXE].get("gbps"))) for m in modes]
+        for p in cols:
+            sh = share(fs[p], zero[p])
+            cells.append("—" if sh is None else f"{100 * sh:.0f} %")
+        if tcp_pair:
+            cells.append(fmt(t and t.get("gbps")))
+        notes = notes_for(fs)
         if check_note(t):
             notes += ("; " if notes else "") + f"TCP: {check_note(t)}"
-        L.append(f"| {loss:g} | {fmt(a and a.get('gbps'))} | not yet | {fmt(c and c.get('gbps'))} | "
-                 f"{fmt_ratio(ratio(a and a.get('gbps'), c and c.get('gbps')))} | {share(a, a0)} | {share(c, c0)} | "
-                 f"{fmt(t and t.get('gbps'))} | {notes} |")
+        cells.append(notes)
+        L.append("| " + " | ".join(cells) + " |")
     L.append("")
-    L.append("MetaRoCE native mode: not yet in the kernel (only the simulator has it), so no figure.")
+    L.append("The issue's loss target is the native transport's: at 1 % loss it keeps ≥ 90 % of its lossless goodput "
+             "(section \"Targets\"). A run that failed or exceeded the suite's time limit is counted in the notes, never as a figure.")
+    L.append("")
+
+    L.append("## Targets (issue 9), each MetaRoCE mode")
+    L.append("")
+    tg = targets(figs, cols)
+    if not modes:
+        L.append("No MetaRoCE pair in this run.")
+    else:
+        th = ["target"] + [PAIR_SHORT[m] for m in modes]
+        if have_rxe:
+            th.append("rdma_rxe (reference)")
+        L.append("| " + " | ".join(th) + " |")
+        L.append("|" + " --- |" * len(th))
+        for tid, text, *_ in TARGETS:
+            ts = {t["pair"]: t for t in tg if t["id"] == tid}
+            cells = [text] + [fmt_target(ts[m]) for m in modes]
+            if have_rxe:
+                cells.append(target_reference(figs, tid) or "")
+            L.append("| " + " | ".join(cells) + " |")
+        rate = []
+        for q in (1, 8):
+            for m in modes:
+                a, x = find(figs, m, "rate", "write", 64, qps=q), find(figs, RXE, "rate", "write", 64, qps=q)
+                r = ratio(a and a.get("mpps"), x and x.get("mpps"))
+                if r is not None:
+                    rate.append(f"{MODES[m]} {r:.2f}× with {q} QP{'s' if q > 1 else ''}")
+        if rate:
+            L.append("")
+            L.append("64 B WRITE message rate ÷ rdma_rxe (no numeric target): " + ", ".join(rate) + ".")
+    L.append("")
+
+    L.append("## Which wire carried the MetaRoCE runs")
+    L.append("")
+    L.append("From each run's counters on both guests (`rdma statistic`, before and after): native DATA packets "
+             "(first transmissions), retransmissions, and RoCEv2 packets (sent_pkts less native DATA, native ACKs and "
+             "retransmissions). Expected: RoCEv2 mode all RoCEv2, native mode all native. Medians over the runs; "
+             "a figure whose runs went elsewhere says so in the tables' notes as well.")
+    L.append("")
+    wf = [f for f in figs if f["pair"] in MODES and f.get("wire") and f["ok_runs"]]
+    summary = False
+    for m in modes:
+        ws = [r.get("wire") for r in results if r["pair"] == m and r["ok"] and "wire" in r]
+        if not ws:
+            continue
+        kinds = [{"mixed": "both RoCEv2 and native", "none": "no packets counted"}.get(w["wire"], w["wire"]) if w
+                 else "wire not recorded" for w in ws]
+        rec = [w for w in ws if w]
+        L.append(f"- {PAIR_LABEL[m]}: {len(ws)} RDMA runs ok: " + ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+                 + (f"; in the {len(rec)} with counters: native DATA packets {sum(w['native_data'] for w in rec)}, RoCEv2 "
+                    f"packets {sum(w['roce_pkts'] for w in rec)}, retransmissions {sum(w['retransmits'] for w in rec)}." if rec else "."))
+        summary = True
+    if summary:
+        L.append("")
+    # Per workload: every native figure, and any RoCEv2-mode figure with runs off its expected wire.
+    wf = [f for f in wf if f["wire"]["unknown"] < f["ok_runs"] and (
+        f["pair"] == "metaroce-native" or any(n for k, n in f["wire"].items() if k not in (EXPECTED_WIRE[f["pair"]], "unknown")))]
+    if not wf:
+        L.append("No MetaRoCE RDMA run with counters to detail in this run.")
+    else:
+        L.append("| pair | workload | runs native / RoCEv2 / both / none / not recorded | native DATA | retransmissions | RoCEv2 packets |")
+        L.append("| --- | --- | --- | --- | --- | --- |")
+        for f in sorted(wf, key=lambda f: (PAIR_ORDER.index(f["pair"]), f["kind"], f["op"], f["size"], f["qps"], f["loss"])):
+            w = f["wire"]
+            what = {"bw": f"ib_{f['op']}_bw {size_label(f['size'])}", "lat": f"ib_{f['op']}_lat {size_label(f['size'])}",
+                    "rate": f"message rate {f['op'].upper()} {size_label(f['size'])}, {f['qps']} QP{'s' if f['qps'] > 1 else ''}",
+                    "loss": f"ib_{f['op']}_bw {size_label(f['size'])}, {f['loss']:g} % loss"}.get(f["kind"], f["kind"])
+            L.append(f"| {PAIR_SHORT[f['pair']]} | {what} | {w['native']} / {w['RoCEv2']} / {w['mixed']} / {w['none']} / {w['unknown']} | "
+                     f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
     L.append("")
     with open(path, "w") as f:
         f.write("\n".join(L))
+    return tg
 
 
 def plots(out, figs, pairs):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    colours = {"metaroce": "tab:blue", "rxe": "tab:orange", "rxe-debian": "tab:green"}
+    pairs = ordered(pairs)
     made = []
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
     for ax, op in zip(axes, ("write", "read", "send")):
@@ -480,10 +766,12 @@ def plots(out, figs, pairs):
             xs = [s for s, _ in pts]
             ys = [g["median"] for _, g in pts]
             err = [[g["median"] - g["min"] for _, g in pts], [g["max"] - g["median"] for _, g in pts]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=PAIR_LABEL.get(p, p), color=colours.get(p))
-        t = find(figs, "metaroce", "tcp", "tcp", qps=1)
-        if t and t.get("gbps"):
-            ax.axhline(t["gbps"]["median"], color="grey", linestyle="--", label="TCP, 1 stream (MetaRoCE pair)")
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=PAIR_LABEL.get(p, p), color=COLOURS.get(p))
+        for m in [p for p in pairs if p in MODES]:
+            t = find(figs, m, "tcp", "tcp", qps=1)
+            if t and t.get("gbps"):
+                ax.axhline(t["gbps"]["median"], color=COLOURS[m], linestyle="--", alpha=0.6,
+                           label=f"TCP, 1 stream ({PAIR_SHORT[m]} pair)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(SIZES, [size_label(s) for s in SIZES])
         ax.set_ylim(bottom=0)
@@ -499,7 +787,9 @@ def plots(out, figs, pairs):
     plt.close(fig)
     made.append("bandwidth_vs_size.png")
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    # Left: goodput; right: each pair's goodput as a share of its own lossless goodput, with the
+    # native transport's target (≥ 90 % at 1 % loss). Loss 0 is drawn at 0.01 % on the log axes.
+    fig, (ax, axs) = plt.subplots(1, 2, figsize=(12, 4.5))
     any_pts = False
     for p in pairs:
         for op, style, label in (("write", "-", "ib_write_bw 64 KiB"), ("tcp", ":", "TCP 1 stream")):
@@ -508,12 +798,19 @@ def plots(out, figs, pairs):
             if not pts:
                 continue
             any_pts = True
-            # Loss 0 is drawn at 0.01 % on the log axis.
             xs = [f["loss"] if f["loss"] > 0 else 0.01 for f in pts]
             ys = [f["gbps"]["median"] for f in pts]
             err = [[f["gbps"]["median"] - f["gbps"]["min"] for f in pts], [f["gbps"]["max"] - f["gbps"]["median"] for f in pts]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", linestyle=style, capsize=3, color=colours.get(p),
+            ax.errorbar(xs, ys, yerr=err, marker="o", linestyle=style, capsize=3, color=COLOURS.get(p),
                         label=f"{PAIR_LABEL.get(p, p)}: {label}")
+            if op == "write" and pts[0]["loss"] == 0:
+                axs.plot(xs, [100 * y / ys[0] for y in ys], marker="o", color=COLOURS.get(p), label=PAIR_LABEL.get(p, p))
+                # Loss levels where every run failed (no goodput to draw): a cross at 0 %.
+                dead = [f["loss"] for f in figs if f["pair"] == p and f["kind"] == "loss" and f["op"] == "write"
+                        and f["runs"] and not f["ok_runs"] and f["loss"] > 0]
+                if dead:
+                    axs.scatter(dead, [0] * len(dead), marker="x", s=60, color=COLOURS.get(p),
+                                label=f"{PAIR_LABEL.get(p, p)}: every run failed")
     if any_pts:
         ax.set_xscale("log")
         ax.set_xlabel("netem loss each way, % (0 drawn at 0.01)")
@@ -521,7 +818,17 @@ def plots(out, figs, pairs):
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3, which="both")
         ax.legend(fontsize=6)
-        ax.set_title("Goodput vs loss (TCG guests)")
+        ax.set_title("Goodput vs loss")
+        axs.axhline(90, color="grey", linestyle="--", label="target (native): 90 % at 1 % loss")
+        axs.axvline(1, color="grey", linestyle=":", alpha=0.6)
+        axs.set_xscale("log")
+        axs.set_ylim(-5, 110)
+        axs.set_xlabel("netem loss each way, % (0 drawn at 0.01)")
+        axs.set_ylabel("ib_write_bw 64 KiB, % of the pair's lossless goodput")
+        axs.grid(True, alpha=0.3, which="both")
+        axs.legend(fontsize=6)
+        axs.set_title("Share of lossless goodput")
+        fig.suptitle("Goodput under loss (TCG guests, QEMU socket link)")
         fig.tight_layout()
         fig.savefig(os.path.join(out, "goodput_vs_loss.png"), dpi=80)
         made.append("goodput_vs_loss.png")
@@ -551,13 +858,20 @@ def main():
     cont = host_contention(a.out, pairs)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": a.commit, "reps": a.reps,
             "quick": a.quick, "pairs": pairs, "guests": setups, "host": cont, "check_tolerance": CHECK_TOLERANCE,
-            "native_mode": "not yet in the kernel: no figures"}
+            "modes": {"metaroce": "MetaRoCE, link type metaroce: every QP over RoCEv2",
+                      "metaroce-native": "MetaRoCE, link type metaroce-native: RC QPs over the native transport (UDP "
+                                         "19791), UC/UD/QP1 over RoCEv2; each run's wire from the device counters"}}
+    tg = write_md(os.path.join(a.out, "results.md"), meta, figs, cont, results)
     with open(os.path.join(a.out, "results.json"), "w") as f:
-        json.dump({"meta": meta, "figures": figs, "runs": results}, f, indent=1)
-    write_md(os.path.join(a.out, "results.md"), meta, figs, cont)
+        json.dump({"meta": meta, "targets": tg, "figures": figs, "runs": results}, f, indent=1)
     made = plots(a.out, figs, [p["name"] for p in pairs])
     ok = sum(1 for r in results if r["ok"])
     print(f"bench report: {len(results)} runs ({ok} ok), {len(figs)} figures, plots: {', '.join(made) or 'none'}")
+    for m in [p for p in ordered(p["name"] for p in pairs) if p in MODES]:
+        ws = [r["wire"]["wire"] if r.get("wire") else "not recorded" for r in results if r["pair"] == m and r["ok"] and "wire" in r]
+        if ws:
+            print(f"bench report: {PAIR_LABEL[m]}: RDMA runs by wire: "
+                  + ", ".join(f"{k} {ws.count(k)}" for k in dict.fromkeys(sorted(ws))))
     return 0 if results else 1
 
 

@@ -1,9 +1,17 @@
 # Helpers of the benchmark suite (`make bench`, scripts/bench.sh), sourced after lib.sh. Role a is
 # always the server, role b the client. Every measured run leaves, in /tmp/out/bench/ (the guest's
 # output share): ID.ROLE.out (the tool's output), ID.ROLE.tsv (samples every 0.1 s of wall time,
-# eth0 rx+tx bytes, busy and total CPU jiffies from /proc/stat) and one JSON line in runs.jsonl.
-# scripts/bench_report.py turns these into figures on the host; nothing is computed here.
-# Environment (from scripts/bench.sh): MR_BENCH_PROVIDER metaroce|rxe, BENCH_QUICK, BENCH_REPS.
+# eth0 rx+tx bytes, busy and total CPU jiffies from /proc/stat), ID.ROLE.ctr (the device's
+# `rdma statistic` line before and after the run, when the test has an RDMA device) and one JSON
+# line in runs.jsonl. scripts/bench_report.py turns these into figures on the host; nothing is
+# computed here.
+# Environment (from scripts/bench.sh): MR_BENCH_PROVIDER metaroce|metaroce-native|rxe, BENCH_QUICK,
+# BENCH_REPS.
+# A metaroce-native device carries RC QPs over the native transport (UDP port 19791) and UC, UD
+# and QP1 over RoCEv2. Every perftest workload of this suite is RC (perftest's default connection
+# type, set up over its own TCP socket, not rdma_cm), so on that device all of them run native; the
+# counters in ID.ROLE.ctr (native_data_sent against sent_pkts) show per run which wire carried it,
+# and the report says so for every native figure rather than assuming it.
 BENCH_DIR=/tmp/out/bench
 mkdir -p "$BENCH_DIR"
 BENCH_REPS=${BENCH_REPS:-$([ -n "${BENCH_QUICK:-}" ] && echo 1 || echo 3)}
@@ -17,14 +25,21 @@ exec 7<>/tmp/bench-tick
 bench_sleep() { read -r -t "$1" -u 7 _ || true; }
 
 # The RDMA device of the provider under test on eth0 (sets MR_DEV and MR_GID, creating it once).
+# A MetaRoCE device it creates must log the mode asked for when the driver registers it.
 bench_dev() {
-  local type i
+  local type mode= i
   case ${MR_BENCH_PROVIDER:-} in
-    metaroce) MR_DEV=mr0 type=metaroce; modprobe metaroce 2>/dev/null;;
+    metaroce) MR_DEV=mr0 type=metaroce mode="(RoCEv2)"; modprobe metaroce 2>/dev/null;;
+    metaroce-native) MR_DEV=mr0 type=metaroce-native mode="(MetaRoCE native"; modprobe metaroce 2>/dev/null;;
     rxe) MR_DEV=rxe0 type=rxe; modprobe rdma_rxe 2>/dev/null;;
-    *) echo "MR_BENCH_PROVIDER must be metaroce or rxe, not '${MR_BENCH_PROVIDER:-}'"; return 1;;
+    *) echo "MR_BENCH_PROVIDER must be metaroce, metaroce-native or rxe, not '${MR_BENCH_PROVIDER:-}'"; return 1;;
   esac
-  [ -e "/sys/class/infiniband/$MR_DEV" ] || rdma link add "$MR_DEV" type "$type" netdev eth0 || return 1
+  if [ ! -e "/sys/class/infiniband/$MR_DEV" ]; then
+    rdma link add "$MR_DEV" type "$type" netdev eth0 || return 1
+    if [ -n "$mode" ] && ! dmesg | grep -qF "$MR_DEV: added on netdev eth0 $mode"; then
+      echo "$MR_DEV is not a $type device: $(dmesg | grep -F "$MR_DEV: added on netdev" | tail -n 1)"; return 1
+    fi
+  fi
   for ((i = 0; i < 100; i++)); do
     MR_GID=$(mr_gid_index "$MR_DEV" "$(mr_self)")
     [ -n "$MR_GID" ] && ibv_devinfo -d "$MR_DEV" | grep -q PORT_ACTIVE && return 0
@@ -45,15 +60,25 @@ bench_sampler() {
   done >"$f"
 }
 
+# Appends the line of the device's counters (`rdma statistic show link DEV/1`: "link DEV/1 NAME
+# VALUE ...") to FILE; nothing without a device (MR_DEV unset).
+bench_counters() {
+  [ -n "${MR_DEV:-}" ] || return 0
+  rdma statistic show link "$MR_DEV/1" >>"$1" 2>&1 || echo "no counters" >>"$1"
+}
+
 # One measured run: the server (role a) runs BENCH_SRV, the client (role b) BENCH_CLI, both under
 # the sampler. The client retries while the server does not accept connections yet. META is a
 # JSON object body (no braces) describing the run; the record adds role, exit status and times.
+# The device's counters are read before the sampler starts and after it stops (outside the
+# transfer window the report measures).
 # Usage: bench_run ID META   (arrays BENCH_SRV and BENCH_CLI set by the caller)
 BENCH_FAILED=0
 bench_run() {
   local id=$1 meta=$2 spid rc try t0 t1 out
   mr_barrier "bench-$id" || { echo "$id: the peer never arrived"; BENCH_FAILED=$((BENCH_FAILED + 1)); return 1; }
   out=$BENCH_DIR/$id.$MR_ROLE.out
+  rm -f "$BENCH_DIR/$id.$MR_ROLE.ctr"; bench_counters "$BENCH_DIR/$id.$MR_ROLE.ctr"
   bench_sampler "$BENCH_DIR/$id.$MR_ROLE.tsv" & spid=$!
   bench_sleep 0.3
   # ID.ROLE.t0 and .t1 are written (through 9p, so their modification times come from the host's
@@ -74,6 +99,7 @@ bench_run() {
   t1=$EPOCHREALTIME; echo "$t1" >"$BENCH_DIR/$id.$MR_ROLE.t1"
   bench_sleep 0.3
   kill "$spid"; wait "$spid" 2>/dev/null
+  bench_counters "$BENCH_DIR/$id.$MR_ROLE.ctr"
   printf '{"id":"%s","role":"%s","rc":%d,"t0":%s,"t1":%s,"kernel":"%s","provider":"%s",%s}\n' \
     "$id" "$MR_ROLE" "$rc" "$t0" "$t1" "$(uname -r)" "${MR_BENCH_PROVIDER:-}" "$meta" >>"$BENCH_DIR/runs.jsonl"
   if [ $rc != 0 ]; then
