@@ -44,7 +44,7 @@ cp "$new_manifest" "$manifest"
 # a hook dropped from the repo disappears from the tree too.
 . "$repo/scripts/versions.env"
 hooked=(drivers/infiniband/Kconfig drivers/infiniband/sw/Makefile rust/bindings/bindings_helper.h
-        rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs)
+        rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs rust/bindgen_parameters)
 pristine=$tree/.metaroce-orig
 missing=()
 for f in "${hooked[@]}"; do [ -f "$pristine/$f" ] || missing+=("$KERNEL_SRC_PKG/$f"); done
@@ -75,6 +75,18 @@ hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "meta
 if [ -f "$repo/rust/helpers/metaroce.c" ]; then
   hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'
 fi
+# Enums passed through the function pointers our abstractions install (ib_device_ops:
+# req_notify_cq, get_link_layer, alloc_mr, modify_srq) get their own CFI type, as the kernel's
+# own list does (kCFI hashes the C prototype; a plain integer would not match). One pair per enum:
+# its newtype, its derive and its Itanium-mangled name; inserted in reverse order after the
+# kernel's last pair.
+cfi_anchor="--with-attribute-custom-enum=lru_status='#[cfi_encoding=\"10lru_status\"]'"
+for e in ib_srq_attr_mask ib_mr_type ib_cq_notify_flags rdma_link_layer; do
+  hook rust/bindgen_parameters "$cfi_anchor" "--with-attribute-custom-enum=$e='#[cfi_encoding=\"${#e}$e\"]'"
+  # Zeroable like every struct of the bindings (`struct ib_mr` holds an `ib_mr_type`).
+  hook rust/bindgen_parameters "$cfi_anchor" "--with-derive-custom-enum=$e=MaybeZeroable"
+  hook rust/bindgen_parameters "$cfi_anchor" "--newtype-enum $e"
+done
 # Our networking modules, one line each (in reverse name order after the anchor, so sorted).
 for f in $(ls "$repo"/rust/kernel/net/*.rs 2>/dev/null | sort -r); do
   m=$(basename "$f" .rs)

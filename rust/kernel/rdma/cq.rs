@@ -622,15 +622,15 @@ impl<T: Driver> Adapter<T> {
         flags: bindings::ib_cq_notify_flags,
     ) -> c_int {
         from_result(|| {
-            let arm = match flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK {
-                bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP => CqArm::NextComp,
-                bindings::ib_cq_notify_flags_IB_CQ_SOLICITED => CqArm::Solicited,
+            use bindings::ib_cq_notify_flags as F;
+            let arm = match flags.0 & F::IB_CQ_SOLICITED_MASK.0 {
+                x if x == F::IB_CQ_NEXT_COMP.0 => CqArm::NextComp,
+                x if x == F::IB_CQ_SOLICITED.0 => CqArm::Solicited,
                 _ => return Err(EINVAL),
             };
             let notify = CqNotify {
                 arm,
-                report_missed: flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS
-                    != 0,
+                report_missed: flags.0 & F::IB_CQ_REPORT_MISSED_EVENTS.0 != 0,
             };
             // SAFETY: The CQ is alive for the call (function requirement).
             let cq = unsafe { Cq::<T>::from_raw(ibcq) };

@@ -241,9 +241,9 @@ impl Mtu {
 #[repr(u32)]
 pub enum LinkLayer {
     /// `IB_LINK_LAYER_INFINIBAND`.
-    Infiniband = bindings::rdma_link_layer_IB_LINK_LAYER_INFINIBAND,
+    Infiniband = bindings::rdma_link_layer::IB_LINK_LAYER_INFINIBAND.0,
     /// `IB_LINK_LAYER_ETHERNET` (RoCE).
-    Ethernet = bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET,
+    Ethernet = bindings::rdma_link_layer::IB_LINK_LAYER_ETHERNET.0,
 }
 
 /// Kernel-only device capabilities (`enum ib_kernel_cap_flags`).
@@ -1394,7 +1394,7 @@ impl<T: Driver> Adapter<T> {
     ) -> bindings::rdma_link_layer {
         // SAFETY: Hooks run only while the data is alive.
         let dev = unsafe { Device::<T>::from_raw(ibdev) };
-        T::get_link_layer(dev, port) as bindings::rdma_link_layer
+        bindings::rdma_link_layer(T::get_link_layer(dev, port) as u32)
     }
 
     /// # Safety

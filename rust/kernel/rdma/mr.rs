@@ -291,8 +291,8 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: The PD is alive for the call.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
         let ty = match mr_type {
-            bindings::ib_mr_type_IB_MR_TYPE_MEM_REG => MrType::MemReg,
-            other => MrType::Other(other),
+            bindings::ib_mr_type::IB_MR_TYPE_MEM_REG => MrType::MemReg,
+            other => MrType::Other(other.0),
         };
         let res = T::alloc_mr(pd, ty, max_num_sg).and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
         res.unwrap_or_else(|e| e.to_ptr())

@@ -71,9 +71,9 @@ pub struct SrqAttrMask(u32);
 
 impl SrqAttrMask {
     /// `IB_SRQ_MAX_WR`: resize the SRQ to [`SrqAttr::max_wr`] (keeping the posted requests).
-    pub const MAX_WR: Self = Self(bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR);
+    pub const MAX_WR: Self = Self(bindings::ib_srq_attr_mask::IB_SRQ_MAX_WR.0);
     /// `IB_SRQ_LIMIT`: arm the limit at [`SrqAttr::srq_limit`].
-    pub const LIMIT: Self = Self(bindings::ib_srq_attr_mask_IB_SRQ_LIMIT);
+    pub const LIMIT: Self = Self(bindings::ib_srq_attr_mask::IB_SRQ_LIMIT.0);
 
     /// Whether every attribute of `other` is in `self`.
     pub fn contains(self, other: Self) -> bool {
@@ -310,7 +310,7 @@ impl<T: Driver> Adapter<T> {
         udata: *mut bindings::ib_udata,
     ) -> c_int {
         from_result(|| {
-            let mask = SrqAttrMask(mask);
+            let mask = SrqAttrMask(mask.0);
             if mask.has_unknown() {
                 return Err(EINVAL);
             }

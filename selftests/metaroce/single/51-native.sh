@@ -9,7 +9,8 @@
 # DATA sprayed over several paths and source ports, no RoCEv2 packet. Telemetry: the receivers'
 # rate hints (veth reports 10 Gbit/s: one sender's share is 10 Gbit/s less 1/32) reach the senders
 # (counter native_rate_hint_changes, tracepoint metaroce_rate_hint), and the losses netem causes
-# show as metaroce_path loss events.
+# show as metaroce_path loss events. mw_check.py's memory windows on a native device, remote
+# invalidation (SEND with invalidate) included.
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
@@ -42,6 +43,11 @@ ip netns exec mrb rdma statistic show link mrb0/1
 # SEND, WRITE, READ, READ_RESP, CMP_SWAP, FETCH_ADD, ATOMIC_RESP.
 python3 "$MR_SELFTESTS/pcap_native.py" /tmp/native.pcap 1000 4 --ops 0,2,4,5,7,8,9 || fail "native wire check"
 
+# Memory windows over the native wire (RC loopback on mra0: WRITE/READ through windows, remote
+# invalidation by SEND with invalidate, canaries around every refused access).
+t0=$(date +%s)
+ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/mw_check.py" mra0 "$ga" || fail "mw_check.py on a native device"
+echo "mw_check.py: $(( $(date +%s) - t0 )) s"
 stat() { ip netns exec $1 rdma statistic show link $2/1 | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }
 for d in "mra mra0" "mrb mrb0"; do
   [ "$(stat $d native_rate_hint_changes)" -ge 1 ] || fail "${d#* } received no rate hint"

@@ -126,9 +126,13 @@ pub(crate) enum Counter {
     NativeEcnEchoes,
     /// Native rate-hint changes received in ACKs (the receiver's fair share for us changed).
     NativeRateHintChanges,
+    /// Gauge, not a count: the smallest RTT sample of any native path, in microseconds.
+    NativeRttMinUs,
+    /// Gauge: the mean RTT of the native paths with samples (each path's mean), in microseconds.
+    NativeRttAvgUs,
 }
 
-const NUM_COUNTERS: usize = Counter::NativeRateHintChanges as usize + 1;
+const NUM_COUNTERS: usize = Counter::NativeRttAvgUs as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -165,6 +169,8 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_ecn_decreases"),
     StatDesc::new(c"native_ecn_echoes"),
     StatDesc::new(c"native_rate_hint_changes"),
+    StatDesc::new(c"native_rtt_min_us"),
+    StatDesc::new(c"native_rtt_avg_us"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -601,6 +607,13 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         check_port(port)?;
         for (v, c) in values.iter_mut().zip(dev.counters.iter()) {
             *v = c.load(Ordering::Relaxed);
+        }
+        // The RTT gauges are read off the connections now.
+        let (min_ns, avg_ns) = crate::native::rtt_figures(&dev.peers);
+        for (c, ns) in [(Counter::NativeRttMinUs, min_ns), (Counter::NativeRttAvgUs, avg_ns)] {
+            if let Some(v) = values.get_mut(c as usize) {
+                *v = ns / 1000;
+            }
         }
         Ok(())
     }

@@ -199,6 +199,28 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     trace_paths(dev, inner);
 }
 
+/// The smallest RTT sample of any path of `peers` and the mean of the paths' mean RTTs, in ns
+/// (0 without samples). Any context.
+pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
+    let (mut min, mut sum, mut n) = (u64::MAX, 0u64, 0u64);
+    let t = peers.lock();
+    for p in t.peers.iter() {
+        let g = p.inner.lock();
+        for i in 0..PATHS {
+            if let Some((_, _, pmin, pavg)) = g.conn.path_rtt(i).filter(|r| r.2 != 0) {
+                min = min.min(pmin);
+                sum = sum.saturating_add(pavg);
+                n += 1;
+            }
+        }
+    }
+    if n == 0 {
+        (0, 0)
+    } else {
+        (min, sum / n)
+    }
+}
+
 /// The connection to one remote device, shared by every RC QP between the two GIDs.
 #[pin_data]
 pub(crate) struct Peer {

@@ -1226,8 +1226,7 @@ fn post_one(
         (None, None) => return Err(EINVAL),
     };
     if inner.native.is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err()) {
-        // READ, atomics and SEND with invalidate are not on the native wire yet
-        // (transport.rst, section 11).
+        // What the native wire cannot carry (see `native_op`).
         return Err(if used >= inner.sq.depth() { ENOMEM } else { EOPNOTSUPP });
     }
     if cop == pwr::SendOp::Local {
@@ -1435,8 +1434,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             ud,
         };
         let native = if inner.native.is_some() {
-            // READ, atomics and SEND with invalidate are not on the native wire yet
-            // (transport.rst, section 11).
+            // What the native wire cannot carry (see `native_op`) completes in error.
             native_slot(&cwr).ok()
         } else {
             let Some(engine) = inner.engine.as_mut() else { return };
@@ -1908,8 +1906,11 @@ fn native_op(
         }
         // ATOMIC WRITE: one 8-byte packet, placed by a single copy of the aligned word.
         pwr::SendOp::AtomicWrite { va, rkey } if len == 8 && va % 8 == 0 => (MrcOp::Write, va, rkey, 0, (0, 0)),
+        // The key to invalidate travels in the RKey field (transport.rst, section 9.2).
+        pwr::SendOp::SendInv { rkey } => (MrcOp::SendInv, 0, rkey, 0, (0, 0)),
         pwr::SendOp::Local => return Ok(None),
-        // SEND with invalidate has no native form yet.
+        // UD-only and malformed requests (an atomic whose buffer is not 8 bytes, an unaligned
+        // ATOMIC WRITE) have no native form.
         _ => return Err(()),
     };
     Ok(Some((MsgDesc { op, len, va, rkey, imm, se: solicited }, operands)))
@@ -2158,7 +2159,11 @@ pub(crate) fn native_place(
             let pd = mem.pd.ok_or(EINVAL)?;
             let va = p.va.wrapping_add(u64::from(p.offset));
             let kind = KeyKind::Remote { qpn: mem.qpn };
-            mem.dev.mr_check(p.rkey, kind, pd, va, d.len(), AccessFlags::REMOTE_WRITE).map_err(|_| EACCES)?;
+            // The whole message's range, on every packet: a message that does not fit is refused
+            // by each of its packets, whatever order they come in, and nothing of it is written
+            // (this packet's bytes lie within it: the parser checked offset + len <= msg_len).
+            let whole = usize::try_from(p.msg_len).map_err(|_| EINVAL)?;
+            mem.dev.mr_check(p.rkey, kind, pd, p.va, whole, AccessFlags::REMOTE_WRITE).map_err(|_| EACCES)?;
             return mem.dev.mr_copy_to(p.rkey, kind, pd, va, d).map_err(|_| EFAULT);
         }
         let id = base.wrapping_add(p.rsn);
@@ -2166,8 +2171,9 @@ pub(crate) fn native_place(
             return Err(EINVAL);
         }
         let (entry, bufs) = inner.rq.entry(u64::from(id));
+        // The whole message must fit its receive (checked on every packet, as for writes).
         let end = u64::from(p.offset) + d.len() as u64;
-        if end > u64::from(entry.len) {
+        if end > u64::from(entry.len) || u64::from(p.msg_len) > u64::from(entry.len) {
             refuse = Some(NakCode::InvalidRequest);
             return Err(EMSGSIZE);
         }
@@ -2175,7 +2181,17 @@ pub(crate) fn native_place(
             Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
             None => mem,
         };
-        scatter(&rmem, bufs, p.offset as usize, d)
+        scatter(&rmem, bufs, p.offset as usize, d)?;
+        // SEND with invalidate: the packet that completed the message names the key, once
+        // (section 9.2); it becomes invalid before the connection lock is released, so before
+        // the receive completes and before any later message of the peer is placed. A key
+        // this QP may not invalidate refuses the message (the receive completes in error).
+        if let Some(rkey) = p.invalidate {
+            refuse = Some(NakCode::InvalidRequest);
+            let pd = mem.pd.ok_or(EINVAL)?;
+            mem.dev.mr_invalidate(rkey, pd).map_err(|_| EINVAL)?;
+        }
+        Ok(())
     })();
     match (placed, refuse) {
         (Ok(()), _) => Placed::Done,
@@ -2251,6 +2267,10 @@ pub(crate) fn native_completion(
                 if id == inner.rq.head && inner.rq.head != inner.rq.taken {
                     let (entry, _) = inner.rq.entry(u64::from(id));
                     let status = match code {
+                        // A SEND with invalidate that fitted was refused for its key.
+                        NakCode::InvalidRequest if done.op.invalidates() && done.len <= entry.len => {
+                            WcStatus::RemInvReqErr
+                        }
                         NakCode::InvalidRequest => WcStatus::LocLenErr,
                         _ => WcStatus::LocProtErr,
                     };
@@ -2274,6 +2294,7 @@ pub(crate) fn native_completion(
             let mut wc = WorkCompletion::new(entry.wr_id, WcStatus::Success, opcode, qp.id());
             wc.byte_len = done.len;
             wc.imm = done.op.has_imm().then_some(done.imm);
+            wc.invalidate_rkey = done.invalidated;
             inner.rq.complete(u64::from(id));
             qp.device().count(Counter::RdmaRecvs, 1);
             n.recv |= complete(qp, qp.recv_cq(), wc, done.se);

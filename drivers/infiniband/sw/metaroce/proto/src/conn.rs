@@ -227,6 +227,10 @@ pub struct Place {
     pub rkey: u32,
     /// Payload bytes.
     pub len: u16,
+    /// The whole message's length (every packet carries it): a responder
+    /// checks the message's full range on each packet, so a message it
+    /// refuses is refused by all of them and nothing of it is written.
+    pub msg_len: u32,
     /// SEND_INV only: `Some(key)` on the one packet whose placement
     /// completes the message (every byte placed, this packet's included):
     /// after placing it, invalidate `key` before releasing the lock, or, if
@@ -1022,6 +1026,7 @@ impl<
             va: h.va,
             rkey: h.rkey,
             len: h.len,
+            msg_len: h.msg_len,
             invalidate,
         }))
     }
