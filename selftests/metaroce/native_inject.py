@@ -49,14 +49,18 @@ Forged packets must come from the peer's address: run this in the peer's namespa
   data-msn-far     WRITE to stream= with Msn 2^30 + i, Dsn dsn= + i (give the peer's data_sent plus
                    a few hundred): dropped (MsnWindow) if that Dsn is new to the receiver, a
                    duplicate if the peer already used it, dropped (DsnWindow) if too far ahead
-  data-unknown-stream, write-bad-rkey, write-past-end, atomic-unaligned:
-                   WRITE to StreamId 0xfffffe; WRITE with RKey 0xdead00.. to stream=; WRITE at the
-                   top of the address space to stream=; FETCH_ADD at an odd address to stream=.
-                   By default with Dsn 0xc0000000 + i, which a receiver that got fewer than 2^30
-                   packets already has: acknowledged as duplicates and never placed. With dsn= a Dsn
-                   the receiver has not seen, they reach the stream and placement checks (NoStream;
-                   refusal with a NAK) but consume that Dsn of the real sender and make the receiver
-                   send a NAK for a message the peer never sent: use only on a disposable connection.
+  data-unknown-stream, write-bad-rkey, write-past-end, atomic-unaligned, write-valid:
+                   WRITE to StreamId 0xfffffe; WRITE with RKey 0xdead00.. at va=; a 64-byte WRITE at
+                   va= (default 2^64 - 32) under rkey=; FETCH_ADD at va= | 3 (never aligned) under
+                   rkey=; a 64-byte WRITE at va= under rkey= (valid if the key and range are).
+                   Dsn dsn= + i and Msn msn= + i; dsn defaults to 0xc0000000, which a receiver that
+                   got fewer than 2^30 packets already has: then they are acknowledged as duplicates
+                   and never placed. With a Dsn the receiver has not seen and an Msn in its window
+                   they reach the stream and placement checks (NoStream; a refusal with a NAK;
+                   write-valid is placed: nothing authenticates a packet), but they consume that Dsn
+                   of the real sender and make the receiver NAK messages the peer never sent (its
+                   NAK is then never acknowledged): use that only on a disposable connection, as
+                   56-native-inject does with native_canary.py.
 """
 import os
 import socket
@@ -171,24 +175,28 @@ def build(kind: str, i: int, p: dict):
     if kind == "data-msn-far":
         return data(**old, stream=stream, dsn=(p.get("dsn", OLD) + i) & 0xFFFF_FFFF, msn=FAR + i), "DATA", "ok"
     dsn = (p.get("dsn", OLD) + i) & 0xFFFF_FFFF
+    msn = (p.get("msn", 0) + i) & 0xFFFF_FFFF
     if kind == "data-unknown-stream":
-        return data(**old, stream=0xFFFFFE, dsn=dsn), "DATA", "ok"
+        return data(**old, stream=0xFFFFFE, dsn=dsn, msn=msn), "DATA", "ok"
     if kind == "write-bad-rkey":
-        return data(**old, stream=stream, dsn=dsn, msn=p.get("msn", 0), va=0x1000, rkey=0xDEAD_0000 + i), \
+        return data(**old, stream=stream, dsn=dsn, msn=msn, va=p.get("va", 0x1000), rkey=0xDEAD_0000 + i), \
             "DATA", "ok"
     if kind == "write-past-end":
-        return data(**old, stream=stream, dsn=dsn, msn=p.get("msn", 0), va=2**64 - 64, rkey=p.get("rkey", 1),
-                    plen=64, msg_len=4096, offset=4032), "DATA", "ok"
+        return data(**old, stream=stream, dsn=dsn, msn=msn, va=p.get("va", 2**64 - 32), rkey=p.get("rkey", 1)), \
+            "DATA", "ok"
     if kind == "atomic-unaligned":
-        return data(**old, op=OP["FETCH_ADD"], stream=stream, dsn=dsn, msn=p.get("msn", 0), va=0x1003,
+        return data(**old, op=OP["FETCH_ADD"], stream=stream, dsn=dsn, msn=msn, va=p.get("va", 0x1000) | 3,
                     rkey=p.get("rkey", 1), msg_len=16, plen=16, payload=struct.pack(">QQ", 1, 0)), "DATA", "ok"
+    if kind == "write-valid":
+        return data(**old, stream=stream, dsn=dsn, msn=msn, va=p.get("va", 0x1000), rkey=p.get("rkey", 1)), \
+            "DATA", "ok"
     sys.exit(f"native_inject: unknown kind {kind}")
 
 
 KINDS = ["short", "version-type", "opcode", "reserved", "lengths", "placement", "zero-checksum", "bad-checksum",
          "no-conn", "ack-cum-ahead", "ack-wrong-conn", "ack-bad-path", "ack-sack-unsent", "data-path-window",
          "data-dsn-far", "data-bad-path", "data-msn-far", "data-unknown-stream", "write-bad-rkey",
-         "write-past-end", "atomic-unaligned"]
+         "write-past-end", "atomic-unaligned", "write-valid"]
 
 
 def decode(b: bytes):
@@ -265,10 +273,11 @@ def udp_datagram(src: bytes, dst: bytes, sport: int, mrh: bytes, mode: str) -> b
 
 def fixture_lines():
     """Every kind's first packets as `kind index expected hex` (the protocol core checks them)."""
-    p = {"conn": 0x1234_5678, "stream": 0x11, "dsn": 1000, "paths": 8}
+    p = {"conn": 0x1234_5678, "stream": 0x11, "paths": 8}
     for kind in KINDS:
         for i in range(16):
-            b, e, _ = build(kind, i, p)
+            # The selftest's keys: dsn= only for data-msn-far (the others keep their old Dsn).
+            b, e, _ = build(kind, i, {**p, "dsn": 1000} if kind == "data-msn-far" else p)
             yield f"{kind} {i} {e} {b.hex() or '-'}"
 
 
@@ -331,8 +340,9 @@ def self_check(need_fixture: bool) -> None:
                 "data-msn-far": f.get("msn") == FAR + i and f.get("dsn") == 1000 + i and f.get("stream") == 0x11,
                 "data-unknown-stream": f.get("stream") == 0xFFFFFE,
                 "write-bad-rkey": f.get("op") == 2 and f.get("rkey") == 0xDEAD0000 + i,
-                "write-past-end": f.get("va", 0) + f.get("offset", 0) + f.get("plen", 0) > 2**64 - 1,
+                "write-past-end": f.get("va", 0) + f.get("msg_len", 0) > 2**64 - 1,
                 "atomic-unaligned": f.get("op") == 8 and f.get("va", 0) % 8 != 0,
+                "write-valid": f.get("op") == 2 and f.get("rkey") == 1 and f.get("plen") == 64,
             }
             if not checks.get(kind, True):
                 no(f"{kind} #{i}: fields {f}")
