@@ -66,6 +66,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 PORT = 19791
 SPORT = 49152            # forged packets' UDP source ports: SPORT + (i % 4096)
@@ -376,6 +377,10 @@ def send(src: str, dst: str, count: int, spec: str) -> None:
     for i in range(count):
         mrh, _, mode = build(kind, i, p)
         s.sendto(udp_datagram(sa, da, SPORT + i % 4096, mrh, mode), (dst, 0))
+        if i % 16 == 15:
+            # Bursts of 16: the receiving veth's backlog must never overflow (the selftest
+            # counts every packet).
+            time.sleep(0.002)
     s.close()
 
 

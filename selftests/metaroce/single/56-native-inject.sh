@@ -33,8 +33,8 @@
 # would name a message the peer never sent, which the peer drops unacknowledged until the
 # receiver's connection fails after MAX_RETX); DATA of a wrong connection id from a live peer
 # (after 1 s without DATA the receiver takes it for a restarted peer and resets its receive half,
-# section 7); receive-consuming opcodes (SEND) to live streams; tiny forged rate hints (a hint of
-# 1 kbit/s makes an idle sender's next packet schedule the following one ~30 s later).
+# section 7); receive-consuming opcodes (SEND) to live streams; tiny forged rate hints (at 1 kbit/s
+# a sender's next packet schedules the following one ~9 s later, and a genuine hint does not undo it).
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 INJ="$MR_SELFTESTS/native_inject.py"

@@ -7,7 +7,7 @@
 //! with the same file, so neither side can drift alone.
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, RxDrop, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, MrcError, MrcOp, MrcPacket, ACK_LEN, DATA_HDR_LEN};
+use metaroce_proto::mrc_wire::{parse, MrcError, MrcOp, MrcPacket, NakCode, ACK_LEN, DATA_HDR_LEN};
 use metaroce_proto::stream::{MsgDesc, StreamDrop};
 
 fn class(e: MrcError) -> &'static str {
@@ -250,4 +250,45 @@ fn live_kinds_do_what_the_selftest_expects() {
     assert_eq!(ok, 6, "every WRITE completed");
     assert_eq!(tx.stats.retransmits, 0);
     assert_eq!(tx.conn_window().1, hint0);
+}
+
+/// 56-native-inject's canary phase through the core: on a connection that
+/// has seen no DATA, forged packets with Dsn k and Msn k (k = 0..3) reach
+/// placement: the bad-key and past-the-end WRITEs come out as data for the
+/// glue to refuse, the unaligned FETCH_ADD is refused by the core, and the
+/// valid WRITE after them is data to place.
+#[test]
+fn canary_packets_reach_placement() {
+    let mut rx = conn();
+    assert!(rx.open_stream(0, QPN, 0x123));
+    let fx = fixture();
+    let first = |kind: &str| {
+        fx.iter()
+            .find(|f| f.0 == kind && f.1 == 0)
+            .unwrap()
+            .3
+            .clone()
+    };
+    let kinds = [
+        "write-bad-rkey",
+        "write-past-end",
+        "atomic-unaligned",
+        "write-valid",
+    ];
+    for (k, kind) in kinds.iter().enumerate() {
+        let mut pkt = first(kind);
+        pkt[20..24].copy_from_slice(&(k as u32).to_be_bytes());
+        pkt[24..28].copy_from_slice(&(k as u32).to_be_bytes());
+        match (k, rx.on_packet(10 + k as u64, &pkt, false, 50_000, 0)) {
+            (0 | 1, Ok(RxEvent::Data(p))) => {
+                assert_eq!((p.op, p.msn, p.len), (MrcOp::Write, k as u32, 64));
+                assert!(rx.refuse(p.stream, p.msn, NakCode::RemoteAccess), "{kind}");
+            }
+            (2, Ok(RxEvent::Refused(NakCode::InvalidRequest))) => {}
+            (3, Ok(RxEvent::Data(p))) => assert_eq!((p.op, p.msn, p.len), (MrcOp::Write, 3, 64)),
+            (_, got) => panic!("{kind}: {got:?}"),
+        }
+    }
+    assert_eq!(rx.peer_conn(), Some(ID));
+    assert_eq!(rx.stats.drops, 0);
 }
