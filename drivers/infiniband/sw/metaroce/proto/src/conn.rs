@@ -331,6 +331,9 @@ pub struct ConnStats {
     pub drops: u64,
     /// Repaths.
     pub repaths: u64,
+    /// Path RTOs undone as spurious (sum of the paths'
+    /// [`PathStats::spurious_rtos`], `transport.rst` section 5.5).
+    pub spurious_rtos: u64,
     /// Connection-window decreases on ECN.
     pub conn_ecn_decreases: u64,
     /// Rate hint changes received.
@@ -348,6 +351,7 @@ impl ConnStats {
         duplicates: 0,
         drops: 0,
         repaths: 0,
+        spurious_rtos: 0,
         conn_ecn_decreases: 0,
         rate_hint_changes: 0,
     };
@@ -356,7 +360,11 @@ impl ConnStats {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum DescState {
     Unacked,
+    /// Queued for retransmission.
     Lost,
+    /// Queued, lost by an RTO: resent once the RTO looks real (section
+    /// 5.5).
+    RtoLost,
     Acked,
 }
 
@@ -443,6 +451,8 @@ pub struct Conn<
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
     rx_hint: u32,
+    /// Time of each path's latest RTO.
+    rto_at: [u64; P],
     /// The last [`RxEvent::Data`]: stream, Msn, path and that path's state
     /// before the packet, so that [`Self::refuse`] in the same lock hold
     /// can take back its acknowledgement.
@@ -536,6 +546,7 @@ impl<
             rx_dsn: SeqWindow::new(0),
             peer: None,
             rx_hint: 0,
+            rto_at: [0; P],
             last_data: None,
             stats: ConnStats::ZERO,
         }
@@ -1009,6 +1020,9 @@ impl<
                 if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx / 2 {
                     d.state = DescState::Lost;
                     push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
+                } else if d.state == DescState::RtoLost {
+                    // Queued already: no longer held.
+                    d.state = DescState::Lost;
                 }
                 return;
             }
@@ -1035,6 +1049,7 @@ impl<
             ..
         } = self;
         let p = paths.get_mut(pi).ok_or(RxDrop::BadPath)?;
+        let spurious = p.stats.spurious_rtos;
         let mut acked_bytes = 0u32;
         let dsn_base = self.dsn_base;
         let dsn_next = self.dsn_next;
@@ -1077,8 +1092,24 @@ impl<
                     d.state = DescState::Lost;
                     push_retx(retx, retx_head, retx_len, dsn);
                 }
+                PathEvent::InFlight { dsn, seq } => {
+                    // A spurious RTO undone: not resent yet, it need not be
+                    // (a Lost descriptor still queued is skipped when popped).
+                    let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
+                        return;
+                    };
+                    if in_dsn_window(dsn)
+                        && d.state == DescState::RtoLost
+                        && usize::from(d.path) == pi
+                        && d.seq == seq
+                    {
+                        d.state = DescState::Unacked;
+                    }
+                }
             })
             .ok_or(RxDrop::BadAck)?;
+        let undone = p.stats.spurious_rtos.saturating_sub(spurious);
+        self.stats.spurious_rtos = self.stats.spurious_rtos.saturating_add(undone);
         let conn_rtt = p.rtt.srtt();
         if p.rtt.min() != 0 && (self.min_rtt == 0 || p.rtt.min() < self.min_rtt) {
             self.min_rtt = p.rtt.min();
@@ -1210,6 +1241,9 @@ impl<
             if !due {
                 continue;
             }
+            if let Some(t) = self.rto_at.get_mut(pi) {
+                *t = now;
+            }
             let Self {
                 paths,
                 descs,
@@ -1226,7 +1260,7 @@ impl<
                                 && usize::from(d.path) == pi
                                 && d.seq == seq
                             {
-                                d.state = DescState::Lost;
+                                d.state = DescState::RtoLost;
                                 push_retx(retx, retx_head, retx_len, dsn);
                             }
                         }
@@ -1325,14 +1359,40 @@ impl<
         best.map(|(i, _)| i)
     }
 
+    /// May a descriptor the RTO of path `pi` declared lost be resent? Once
+    /// any path acknowledged a transmission sent after that RTO (the
+    /// network delivers, the path's did not arrive), or when nothing is in
+    /// flight (section 5.5).
+    fn rto_loss_real(&self, pi: usize) -> bool {
+        let at = self.rto_at.get(pi).copied().unwrap_or(0);
+        self.inflight_bytes() == 0
+            || self
+                .paths
+                .iter()
+                .take(self.npaths())
+                .any(|p| p.acked_sent() > at)
+    }
+
     fn poll_retx(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        // Held descriptors go to the back of the queue, each once.
+        let mut skips = self.retx_len;
         while self.retx_len > 0 {
             let dsn = *self.retx.get(self.retx_head)?;
             let d = *self.descs.get(Self::desc_index(dsn))?;
-            let live = d.state == DescState::Lost
+            let live = matches!(d.state, DescState::Lost | DescState::RtoLost)
                 && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
             if !live {
                 self.pop_retx();
+                skips = skips.saturating_sub(1);
+                continue;
+            }
+            if d.state == DescState::RtoLost && !self.rto_loss_real(usize::from(d.path)) {
+                if skips == 0 {
+                    return None;
+                }
+                skips -= 1;
+                self.pop_retx();
+                push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
                 continue;
             }
             // A response whose request slot was taken by a newer request: the
@@ -1784,6 +1844,57 @@ mod tests {
                 );
             }
             assert!(a.conn_window().0 > 8 * mss);
+        }
+    }
+
+    #[test]
+    fn late_acks_undo_the_rtos_and_nothing_is_resent() {
+        let (mut a, mut b) = pair();
+        let m = MsgDesc {
+            op: MrcOp::Write,
+            len: 8 * u32::from(MSS),
+            va: 0x1000,
+            rkey: 5,
+            imm: 0,
+            se: false,
+        };
+        a.post(0, m).unwrap();
+        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
+        let mut acks = [([0u8; DATA_HDR_LEN], 0usize); 16];
+        let mut n_acks = 0;
+        while let Some(t) = a.poll_transmit(0, &mut buf) {
+            let n = t.hdr_len + usize::from(t.payload.unwrap().len);
+            assert!(b.on_packet(1_000, &buf[..n], false, 50_000, 0).is_ok());
+            while let Some(t) = b.poll_transmit(1_000, &mut buf) {
+                acks[n_acks].0[..t.hdr_len].copy_from_slice(&buf[..t.hdr_len]);
+                acks[n_acks].1 = t.hdr_len;
+                n_acks += 1;
+            }
+        }
+        assert_eq!(a.stats.data_sent, 8);
+        // The ACKs are late: every path times out first.
+        a.on_timer(10_000_000);
+        let rtos: u64 = (0..4).map(|i| a.path_info(i).unwrap().2.timeouts).sum();
+        assert_eq!(rtos, 4);
+        for (ack, len) in &acks[..n_acks] {
+            let r = a.on_packet(10_000_100, &ack[..*len], false, 50_000, 0);
+            assert_eq!(r, Ok(RxEvent::Ack));
+        }
+        // Every Dsn was proven received: nothing to resend, the message
+        // completes, the windows are back.
+        assert!(a.poll_transmit(10_000_200, &mut buf).is_none());
+        assert_eq!((a.stats.retransmits, a.stats.spurious_rtos), (0, 4));
+        assert!(matches!(
+            a.poll_completion(),
+            Some(Completion::Send {
+                status: SendStatus::Ok,
+                ..
+            })
+        ));
+        for i in 0..4 {
+            let (_, state, st) = a.path_info(i).unwrap();
+            assert_eq!((state, st.spurious_rtos), (PathState::Active, 1));
+            assert!(a.path_rtt(i).unwrap().0 > u32::from(MSS));
         }
     }
 
