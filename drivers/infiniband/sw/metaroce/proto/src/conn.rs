@@ -360,6 +360,9 @@ impl ConnStats {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum DescState {
     Unacked,
+    /// In flight again after a spurious RTO (section 5.5), its entry in the
+    /// retransmission queue not popped yet: a new loss reuses it.
+    UnackedQueued,
     /// Queued for retransmission.
     Lost,
     /// Queued, lost by an RTO: resent once the RTO looks real (section
@@ -1017,11 +1020,12 @@ impl<
                 return;
             };
             if d.resp && usize::from(d.stream) == idx && d.msn == msn {
+                let queued = matches!(d.state, DescState::UnackedQueued | DescState::RtoLost);
                 if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx / 2 {
                     d.state = DescState::Lost;
                     push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
-                } else if d.state == DescState::RtoLost {
-                    // Queued already: no longer held.
+                } else if queued && d.tx_count < self.cfg.max_retx / 2 {
+                    // Queued already (no longer held).
                     d.state = DescState::Lost;
                 }
                 return;
@@ -1082,19 +1086,22 @@ impl<
                     let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
                         return;
                     };
+                    let queued = d.state == DescState::UnackedQueued;
                     if !in_dsn_window(dsn)
-                        || d.state != DescState::Unacked
+                        || !(d.state == DescState::Unacked || queued)
                         || usize::from(d.path) != pi
                         || d.seq != seq
                     {
                         return;
                     }
                     d.state = DescState::Lost;
-                    push_retx(retx, retx_head, retx_len, dsn);
+                    if !queued {
+                        push_retx(retx, retx_head, retx_len, dsn);
+                    }
                 }
                 PathEvent::InFlight { dsn, seq } => {
                     // A spurious RTO undone: not resent yet, it need not be
-                    // (a Lost descriptor still queued is skipped when popped).
+                    // (its queue entry stays until popped).
                     let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
                         return;
                     };
@@ -1103,7 +1110,7 @@ impl<
                         && usize::from(d.path) == pi
                         && d.seq == seq
                     {
-                        d.state = DescState::Unacked;
+                        d.state = DescState::UnackedQueued;
                     }
                 }
             })
@@ -1256,12 +1263,15 @@ impl<
                 p.on_timeout(|ev| {
                     if let PathEvent::Lost { dsn, seq } = ev {
                         if let Some(d) = descs.get_mut(Self::desc_index(dsn)) {
-                            if d.state == DescState::Unacked
+                            let queued = d.state == DescState::UnackedQueued;
+                            if (d.state == DescState::Unacked || queued)
                                 && usize::from(d.path) == pi
                                 && d.seq == seq
                             {
                                 d.state = DescState::RtoLost;
-                                push_retx(retx, retx_head, retx_len, dsn);
+                                if !queued {
+                                    push_retx(retx, retx_head, retx_len, dsn);
+                                }
                             }
                         }
                     }
@@ -1359,34 +1369,48 @@ impl<
         best.map(|(i, _)| i)
     }
 
-    /// May a descriptor the RTO of path `pi` declared lost be resent? Once
-    /// any path acknowledged a transmission sent after that RTO (the
-    /// network delivers, the path's did not arrive), or when nothing is in
-    /// flight (section 5.5).
-    fn rto_loss_real(&self, pi: usize) -> bool {
-        let at = self.rto_at.get(pi).copied().unwrap_or(0);
-        self.inflight_bytes() == 0
-            || self
-                .paths
+    /// Descriptors an RTO declared lost may be resent once any path
+    /// acknowledged a transmission sent after that RTO (the network
+    /// delivers, the path's did not arrive), or when nothing is in flight
+    /// (section 5.5). Returns the newest send time acknowledged (`None`:
+    /// nothing in flight, every RTO counts as real).
+    fn newest_acked_send(&self) -> Option<u64> {
+        if self.inflight_bytes() == 0 {
+            return None;
+        }
+        let n = self.npaths();
+        Some(
+            self.paths
                 .iter()
-                .take(self.npaths())
-                .any(|p| p.acked_sent() > at)
+                .take(n)
+                .map(|p| p.acked_sent())
+                .fold(0, u64::max),
+        )
     }
 
     fn poll_retx(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let acked = self.newest_acked_send();
         // Held descriptors go to the back of the queue, each once.
         let mut skips = self.retx_len;
         while self.retx_len > 0 {
             let dsn = *self.retx.get(self.retx_head)?;
-            let d = *self.descs.get(Self::desc_index(dsn))?;
-            let live = matches!(d.state, DescState::Lost | DescState::RtoLost)
-                && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
+            let di = Self::desc_index(dsn);
+            let d = *self.descs.get(di)?;
+            let in_window =
+                dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
+            let live = matches!(d.state, DescState::Lost | DescState::RtoLost) && in_window;
             if !live {
+                if in_window && d.state == DescState::UnackedQueued {
+                    if let Some(dm) = self.descs.get_mut(di) {
+                        dm.state = DescState::Unacked;
+                    }
+                }
                 self.pop_retx();
                 skips = skips.saturating_sub(1);
                 continue;
             }
-            if d.state == DescState::RtoLost && !self.rto_loss_real(usize::from(d.path)) {
+            let rto_at = self.rto_at.get(usize::from(d.path)).copied().unwrap_or(0);
+            if d.state == DescState::RtoLost && acked.is_some_and(|t| t <= rto_at) {
                 if skips == 0 {
                     return None;
                 }

@@ -957,6 +957,18 @@ mod tests {
         rx.win.advance_to(6);
         assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 310_000), [0, 0, 0]);
         assert_eq!((p.stats.spurious_rtos, p.cc.cwnd()), (0, 1000));
+        // 2..=5 never arrived, 6 (sent after the RTO) did, with its
+        // PathFloor: the receiver's CumSeq must not cover 2..=5 (it would
+        // if PathFloor were Base, 6), so they are not taken as arrived.
+        let (mut p, mut rx) = timed_out();
+        let floor = p.floor();
+        p.on_send(106, 1000, 200_000, false);
+        rx.win.advance_to(floor);
+        rx.win.mark(6);
+        rx.ack_seq = 6;
+        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [1, 0, 0]);
+        assert_eq!((p.stats.spurious_rtos, p.cc.cwnd()), (0, 2000));
+        assert_eq!(p.floor(), 7);
         // A SACK-gap loss after the RTO forbids the undo as well: 6, sent
         // after it, is lost; 2..=5 and 7 arrived.
         let (mut p, mut rx) = timed_out();
