@@ -7,7 +7,7 @@
 //!              [--burst MEAN:LEN] [--reorder P] [--ecn N] [--buf N]
 //!              [--fail-plane J@US] [--senders M] [--bytes N] [--msg N]
 //!              [--paths N] [--ecmp mod|hash] [--ack-loss P] [--no-hint]
-//!              [--ack-stall PERIOD_US:LEN_US]
+//!              [--ack-stall PERIOD_US:LEN_US] [--rto-min-us U]
 //! ```
 //!
 //! `--senders M` (M > 1) switches to the incast topology: M senders with
@@ -139,6 +139,7 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
                 }
                 sc.ack_stall = Some((p, l));
             }
+            "--rto-min-us" => sc.rto_min_ns = ((num(val)? * 1000.0) as u64).max(1),
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -260,6 +261,9 @@ mod tests {
         let sc = parse_args(&args("--senders 8 --ecn 5")).unwrap();
         assert_eq!(sc.senders, 8);
         assert_eq!(sc.bottleneck.unwrap().ecn_pkts, 5);
+        let sc = parse_args(&args("--ack-stall 500:300 --rto-min-us 10000")).unwrap();
+        assert_eq!(sc.ack_stall, Some((500_000, 300_000)));
+        assert_eq!(sc.rto_min_ns, 10_000_000);
         for bad in [
             "--loss 2",
             "--loss x",
@@ -272,6 +276,8 @@ mod tests {
             "--gbps 0",
             "--seed",
             "--what 1",
+            "--ack-stall 300:500",
+            "--ack-stall 500",
         ] {
             assert!(parse_args(&args(bad)).is_err(), "{bad}");
         }
