@@ -288,7 +288,7 @@ fn ack_stalls_cost_few_spurious_retransmissions() {
     // spurious and every retransmission a duplicate. Without spurious-RTO
     // undo and the hold of RTO-lost Dsns these runs resent 22-40% of the
     // 4096 packets (920-1693) at 38-45% of lossless goodput; measured with
-    // it: 63-430 (2-10%) at 48-68%.
+    // it: 70-430 (2-10%) at 47-68%.
     for (period, stall) in [(200_000, 100_000), (500_000, 300_000), (1_000_000, 600_000)] {
         for seed in SEEDS {
             let sc = Scenario::ack_stalls(seed, period, stall);

@@ -1370,10 +1370,10 @@ impl<
     }
 
     /// Descriptors an RTO declared lost may be resent once any path
-    /// acknowledged a transmission sent after that RTO (the network
-    /// delivers, the path's did not arrive), or when nothing is in flight
-    /// (section 5.5). Returns the newest send time acknowledged (`None`:
-    /// nothing in flight, every RTO counts as real).
+    /// acknowledged a transmission sent at or after the time of that RTO
+    /// (the network delivers, the path's did not arrive), or when nothing
+    /// is in flight (section 5.5). Returns the newest send time
+    /// acknowledged (`None`: nothing in flight, every RTO counts as real).
     fn newest_acked_send(&self) -> Option<u64> {
         if self.inflight_bytes() == 0 {
             return None;
@@ -1410,7 +1410,7 @@ impl<
                 continue;
             }
             let rto_at = self.rto_at.get(usize::from(d.path)).copied().unwrap_or(0);
-            if d.state == DescState::RtoLost && acked.is_some_and(|t| t <= rto_at) {
+            if d.state == DescState::RtoLost && acked.is_some_and(|t| t < rto_at) {
                 if skips == 0 {
                     return None;
                 }
