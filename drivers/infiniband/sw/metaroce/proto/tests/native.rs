@@ -1494,3 +1494,73 @@ fn refused_send_inv_completes_in_error_at_both_ends() {
         "{recvs:?}"
     );
 }
+
+/// Every packet `c` sends at `now`: (path, RETX, bytes).
+fn transmits(c: &mut C, now: u64) -> Vec<(u8, bool, Vec<u8>)> {
+    let mut buf = [0u8; DATA_HDR_LEN];
+    let mut out = Vec::new();
+    while let Some(t) = c.poll_transmit(now, &mut buf) {
+        let mut bytes = buf[..t.hdr_len].to_vec();
+        if let Some(p) = t.payload {
+            bytes.resize(t.hdr_len + usize::from(p.len), 0);
+        }
+        out.push((t.path, t.retx, bytes));
+    }
+    out
+}
+
+/// Delivers `pkts` to `to` at `now` (all accepted).
+fn feed(to: &mut C, pkts: &[(u8, bool, Vec<u8>)], now: u64) {
+    for (_, _, p) in pkts {
+        assert!(to.on_packet(now, p, false, 50_000, 0).is_ok());
+    }
+}
+
+#[test]
+fn rto_losses_wait_for_an_acknowledgment_sent_after_the_rto() {
+    // Section 5.5, held retransmissions. Warm-up: every path gets an RTT
+    // sample of 10 us (RTO 50 us).
+    let (mut a, mut b) = pair();
+    a.post(0, msg(MrcOp::Write, 4 * 1024)).unwrap();
+    let p = transmits(&mut a, 0);
+    assert_eq!(p.len(), 4);
+    feed(&mut b, &p, 5_000);
+    feed(&mut a, &transmits(&mut b, 5_000), 10_000);
+    // At 100 us one packet per path; path 0's is lost, the others
+    // acknowledged at 110 us.
+    a.post(0, msg(MrcOp::Write, 4 * 1024)).unwrap();
+    let p = transmits(&mut a, 100_000);
+    assert_eq!(p.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    feed(&mut b, &p[1..], 105_000);
+    feed(&mut a, &transmits(&mut b, 105_000), 110_000);
+    // At 120 us three more packets go to paths 1-3 (path 0 holds the most
+    // bytes in flight); they stay in flight.
+    a.post(0, msg(MrcOp::Write, 3 * 1024)).unwrap();
+    let later = transmits(&mut a, 120_000);
+    assert_eq!(later.iter().map(|t| t.0).collect::<Vec<_>>(), [1, 2, 3]);
+    // Path 0 times out at 150 us: its Dsn is not resent, nothing acknowledged
+    // since was sent after the RTO and the other paths still carry data.
+    assert_eq!(a.next_deadline(), Some(150_000));
+    a.on_timer(150_000);
+    assert_eq!(a.path_info(0).unwrap().2.timeouts, 1);
+    assert!(transmits(&mut a, 150_000).is_empty());
+    // New data at 155 us (on path 0, the emptiest), acknowledged at 160 us:
+    // a transmission after the RTO arrived, so the RTO was real and the
+    // Dsn is resent at once; the ACK also shows path 0's first transmission
+    // missing (a real loss): nothing is undone.
+    a.post(0, msg(MrcOp::Write, 1024)).unwrap();
+    let p = transmits(&mut a, 155_000);
+    assert_eq!((p.len(), p[0].0, p[0].1), (1, 0, false));
+    feed(&mut b, &p, 157_000);
+    feed(&mut a, &transmits(&mut b, 157_000), 160_000);
+    let p = transmits(&mut a, 160_000);
+    assert_eq!(p.iter().map(|t| t.1).collect::<Vec<_>>(), [true]);
+    assert_eq!((a.stats.retransmits, a.stats.spurious_rtos), (1, 0));
+    // Everything completes.
+    feed(&mut b, &p, 162_000);
+    feed(&mut b, &later, 162_000);
+    feed(&mut a, &transmits(&mut b, 162_000), 165_000);
+    let done = std::iter::from_fn(|| a.poll_completion()).count();
+    assert_eq!(done, 4);
+    assert_eq!(a.stats.retransmits, 1);
+}
