@@ -466,6 +466,10 @@ pub struct Conn<
     min_rtt: u64,
     rate_hint: u32,
     pace_next: u64,
+    /// When the pacing gap now running started and the wire bytes it is
+    /// for: a new hint re-times it (section 6.4).
+    pace_from: u64,
+    pace_len: u32,
     /// Share of the rate hint the pacer uses (Q16), the connection's AIMD
     /// applied to its rate.
     pace_scale: u32,
@@ -564,6 +568,8 @@ impl<
             min_rtt: 0,
             rate_hint: 0,
             pace_next: 0,
+            pace_from: 0,
+            pace_len: 0,
             pace_scale: Q16_ONE,
             pace_ai_at: 0,
             pace_blocked: false,
@@ -1182,9 +1188,30 @@ impl<
         if a.rate_hint_kbps != self.rate_hint {
             self.rate_hint = a.rate_hint_kbps;
             self.stats.rate_hint_changes = self.stats.rate_hint_changes.saturating_add(1);
+            // The gap now running was computed at the old hint: at a faster
+            // new one it ends sooner (a gap never grows after the fact), so
+            // a tiny hint (stale, or forged) does not hold the sender once
+            // the real share arrives.
+            let end = match pace_gap_ns(self.pace_len, self.paced_rate()) {
+                Some(gap) => self.pace_from.saturating_add(gap),
+                None => self.pace_from,
+            };
+            self.pace_next = self.pace_next.min(end);
         }
         self.advance_dsn_base();
         Ok(RxEvent::Ack)
+    }
+
+    /// The rate the pacer sends at in kbit/s: the hint scaled by the
+    /// connection's AIMD; 0 (not paced) without a hint. Any hint paces
+    /// (section 6.4): a scaled rate that rounds down to 0 kbit/s is the
+    /// slowest rate, not "no hint".
+    fn paced_rate(&self) -> u32 {
+        if self.rate_hint == 0 {
+            0
+        } else {
+            scale_q16(self.rate_hint, self.pace_scale).max(1)
+        }
     }
 
     fn advance_dsn_base(&mut self) {
@@ -1642,15 +1669,10 @@ impl<
             }),
         };
         let src_port = p.port;
-        // Any hint paces (section 6.4): a scaled rate that rounds down to
-        // 0 kbit/s is the slowest rate, not "no hint".
-        let rate = if self.rate_hint == 0 {
-            0
-        } else {
-            scale_q16(self.rate_hint, self.pace_scale).max(1)
-        };
-        if let Some(gap) = pace_gap_ns(wire_len, rate) {
-            self.pace_next = self.pace_next.max(now).saturating_add(gap);
+        if let Some(gap) = pace_gap_ns(wire_len, self.paced_rate()) {
+            self.pace_from = self.pace_next.max(now);
+            self.pace_len = wire_len;
+            self.pace_next = self.pace_from.saturating_add(gap);
         }
         self.pace_blocked = false;
         if let Some(dm) = self.descs.get_mut(di) {

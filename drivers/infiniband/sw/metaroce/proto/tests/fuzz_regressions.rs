@@ -190,6 +190,50 @@ fn native_tiny_rate_hint_still_paces() {
     assert!(a.poll_transmit(100 + 130 * 8_000_000, &mut buf).is_some(), "pacer never lets it go");
 }
 
+/// Found by reading the kernel's receive path for the native injector
+/// (selftests/metaroce/native_inject.py): an ACK with a tiny rate hint (a
+/// forged one, or a stale one) set a pacing gap of seconds, and the genuine
+/// hint arriving next did not shorten it: the sender stayed silent for the
+/// whole gap. A new hint now re-times the gap running (never longer).
+#[test]
+fn a_new_rate_hint_retimes_the_running_gap() {
+    use metaroce_proto::conn::{Conn, ConnConfig};
+    use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
+    use metaroce_proto::stream::MsgDesc;
+    type C = Conn<1, 64, 1, 1, 4>;
+    let mk = |id| {
+        let mut cfg = ConnConfig::new(id);
+        cfg.mss = 16;
+        cfg.paths = 1;
+        let mut c = Box::new(C::new(cfg));
+        assert!(c.open_stream(0, if id == 1 { 100 } else { 200 }, if id == 1 { 200 } else { 100 }));
+        c
+    };
+    let (mut a, mut b) = (mk(1), mk(2));
+    let send = MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false };
+    let mut buf = [0u8; DATA_HDR_LEN];
+    // One message each way of the exchange: a sends, b ACKs with `hint`.
+    let mut exchange = |a: &mut C, b: &mut C, now: u64, hint: u32| {
+        let t = a.poll_transmit(now, &mut buf).expect("paced");
+        let mut p = buf[..t.hdr_len].to_vec();
+        p.resize(t.hdr_len + 4, 0);
+        b.on_packet(now + 10, &p, false, 50_000, hint).unwrap();
+        let t = b.poll_transmit(now + 10, &mut buf).unwrap();
+        a.on_packet(now + 20, &buf[..t.hdr_len], false, 50_000, 0).unwrap();
+    };
+    a.post(0, send).unwrap();
+    exchange(&mut a, &mut b, 0, 1);
+    assert_eq!(a.conn_window().1, 1);
+    // Sent at 1 kbit/s: the next packet may leave (4 + 126) * 8 ms later.
+    a.post(0, send).unwrap();
+    a.post(0, send).unwrap();
+    exchange(&mut a, &mut b, 100, 1_000_000);
+    // The 1 Gbit/s hint arrived at 120 ns: the gap of that packet at 1
+    // Gbit/s (1040 ns) is over by 2 us, not after 1.04 s.
+    assert_eq!(a.conn_window().1, 1_000_000);
+    assert!(a.poll_transmit(2_000, &mut buf).is_some(), "the stale 1 kbit/s gap still holds the sender");
+}
+
 /// Found by the `requester` target once it modelled local WQEs: a local WQE
 /// posted to a UC QP already in the error state completed with success
 /// (an idle requester passes a local WQE as it is posted, and on UC that
