@@ -23,7 +23,8 @@
 	{ 3, "repath" },				\
 	{ 4, "active" },				\
 	{ 5, "recovering" },				\
-	{ 6, "failed" }
+	{ 6, "failed" },				\
+	{ 7, "spurious_rto" }
 
 TRACE_EVENT(metaroce_path,
 	TP_PROTO(const struct ib_device *ibdev, u32 conn, u8 path, u8 event, u32 count,

@@ -38,7 +38,7 @@
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 INJ="$MR_SELFTESTS/native_inject.py"
-DUR=${MR_INJECT_SECONDS:-25}
+DUR=${MR_INJECT_SECONDS:-60}
 /usr/bin/python3 "$INJ" --self-check || fail "native_inject.py self-check"
 mr_fresh
 mr_two_devices metaroce-native
@@ -113,7 +113,8 @@ echo "injected in $(( $(date +%s) - t0 )) s"
 # data-msn-far relies on its stream being open when it arrives (else a new Dsn is taken for a
 # stream that is gone): the transfers must outlast the injection.
 kill -0 $cli_write 2>/dev/null && kill -0 $cli_send 2>/dev/null ||
-  fail "a transfer ended before the injection did (MR_INJECT_SECONDS=$DUR is too short here)"
+  { tail -n 5 /tmp/inj-*.log; counters; conn mra0 $MR_ADDR_B; conn mrb0 $MR_ADDR_A
+    fail "a transfer ended before the injection did (MR_INJECT_SECONDS=$DUR is too short here)"; }
 
 for n in write send; do
   eval "c=\$cli_$n s=\$srv_$n"

@@ -34,6 +34,10 @@ kernel::prelude::module! {
     // `rdma link add ... type metaroce` loads the module (MODULE_ALIAS_RDMA_LINK).
     alias: ["rdma-link-metaroce", "rdma-link-metaroce-native"],
     params: {
+        native_port: u16 {
+            default: 19791,
+            description: "UDP port of the MetaRoCE native transport (never 4791, RoCEv2's)",
+        },
         native_link_kbps: u32 {
             default: 0,
             description: "Link rate in kbit/s a metaroce-native device divides among the senders \

@@ -12,5 +12,9 @@
 
 EXPORT_TRACEPOINT_SYMBOL_GPL(metaroce_path);
 EXPORT_TRACEPOINT_SYMBOL_GPL(metaroce_rate_hint);
+/* Without tracepoints (the release kernel) there is nothing to export: the Rust wrappers compile
+ * to nothing (declare_trace! and path_enabled() test CONFIG_TRACEPOINTS). */
+#ifdef CONFIG_TRACEPOINTS
 EXPORT_SYMBOL_GPL(rust_do_trace_metaroce_path);
 EXPORT_SYMBOL_GPL(rust_do_trace_metaroce_rate_hint);
+#endif

@@ -5,7 +5,7 @@
 use crate::device::MetaRoceDriver;
 use crate::link::{MetaRoceLink, MetaRoceNativeLink};
 use crate::net::MetaRoceNetdevNotifier;
-use crate::ns::{self, MetaRoceNs};
+use crate::ns::{self, MetaRoceNs, ROCE_V2_PORT};
 use kernel::net::namespace::PernetRegistration;
 use kernel::net::netdev::NetdevNotifierRegistration;
 use kernel::prelude::*;
@@ -38,6 +38,11 @@ pub(crate) struct MetaRoceModule {
 
 impl kernel::Module for MetaRoceModule {
     fn init(_module: &'static kernel::ThisModule) -> Result<Self> {
+        let port = ns::native_port();
+        if port == 0 || port == ROCE_V2_PORT {
+            pr_err!("native_port {port} refused: the native transport needs its own UDP port, not 0 or RoCEv2's {ROCE_V2_PORT}\n");
+            return Err(EINVAL);
+        }
         let pernet = ns::register()?;
         let regs = KBox::try_pin_init(
             try_pin_init!(Registrations {

@@ -25,7 +25,7 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::cc::{RateAlloc, ACTIVE_NS};
-use crate::proto::path::PathState;
+use crate::proto::path::{PathState, PathStats};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
 use crate::proto::offload::{native_rx, NicIntegrity};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
@@ -102,10 +102,23 @@ struct PathSeen {
     sack_losses: u64,
     timeouts: u64,
     ecn_echoes: u64,
+    spurious_rtos: u64,
 }
 
 impl PathSeen {
-    const NONE: PathSeen = PathSeen { port: 0, state: PathState::Active, sack_losses: 0, timeouts: 0, ecn_echoes: 0 };
+    const NONE: PathSeen =
+        PathSeen { port: 0, state: PathState::Active, sack_losses: 0, timeouts: 0, ecn_echoes: 0, spurious_rtos: 0 };
+
+    fn of(port: u16, state: PathState, st: &PathStats) -> Self {
+        PathSeen {
+            port,
+            state,
+            sack_losses: st.sack_losses,
+            timeouts: st.timeouts,
+            ecn_echoes: st.ecn_echoes,
+            spurious_rtos: st.spurious_rtos,
+        }
+    }
 }
 
 /// Emits a `metaroce_path` event for each path's losses, RTOs, ECN echoes, port and state
@@ -121,7 +134,7 @@ fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         // Counted from now on when enabled: no burst of old events.
         for (i, seen) in inner.traced.iter_mut().enumerate() {
             if let Some((port, state, st)) = inner.conn.path_info(i) {
-                *seen = PathSeen { port, state, sack_losses: st.sack_losses, timeouts: st.timeouts, ecn_echoes: st.ecn_echoes };
+                *seen = PathSeen::of(port, state, &st);
             }
         }
         return;
@@ -130,7 +143,7 @@ fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         let (Some((port, state, st)), Some((cwnd, srtt, _, _))) = (inner.conn.path_info(i), inner.conn.path_rtt(i)) else {
             continue;
         };
-        let now = PathSeen { port, state, sack_losses: st.sack_losses, timeouts: st.timeouts, ecn_echoes: st.ecn_echoes };
+        let now = PathSeen::of(port, state, &st);
         let was = core::mem::replace(seen, now);
         let emit = |event, count: u64| {
             if count != 0 {
@@ -149,6 +162,7 @@ fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         emit(PathEvent::Loss, now.sack_losses.wrapping_sub(was.sack_losses));
         emit(PathEvent::Timeout, now.timeouts.wrapping_sub(was.timeouts));
         emit(PathEvent::Ecn, now.ecn_echoes.wrapping_sub(was.ecn_echoes));
+        emit(PathEvent::SpuriousRto, now.spurious_rtos.wrapping_sub(was.spurious_rtos));
         emit(PathEvent::Repath, u64::from(now.port != was.port && was.port != 0));
         if now.state != was.state {
             let ev = match now.state {
@@ -196,6 +210,7 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
     dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
     dev.count(Counter::NativeRateHintChanges, d(n.rate_hint_changes, w.rate_hint_changes));
+    dev.count(Counter::NativeSpuriousRtos, d(n.spurious_rtos, w.spurious_rtos));
     trace_paths(dev, inner);
 }
 

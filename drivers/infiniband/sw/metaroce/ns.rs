@@ -29,7 +29,11 @@ pub(crate) struct MetaRoceNs;
 static PERNET: Pernet<MetaRoceNs> = Pernet::new();
 
 /// The UDP destination port of the MetaRoCE native transport (`transport.rst`, section 2).
-pub(crate) const NATIVE_PORT: u16 = crate::proto::mrc_wire::NATIVE_PORT;
+/// The native transport's UDP port: the `native_port` module parameter (default
+/// [`crate::proto::mrc_wire::NATIVE_PORT`], 19791; never 4791, refused at load).
+pub(crate) fn native_port() -> u16 {
+    crate::module_parameters::native_port.value()
+}
 
 /// The sockets of one namespace.
 struct Sockets {
@@ -67,7 +71,7 @@ impl PernetOps for MetaRoceNs {
                 net.inum()
             );
             if s.native.is_some() {
-                pr_info!("net namespace {}: released UDP port {NATIVE_PORT}\n", net.inum());
+                pr_info!("net namespace {}: released UDP port {}\n", net.inum(), native_port());
             }
         }
     }
@@ -121,13 +125,13 @@ pub(crate) fn with_sockets(
     }
     if let Some(s) = Option::as_mut(&mut *sockets).filter(|s| native && s.native.is_none()) {
         let open = |family, what| {
-            UdpTunnelSocket::<NativeRx>::new(&net, family, NATIVE_PORT)
-                .inspect_err(|e| why(e, NATIVE_PORT, what))
+            UdpTunnelSocket::<NativeRx>::new(&net, family, native_port())
+                .inspect_err(|e| why(e, native_port(), what))
         };
         let v4 = open(Family::Ipv4, "IPv4")?;
         let v6 = open(Family::Ipv6, "IPv6")?;
         s.native = Some((v4, v6));
-        pr_info!("net namespace {}: listening on UDP port {NATIVE_PORT}\n", net.inum());
+        pr_info!("net namespace {}: listening on UDP port {}\n", net.inum(), native_port());
     }
     f()
 }
@@ -242,7 +246,7 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
         let route = sock.route(oif, src, dst)?;
         let hdr = UdpHeader {
             src_port,
-            dst_port: NATIVE_PORT,
+            dst_port: native_port(),
             // ECT(0) on DATA (section 3.3), Not-ECT on ACKs.
             dscp_ecn: if ect { 0b10 } else { 0 },
             ttl: 64,
