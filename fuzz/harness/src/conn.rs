@@ -908,13 +908,7 @@ impl World {
             cum = cum.wrapping_add(1);
         }
         if seq_diff(h.path_floor, cum) > 0 {
-            // The window keeps what its bitmap held (up to 256 after
-            // CumSeq); a number accepted long ago that now lies at or after
-            // the floor in the 2^31 window (a forged floor far ahead, then
-            // a genuine one far behind it) is not received for it.
-            let f = h.path_floor;
-            rm.path_seqs[pi].retain(|&s| seq_diff(s, f) < 0 || (1..=256).contains(&seq_diff(s, cum)));
-            rm.floor[pi] = f;
+            rm.floor[pi] = h.path_floor;
         }
         rm.path_seqs[pi].insert(h.path_seq);
         if ce {

@@ -33,17 +33,7 @@
 //!   can only cause spurious retransmissions that way);
 //! * an honest ACK (from the receiver model) never declares lost a
 //!   transmission the receiver got;
-//! * spurious RTOs (5.5): a transmission an RTO declared lost stays
-//!   provable while the episode is open (PathFloor held at its first seq
-//!   until 256 seqs later); an ACK covering it reports it acked, one not
-//!   covered below the highest Sack bit is lost for good; an honest ACK
-//!   never proves one the receiver did not get; a proof of the latest
-//!   RTO's transmissions with no real loss since restores at least the
-//!   window before the first RTO, counts the RTOs undone and puts the
-//!   unproven ones back in flight (reported), the RTO timer running from
-//!   then; no RTT sample from a transmission an RTO declared lost;
-//! * in-flight packets and bytes, PathFloor (the oldest in flight, or the
-//!   open RTO episode's first seq) and
+//! * in-flight packets and bytes, PathFloor (the oldest in flight) and
 //!   the next sequence number follow the model; never more than 256
 //!   outstanding (`can_send` refuses at the limit);
 //! * the smallest RTT is the smallest `now - sent_at` of an AckSeq still in
@@ -298,20 +288,6 @@ enum St {
     InFlight,
     Acked,
     Lost,
-    /// Declared lost by an RTO; an ACK may still prove it arrived (5.5).
-    RtoLost,
-}
-
-/// An RTO episode (section 5.5).
-#[derive(Clone, Copy, Debug)]
-struct Episode {
-    lo: u32,
-    last: u32,
-    hi: u32,
-    /// (cwnd, ssthresh) before its first RTO; `None` once restored.
-    before: Option<(u32, u32)>,
-    rtos: u64,
-    real_loss: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -322,8 +298,6 @@ struct Tx {
     floor: u32,
     st: St,
     delivered: bool,
-    /// An RTO declared it lost (no RTT sample from it, even back in flight).
-    rto: bool,
 }
 
 struct PathModel {
@@ -336,10 +310,6 @@ struct PathModel {
     /// The window has only grown since the path started (no RTO, no ECN):
     /// slow start with ssthresh infinite.
     cwnd: Option<u32>,
-    ep: Option<Episode>,
-    /// The RTO timer runs from here at the earliest (the last undo).
-    rto_from: u64,
-    spurious: u64,
 }
 
 impl PathModel {
@@ -348,10 +318,6 @@ impl PathModel {
     }
     fn base(&self) -> u32 {
         self.tx.iter().position(|t| t.st == St::InFlight).map_or(self.next(), |i| i as u32)
-    }
-    /// PathFloor: the open episode's first seq, else the oldest in flight.
-    fn floor(&self) -> u32 {
-        self.ep.map_or(self.base(), |e| e.lo)
     }
     fn inflight(&self) -> (u32, u32) {
         let f = self.tx.iter().filter(|t| t.st == St::InFlight);
@@ -389,9 +355,6 @@ pub fn run_input(input: &Input) {
         epoch_lost: 0,
         min_rtt: 0,
         cwnd: Some(p.cc.cwnd()),
-        ep: None,
-        rto_from: 0,
-        spurious: 0,
     };
     let mut now = 1u64;
     let mut dsn = 0u32;
@@ -430,14 +393,10 @@ pub fn run_input(input: &Input) {
                     continue;
                 }
                 let floor = p.floor();
-                assert_eq!(floor, pm.floor(), "PathFloor is not the oldest in flight (or the episode's start)");
+                assert_eq!(floor, pm.base(), "PathFloor is not the oldest in flight");
                 let seq = p.on_send(dsn, len, now, false);
                 assert_eq!(seq, pm.next(), "sequence numbers not contiguous");
-                pm.tx.push(Tx { dsn, len, at: now, floor, st: St::InFlight, delivered: false, rto: false });
-                // 256 after the episode's start: it ends unproven.
-                if pm.ep.is_some_and(|e| pm.next() - e.lo >= PATH_WINDOW) {
-                    pm.ep = None;
-                }
+                pm.tx.push(Tx { dsn, len, at: now, floor, st: St::InFlight, delivered: false });
                 pm.epoch_sent += 1;
                 dsn = dsn.wrapping_add(1);
             }
@@ -484,9 +443,8 @@ pub fn run_input(input: &Input) {
                 let (n, _) = pm.inflight();
                 assert_eq!(dl.is_some(), n > 0, "RTO deadline without packets in flight or none with them");
                 let Some(dl) = dl else { continue };
-                let oldest = pm.tx[pm.base() as usize].at.max(pm.rto_from);
+                let oldest = pm.tx[pm.base() as usize].at;
                 assert!(dl > oldest && dl <= oldest + RTO_MAX, "deadline {dl} for a packet sent at {oldest}");
-                let (base, saved) = (pm.base(), (p.cc.cwnd(), p.cc.ssthresh()));
                 now = now.max(dl);
                 let mut lost = Vec::new();
                 p.on_timeout(|e| match e {
@@ -502,18 +460,7 @@ pub fn run_input(input: &Input) {
                     .collect();
                 assert_eq!(lost, want, "RTO losses");
                 for &(_, s) in &lost {
-                    pm.tx[s as usize].st = St::RtoLost;
-                    pm.tx[s as usize].rto = true;
-                }
-                if !lost.is_empty() {
-                    let hi = pm.next();
-                    pm.ep = Some(match pm.ep {
-                        Some(e) if e.before.is_some() && !e.real_loss => {
-                            Episode { last: base, hi, rtos: e.rtos + 1, ..e }
-                        }
-                        Some(e) => Episode { last: base, hi, before: Some(saved), rtos: 1, real_loss: false, ..e },
-                        None => Episode { lo: base, last: base, hi, before: Some(saved), rtos: 1, real_loss: false },
-                    });
+                    pm.tx[s as usize].st = St::Lost;
                 }
                 pm.epoch_lost += lost.len() as u32;
                 pm.rto_in_row = pm.rto_in_row.saturating_add(1);
@@ -566,9 +513,8 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
     if ack_seq_sent && diff(a.ack_seq, newest) > 0 {
         newest = a.ack_seq;
     }
-    // RTT sample from AckSeq if it is in flight and no RTO declared it lost.
-    let t = ack_seq_sent.then(|| pm.tx[a.ack_seq as usize]);
-    if t.is_some_and(|t| t.st == St::InFlight && !t.rto) {
+    // RTT sample from AckSeq if it is in flight.
+    if ack_seq_sent && pm.tx[a.ack_seq as usize].st == St::InFlight {
         let rtt = now.saturating_sub(pm.tx[a.ack_seq as usize].at).max(1);
         pm.min_rtt = if pm.min_rtt == 0 { rtt } else { pm.min_rtt.min(rtt) };
     }
@@ -588,63 +534,13 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
             want.push(PathEvent::Lost { dsn: t.dsn, seq: s });
             t.st = St::Lost;
             pm.epoch_lost += 1;
-            if let Some(e) = pm.ep.as_mut() {
-                e.real_loss = true;
-            }
         }
     }
-    // Section 5.5: transmissions the open episode's RTOs declared lost.
-    if let Some(mut e) = pm.ep {
-        let highest = highest_bit(&a.sack).map(|h| a.cum.wrapping_add(1).wrapping_add(h));
-        let (mut proved_last, mut left) = (false, false);
-        for s in e.lo..e.hi {
-            let t = &mut pm.tx[s as usize];
-            if t.st != St::RtoLost {
-                continue;
-            }
-            if covered(s) {
-                // The point of the held PathFloor: an honest ACK proves
-                // only what the receiver got.
-                assert!(!honest || t.delivered, "honest ACK proves {s}, never delivered");
-                want.push(PathEvent::Acked { dsn: t.dsn, seq: s, len: t.len });
-                t.st = St::Acked;
-                proved_last |= s >= e.last;
-            } else if highest.is_some_and(|h| diff(s, h) < 0) {
-                assert!(!(honest && t.delivered), "honest ACK declares delivered transmission {s} lost for good");
-                t.st = St::Lost;
-                e.real_loss = true;
-            } else {
-                left = true;
-            }
-        }
-        if proved_last && !e.real_loss {
-            if let Some((cwnd, _)) = e.before.take() {
-                pm.spurious += e.rtos;
-                pm.rto_in_row = 0;
-                let w = p.cc.cwnd();
-                assert!(w >= cwnd.min(256 * mss), "window {w} after undo, {cwnd} before the RTO");
-                if left {
-                    for s in e.lo..e.hi {
-                        let t = &mut pm.tx[s as usize];
-                        if t.st == St::RtoLost {
-                            t.st = St::InFlight;
-                            want.push(PathEvent::InFlight { dsn: t.dsn, seq: s });
-                        }
-                    }
-                    pm.rto_from = now;
-                    left = false;
-                }
-            }
-        }
-        pm.ep = left.then_some(e);
-    }
-    assert_eq!(p.stats.spurious_rtos, pm.spurious, "RTOs undone");
     // The core reports the cumulative part, then the Sack bits, then the
     // losses: compare as sets of events (each at most once).
     let key = |e: &PathEvent| match *e {
         PathEvent::Acked { seq, .. } => (0, seq),
         PathEvent::Lost { seq, .. } => (1, seq),
-        PathEvent::InFlight { seq, .. } => (2, seq),
     };
     let mut got = ev.clone();
     got.sort_by_key(key);
@@ -674,7 +570,7 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
 fn check_path(p: &TxPath, pm: &PathModel, mss: u32) {
     let (n, bytes) = pm.inflight();
     assert_eq!((p.inflight_pkts(), p.inflight_bytes()), (n, bytes), "in flight");
-    assert_eq!(p.floor(), pm.floor(), "PathFloor");
+    assert_eq!(p.floor(), pm.base(), "PathFloor");
     assert_eq!(p.next_seq(), pm.next(), "next sequence number");
     assert!(p.next_seq().wrapping_sub(p.floor()) <= PATH_WINDOW, "more than 256 outstanding");
     let w = p.cc.cwnd();

@@ -666,23 +666,6 @@ pub fn sack() -> Seeds {
     s.extend([Step::Timeout, Step::Send(1), Step::Timeout, Step::Send(1), Step::Timeout, Step::Send(1), Step::Send(1)]);
     s.extend([Step::Deliver(0, false), Step::AckHonest]);
     v.push(seed("rto-thrice", cfg, s));
-    // Section 5.5: an RTO whose flight arrived (late ACK: undone), a
-    // partial proof with a gap (real loss, not undone), a proof of the
-    // first part putting the rest back in flight, then another RTO.
-    // `Deliver(i)` counts from the newest transmission.
-    let mut s = sends(4);
-    s.extend([Step::Deliver(3, false), Step::Deliver(2, false), Step::Deliver(1, false), Step::Deliver(0, false)]);
-    s.extend([Step::Timeout, Step::Send(1), Step::AckHonest, Step::Deliver(0, false), Step::AckHonest]);
-    v.push(seed("spurious-rto", cfg, s));
-    // (The window allows 4 sends of 1000 bytes: seqs 0..=3.)
-    let mut s = sends(4);
-    s.extend([Step::Timeout, Step::Deliver(2, false), Step::Deliver(1, false), Step::Deliver(0, false), Step::AckHonest]);
-    s.extend([Step::Send(1), Step::Deliver(0, false), Step::AckHonest]);
-    v.push(seed("rto-gap-not-undone", cfg, s));
-    let mut s = sends(4);
-    s.extend([Step::Timeout, Step::Deliver(3, false), Step::Deliver(2, false), Step::AckHonest, Step::Timeout]);
-    s.extend([Step::Deliver(1, false), Step::Deliver(0, false), Step::AckHonest, Step::Send(1), Step::Timeout]);
-    v.push(seed("rto-undo-back-in-flight", cfg, s));
     // ACKs far out of the window, and beyond what was sent.
     let mut s = sends(6);
     s.extend([

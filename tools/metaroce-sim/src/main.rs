@@ -7,7 +7,6 @@
 //!              [--burst MEAN:LEN] [--reorder P] [--ecn N] [--buf N]
 //!              [--fail-plane J@US] [--senders M] [--bytes N] [--msg N]
 //!              [--paths N] [--ecmp mod|hash] [--ack-loss P] [--no-hint]
-//!              [--ack-stall PERIOD_US:LEN_US] [--rto-min-us U]
 //! ```
 //!
 //! `--senders M` (M > 1) switches to the incast topology: M senders with
@@ -129,17 +128,6 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
                 }
             }
             "--ack-loss" => sc.ack_loss = prob(val)?,
-            "--ack-stall" => {
-                let (p, l) = val
-                    .split_once(':')
-                    .ok_or("--ack-stall takes PERIOD_US:LEN_US")?;
-                let (p, l) = ((num(p)? * 1000.0) as u64, (num(l)? * 1000.0) as u64);
-                if p == 0 || l >= p {
-                    return Err("--ack-stall needs 0 < LEN_US < PERIOD_US".into());
-                }
-                sc.ack_stall = Some((p, l));
-            }
-            "--rto-min-us" => sc.rto_min_ns = ((num(val)? * 1000.0) as u64).max(1),
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -154,7 +142,6 @@ fn lossless(sc: &Scenario) -> Scenario {
         l.fail_at_ns = None;
     }
     b.ack_loss = 0.0;
-    b.ack_stall = None;
     b
 }
 
@@ -162,16 +149,14 @@ fn show(name: &str, r: &Report, base: &Report) {
     let ratio = r.goodput_mbps / base.goodput_mbps.max(1e-9);
     let rates = r.rates_while_all_active(2 * r.base_rtt_ns);
     println!(
-        "{name:<9} goodput {:>8.2} Gbit/s ({:>5.1}% of lossless {:.2}) | time {:>7} us | pkts {:>6} retx {:>5} dup {:>5} rto {:>3} spurious {:>3} repath {:>3} | queue max {:>4} avg {:>6.2} | jain {:.3}{}",
+        "{name:<9} goodput {:>8.2} Gbit/s ({:>5.1}% of lossless {:.2}) | time {:>7} us | pkts {:>6} retx {:>5} rto {:>3} repath {:>3} | queue max {:>4} avg {:>6.2} | jain {:.3}{}",
         r.goodput_mbps / 1000.0,
         ratio * 100.0,
         base.goodput_mbps / 1000.0,
         r.elapsed_ns / 1000,
         r.packets,
         r.retransmits,
-        r.duplicates,
         r.timeouts,
-        r.spurious_rtos,
         r.repaths,
         r.max_queue(),
         r.avg_queue(),
@@ -261,9 +246,6 @@ mod tests {
         let sc = parse_args(&args("--senders 8 --ecn 5")).unwrap();
         assert_eq!(sc.senders, 8);
         assert_eq!(sc.bottleneck.unwrap().ecn_pkts, 5);
-        let sc = parse_args(&args("--ack-stall 500:300 --rto-min-us 10000")).unwrap();
-        assert_eq!(sc.ack_stall, Some((500_000, 300_000)));
-        assert_eq!(sc.rto_min_ns, 10_000_000);
         for bad in [
             "--loss 2",
             "--loss x",
@@ -276,8 +258,6 @@ mod tests {
             "--gbps 0",
             "--seed",
             "--what 1",
-            "--ack-stall 300:500",
-            "--ack-stall 500",
         ] {
             assert!(parse_args(&args(bad)).is_err(), "{bad}");
         }

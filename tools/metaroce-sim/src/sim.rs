@@ -2,9 +2,7 @@
 //! `k` fabric links (planes, chosen per packet by ECMP over the UDP source
 //! port), optionally through one shared bottleneck link, to one receiving
 //! host that runs one receiver per sender. ACKs return after the forward
-//! propagation delay (no queueing), lost with probability `ack_loss`, and
-//! held during the reverse path's stalls (`ack_stall`: a slow guest's
-//! scheduling stalls, in order, nothing lost).
+//! propagation delay (no queueing), lost with probability `ack_loss`.
 //!
 //! ```text
 //!  sender i -- NIC i --+-- plane 0 --+
@@ -71,10 +69,6 @@ pub struct Scenario {
     pub mss: u16,
     /// ACK loss probability.
     pub ack_loss: f64,
-    /// Reverse-path stalls `(period, length)` in ns: from `period` on, every
-    /// `period` the ACKs towards the senders stop for `length` and are then
-    /// delivered at once, in order (a slow guest's scheduling stall).
-    pub ack_stall: Option<(u64, u64)>,
     /// Smallest RTO (MetaRoCE).
     pub rto_min_ns: u64,
     /// Go-back-N window in packets (0: twice one plane's BDP).
@@ -109,7 +103,6 @@ impl Scenario {
             paths: 8,
             mss: 4096,
             ack_loss: 0.0,
-            ack_stall: None,
             rto_min_ns: 50_000,
             gbn_window: 0,
             rate_hint: true,
@@ -138,31 +131,6 @@ impl Scenario {
         s.wl.bytes = 1 << 20;
         s.paths = 4;
         s
-    }
-
-    /// One sender over four 10 Gbit/s planes, 16 MiB in 64 KiB messages,
-    /// with the reverse path stalling for `stall_ns` every `period_ns` (no
-    /// loss anywhere): every RTO it causes is spurious.
-    pub fn ack_stalls(seed: u64, period_ns: u64, stall_ns: u64) -> Self {
-        let mut s = Scenario::multipath(seed);
-        s.wl.bytes = 16 << 20;
-        s.ack_stall = Some((period_ns, stall_ns));
-        s
-    }
-
-    /// When an ACK due at `t` reaches its sender, held by `ack_stall`.
-    pub fn ack_arrival(&self, t: u64) -> u64 {
-        match self.ack_stall {
-            Some((period, len)) if period > 0 && t >= period => {
-                let start = t - t % period;
-                if t < start + len {
-                    start + len
-                } else {
-                    t
-                }
-            }
-            _ => t,
-        }
     }
 
     /// Sets random loss on every plane.
@@ -251,12 +219,8 @@ pub struct Report {
     pub packets: u64,
     /// Retransmissions.
     pub retransmits: u64,
-    /// Duplicate DATA packets the receivers got.
-    pub duplicates: u64,
     /// RTOs.
     pub timeouts: u64,
-    /// RTOs undone as spurious.
-    pub spurious_rtos: u64,
     /// Repaths.
     pub repaths: u64,
     /// ECN echoes acted on by paths.
@@ -538,8 +502,7 @@ impl World {
         let back = self.sc.one_way_ns();
         for o in outs {
             if !self.rng.chance(self.sc.ack_loss) {
-                let at = self.sc.ack_arrival(now + back);
-                self.push(at, Kind::ToSend(i, o.bytes));
+                self.push(now + back, Kind::ToSend(i, o.bytes));
             }
         }
     }
@@ -707,8 +670,6 @@ fn report(w: &World, now: u64, base_rtt: u64) -> Report {
                 r.errors.extend(rc.error.clone());
                 r.packets += s.conn.stats.data_sent + s.conn.stats.retransmits;
                 r.retransmits += s.conn.stats.retransmits;
-                r.duplicates += rc.conn.stats.duplicates;
-                r.spurious_rtos += s.conn.stats.spurious_rtos;
                 r.repaths += s.conn.stats.repaths;
                 for p in 0..usize::from(w.sc.paths) {
                     if let Some((_, _, st)) = s.conn.path_info(p) {

@@ -12,17 +12,6 @@ pub const MD_ECN_PATH: u32 = 52_429;
 /// Per-connection multiplicative decrease on an ECN echo (0.875).
 pub const MD_ECN_CONN: u32 = 57_344;
 
-/// A congestion window as it was before a retransmission timeout, kept by
-/// the path so that a spurious timeout can be undone (`transport.rst`,
-/// section 5.5).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct SavedWindow {
-    /// Window in bytes.
-    pub cwnd: u32,
-    /// Slow-start threshold in bytes (`u32::MAX`: none yet).
-    pub ssthresh: u32,
-}
-
 /// An AIMD congestion window in bytes, with slow start.
 ///
 /// # Invariants
@@ -104,23 +93,6 @@ impl Aimd {
         self.acc = 0;
         self.hold_until = now.saturating_add(rtt_ns);
         true
-    }
-
-    /// The window and slow-start threshold, for [`Self::restore`].
-    pub const fn saved(&self) -> SavedWindow {
-        SavedWindow {
-            cwnd: self.cwnd,
-            ssthresh: self.ssthresh,
-        }
-    }
-
-    /// Undoes the retransmission timeouts since `before` was taken (they
-    /// were spurious): window and threshold become at least what they
-    /// were then (more if they grew since), within `[mss, max]`.
-    pub fn restore(&mut self, before: SavedWindow) {
-        self.cwnd = self.cwnd.max(before.cwnd).clamp(self.mss, self.max);
-        self.ssthresh = self.ssthresh.max(before.ssthresh);
-        self.acc = 0;
     }
 
     /// A retransmission timeout: restart from one MSS in slow start.

@@ -361,9 +361,6 @@ pub struct ConnStats {
     pub drops: u64,
     /// Repaths.
     pub repaths: u64,
-    /// Path RTOs undone as spurious (sum of the paths'
-    /// [`PathStats::spurious_rtos`], `transport.rst` section 5.5).
-    pub spurious_rtos: u64,
     /// Connection-window decreases on ECN.
     pub conn_ecn_decreases: u64,
     /// Rate hint changes received.
@@ -381,7 +378,6 @@ impl ConnStats {
         duplicates: 0,
         drops: 0,
         repaths: 0,
-        spurious_rtos: 0,
         conn_ecn_decreases: 0,
         rate_hint_changes: 0,
     };
@@ -390,14 +386,7 @@ impl ConnStats {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum DescState {
     Unacked,
-    /// In flight again after a spurious RTO (section 5.5), its entry in the
-    /// retransmission queue not popped yet: a new loss reuses it.
-    UnackedQueued,
-    /// Queued for retransmission.
     Lost,
-    /// Queued, lost by an RTO: resent once the RTO looks real (section
-    /// 5.5).
-    RtoLost,
     Acked,
 }
 
@@ -488,8 +477,6 @@ pub struct Conn<
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
     rx_hint: u32,
-    /// Time of each path's latest RTO.
-    rto_at: [u64; P],
     /// The last [`RxEvent::Data`]: stream, Msn, path and that path's state
     /// before the packet, so that [`Self::refuse`] in the same lock hold
     /// can take back its acknowledgement.
@@ -585,7 +572,6 @@ impl<
             rx_dsn: SeqWindow::new(0),
             peer: None,
             rx_hint: 0,
-            rto_at: [0; P],
             last_data: None,
             stats: ConnStats::ZERO,
         }
@@ -1064,13 +1050,9 @@ impl<
                 return;
             };
             if d.resp && usize::from(d.stream) == idx && d.msn == msn {
-                let queued = matches!(d.state, DescState::UnackedQueued | DescState::RtoLost);
                 if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx / 2 {
                     d.state = DescState::Lost;
                     push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
-                } else if queued && d.tx_count < self.cfg.max_retx / 2 {
-                    // Queued already (no longer held).
-                    d.state = DescState::Lost;
                 }
                 return;
             }
@@ -1097,7 +1079,6 @@ impl<
             ..
         } = self;
         let p = paths.get_mut(pi).ok_or(RxDrop::BadPath)?;
-        let spurious = p.stats.spurious_rtos;
         let mut acked_bytes = 0u32;
         let dsn_base = self.dsn_base;
         let dsn_next = self.dsn_next;
@@ -1130,37 +1111,18 @@ impl<
                     let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
                         return;
                     };
-                    let queued = d.state == DescState::UnackedQueued;
                     if !in_dsn_window(dsn)
-                        || !(d.state == DescState::Unacked || queued)
+                        || d.state != DescState::Unacked
                         || usize::from(d.path) != pi
                         || d.seq != seq
                     {
                         return;
                     }
                     d.state = DescState::Lost;
-                    if !queued {
-                        push_retx(retx, retx_head, retx_len, dsn);
-                    }
-                }
-                PathEvent::InFlight { dsn, seq } => {
-                    // A spurious RTO undone: not resent yet, it need not be
-                    // (its queue entry stays until popped).
-                    let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
-                        return;
-                    };
-                    if in_dsn_window(dsn)
-                        && d.state == DescState::RtoLost
-                        && usize::from(d.path) == pi
-                        && d.seq == seq
-                    {
-                        d.state = DescState::UnackedQueued;
-                    }
+                    push_retx(retx, retx_head, retx_len, dsn);
                 }
             })
             .ok_or(RxDrop::BadAck)?;
-        let undone = p.stats.spurious_rtos.saturating_sub(spurious);
-        self.stats.spurious_rtos = self.stats.spurious_rtos.saturating_add(undone);
         let conn_rtt = p.rtt.srtt();
         if p.rtt.min() != 0 && (self.min_rtt == 0 || p.rtt.min() < self.min_rtt) {
             self.min_rtt = p.rtt.min();
@@ -1313,9 +1275,6 @@ impl<
             if !due {
                 continue;
             }
-            if let Some(t) = self.rto_at.get_mut(pi) {
-                *t = now;
-            }
             let Self {
                 paths,
                 descs,
@@ -1328,15 +1287,12 @@ impl<
                 p.on_timeout(|ev| {
                     if let PathEvent::Lost { dsn, seq } = ev {
                         if let Some(d) = descs.get_mut(Self::desc_index(dsn)) {
-                            let queued = d.state == DescState::UnackedQueued;
-                            if (d.state == DescState::Unacked || queued)
+                            if d.state == DescState::Unacked
                                 && usize::from(d.path) == pi
                                 && d.seq == seq
                             {
-                                d.state = DescState::RtoLost;
-                                if !queued {
-                                    push_retx(retx, retx_head, retx_len, dsn);
-                                }
+                                d.state = DescState::Lost;
+                                push_retx(retx, retx_head, retx_len, dsn);
                             }
                         }
                     }
@@ -1434,54 +1390,14 @@ impl<
         best.map(|(i, _)| i)
     }
 
-    /// Descriptors an RTO declared lost may be resent once any path
-    /// acknowledged a transmission sent at or after the time of that RTO
-    /// (the network delivers, the path's did not arrive), or when nothing
-    /// is in flight (section 5.5). Returns the newest send time
-    /// acknowledged (`None`: nothing in flight, every RTO counts as real).
-    fn newest_acked_send(&self) -> Option<u64> {
-        if self.inflight_bytes() == 0 {
-            return None;
-        }
-        let n = self.npaths();
-        Some(
-            self.paths
-                .iter()
-                .take(n)
-                .map(|p| p.acked_sent())
-                .fold(0, u64::max),
-        )
-    }
-
     fn poll_retx(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        let acked = self.newest_acked_send();
-        // Held descriptors go to the back of the queue, each once.
-        let mut skips = self.retx_len;
         while self.retx_len > 0 {
             let dsn = *self.retx.get(self.retx_head)?;
-            let di = Self::desc_index(dsn);
-            let d = *self.descs.get(di)?;
-            let in_window =
-                dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
-            let live = matches!(d.state, DescState::Lost | DescState::RtoLost) && in_window;
+            let d = *self.descs.get(Self::desc_index(dsn))?;
+            let live = d.state == DescState::Lost
+                && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
             if !live {
-                if in_window && d.state == DescState::UnackedQueued {
-                    if let Some(dm) = self.descs.get_mut(di) {
-                        dm.state = DescState::Unacked;
-                    }
-                }
                 self.pop_retx();
-                skips = skips.saturating_sub(1);
-                continue;
-            }
-            let rto_at = self.rto_at.get(usize::from(d.path)).copied().unwrap_or(0);
-            if d.state == DescState::RtoLost && acked.is_some_and(|t| t < rto_at) {
-                if skips == 0 {
-                    return None;
-                }
-                skips -= 1;
-                self.pop_retx();
-                push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
                 continue;
             }
             // A response whose request slot was taken by a newer request: the
@@ -1928,57 +1844,6 @@ mod tests {
                 );
             }
             assert!(a.conn_window().0 > 8 * mss);
-        }
-    }
-
-    #[test]
-    fn late_acks_undo_the_rtos_and_nothing_is_resent() {
-        let (mut a, mut b) = pair();
-        let m = MsgDesc {
-            op: MrcOp::Write,
-            len: 8 * u32::from(MSS),
-            va: 0x1000,
-            rkey: 5,
-            imm: 0,
-            se: false,
-        };
-        a.post(0, m).unwrap();
-        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
-        let mut acks = [([0u8; DATA_HDR_LEN], 0usize); 16];
-        let mut n_acks = 0;
-        while let Some(t) = a.poll_transmit(0, &mut buf) {
-            let n = t.hdr_len + usize::from(t.payload.unwrap().len);
-            assert!(b.on_packet(1_000, &buf[..n], false, 50_000, 0).is_ok());
-            while let Some(t) = b.poll_transmit(1_000, &mut buf) {
-                acks[n_acks].0[..t.hdr_len].copy_from_slice(&buf[..t.hdr_len]);
-                acks[n_acks].1 = t.hdr_len;
-                n_acks += 1;
-            }
-        }
-        assert_eq!(a.stats.data_sent, 8);
-        // The ACKs are late: every path times out first.
-        a.on_timer(10_000_000);
-        let rtos: u64 = (0..4).map(|i| a.path_info(i).unwrap().2.timeouts).sum();
-        assert_eq!(rtos, 4);
-        for (ack, len) in &acks[..n_acks] {
-            let r = a.on_packet(10_000_100, &ack[..*len], false, 50_000, 0);
-            assert_eq!(r, Ok(RxEvent::Ack));
-        }
-        // Every Dsn was proven received: nothing to resend, the message
-        // completes, the windows are back.
-        assert!(a.poll_transmit(10_000_200, &mut buf).is_none());
-        assert_eq!((a.stats.retransmits, a.stats.spurious_rtos), (0, 4));
-        assert!(matches!(
-            a.poll_completion(),
-            Some(Completion::Send {
-                status: SendStatus::Ok,
-                ..
-            })
-        ));
-        for i in 0..4 {
-            let (_, state, st) = a.path_info(i).unwrap();
-            assert_eq!((state, st.spurious_rtos), (PathState::Active, 1));
-            assert!(a.path_rtt(i).unwrap().0 > u32::from(MSS));
         }
     }
 

@@ -42,7 +42,7 @@
 //! transmit API, not a seam in the present one, so it is not offered here.
 
 use super::bth::BTH_LEN;
-use super::cc::{Aimd, SavedWindow, MD_ECN_CONN, MD_ECN_PATH};
+use super::cc::{Aimd, MD_ECN_CONN, MD_ECN_PATH};
 use super::icrc::{icrc_verify, icrc_write, IcrcError, IPV4_HDR_LEN};
 use super::mrc_wire::{udp_checksum, udp_checksum_ok, udp_pseudo_sum};
 use super::packet::{parse, Packet, ParseError, ICRC_LEN};
@@ -86,16 +86,6 @@ pub trait CongestionEngine {
     /// The path's retransmission timer fired (path windows only: the
     /// connection's window sees no timeouts).
     fn on_timeout(&mut self);
-
-    /// The window state the path keeps when its retransmission timer
-    /// fires, handed back to [`Self::undo_timeout`] if the timeout proves
-    /// spurious.
-    fn saved(&self) -> SavedWindow;
-
-    /// The path's timeouts since `before` was taken were spurious (an ACK
-    /// proved a transmission they declared lost had arrived, and no real
-    /// loss was found since): undo their window reaction.
-    fn undo_timeout(&mut self, before: SavedWindow);
 }
 
 /// The software engine: the AIMD of `transport.rst`, sections 6.2–6.3.
@@ -122,14 +112,6 @@ impl CongestionEngine for Aimd {
 
     fn on_timeout(&mut self) {
         Aimd::on_timeout(self);
-    }
-
-    fn saved(&self) -> SavedWindow {
-        Aimd::saved(self)
-    }
-
-    fn undo_timeout(&mut self, before: SavedWindow) {
-        Aimd::restore(self, before);
     }
 }
 

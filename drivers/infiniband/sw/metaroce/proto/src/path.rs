@@ -4,7 +4,7 @@
 //! estimate, window and loss detection from SACKs, and the receiver's
 //! per-path SACK state.
 
-use super::cc::{Aimd, SavedWindow};
+use super::cc::Aimd;
 use super::mrc_wire::AckPkt;
 use super::offload::CongestionEngine;
 use super::sack::{bit_of, highest_bit, seq_diff, SeqWindow};
@@ -102,30 +102,7 @@ pub enum PathState {
 enum SlotState {
     InFlight,
     Acked,
-    /// Lost by a SACK gap: final.
     Lost,
-    /// Declared lost by an RTO: an ACK may still prove it arrived.
-    RtoLost,
-}
-
-/// An RTO episode that may still prove spurious (`transport.rst`, section
-/// 5.5): one or more RTOs whose transmissions may still be acknowledged.
-#[derive(Clone, Copy, Debug)]
-struct Undo {
-    /// Base at the episode's first RTO: PathFloor stays here while the
-    /// episode lasts, so that the receiver's CumSeq only covers what it
-    /// received in `lo .. hi`.
-    lo: u32,
-    /// Base at the episode's latest RTO.
-    last: u32,
-    /// Next at the episode's latest RTO.
-    hi: u32,
-    /// The window before the first of `rtos` RTOs; `None` once restored.
-    before: Option<SavedWindow>,
-    /// RTOs since `before` was taken.
-    rtos: u8,
-    /// A real loss was found since `before` was taken: no restore.
-    real_loss: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -134,8 +111,6 @@ struct Slot {
     len: u32,
     sent_at: u64,
     state: SlotState,
-    /// An RTO declared it lost (undone since if in flight): no RTT sample.
-    rto: bool,
 }
 
 const EMPTY: Slot = Slot {
@@ -143,7 +118,6 @@ const EMPTY: Slot = Slot {
     len: 0,
     sent_at: 0,
     state: SlotState::Acked,
-    rto: false,
 };
 
 /// What happened to a transmission, reported by [`TxPath::on_ack`] and
@@ -161,14 +135,6 @@ pub enum PathEvent {
     },
     /// The transmission of `dsn` at this `seq` is lost.
     Lost {
-        /// Data sequence number.
-        dsn: u32,
-        /// Path sequence number of the transmission.
-        seq: u32,
-    },
-    /// The transmission of `dsn` at this `seq`, declared lost by an RTO
-    /// that proved spurious, is in flight again (section 5.5).
-    InFlight {
         /// Data sequence number.
         dsn: u32,
         /// Path sequence number of the transmission.
@@ -206,8 +172,6 @@ pub struct PathStats {
     pub ecn_echoes: u64,
     /// Source port changes.
     pub repaths: u64,
-    /// RTOs undone as spurious (section 5.5).
-    pub spurious_rtos: u64,
     /// ACKs processed / dropped as inconsistent.
     pub acks: u64,
     /// ACKs whose CumSeq was beyond what the path sent.
@@ -225,7 +189,6 @@ impl PathStats {
         timeouts: 0,
         ecn_echoes: 0,
         repaths: 0,
-        spurious_rtos: 0,
         acks: 0,
         bad_acks: 0,
     };
@@ -258,11 +221,6 @@ pub struct TxPath<C = Aimd> {
     epoch_sent: u16,
     epoch_lost: u16,
     new_route: bool,
-    undo: Option<Undo>,
-    /// The RTO timer runs from here at the earliest (the last undo).
-    rto_from: u64,
-    /// Newest send time of a transmission acknowledged in flight.
-    acked_sent: u64,
 }
 
 fn slot_index(seq: u32) -> usize {
@@ -291,16 +249,7 @@ impl<C: CongestionEngine> TxPath<C> {
             epoch_sent: 0,
             epoch_lost: 0,
             new_route: false,
-            undo: None,
-            rto_from: 0,
-            acked_sent: 0,
         }
-    }
-
-    /// Newest send time of a transmission an ACK acknowledged while it was
-    /// in flight (0: none yet).
-    pub const fn acked_sent(&self) -> u64 {
-        self.acked_sent
     }
 
     /// True from a repath until the first RTT sample on the new route.
@@ -308,14 +257,9 @@ impl<C: CongestionEngine> TxPath<C> {
         self.new_route
     }
 
-    /// PathFloor for the next DATA packet: the oldest unresolved sequence
-    /// number, or the first one of an RTO episode that may still prove
-    /// spurious (section 5.5).
+    /// Oldest unresolved sequence number (sent as PathFloor).
     pub const fn floor(&self) -> u32 {
-        match self.undo {
-            Some(u) => u.lo,
-            None => self.base,
-        }
+        self.base
     }
 
     /// Next sequence number.
@@ -385,18 +329,9 @@ impl<C: CongestionEngine> TxPath<C> {
                 len,
                 sent_at: now,
                 state: SlotState::InFlight,
-                rto: false,
             };
         }
         self.next = seq.wrapping_add(1);
-        // The next send would reuse the slot of the episode's first seq and
-        // carry a PathFloor 256 behind it: the episode ends unproven.
-        if self
-            .undo
-            .is_some_and(|u| self.next.wrapping_sub(u.lo) >= PATH_WINDOW)
-        {
-            self.undo = None;
-        }
         self.inflight_bytes = self.inflight_bytes.saturating_add(len);
         self.inflight_pkts = self.inflight_pkts.saturating_add(1);
         self.stats.sent = self.stats.sent.saturating_add(1);
@@ -458,7 +393,7 @@ impl<C: CongestionEngine> TxPath<C> {
         // RTT from the triggering transmission (never reused: no Karn rule).
         if self.in_window(ack.ack_seq) {
             if let Some(s) = self.slots.get(slot_index(ack.ack_seq)) {
-                if s.state == SlotState::InFlight && !s.rto {
+                if s.state == SlotState::InFlight {
                     self.rtt.sample(now.saturating_sub(s.sent_at));
                     self.new_route = false;
                 }
@@ -477,7 +412,6 @@ impl<C: CongestionEngine> TxPath<C> {
             }
             if let Some(s) = self.resolve(seq, SlotState::Acked) {
                 any = true;
-                self.acked_sent = self.acked_sent.max(s.sent_at);
                 self.cc.on_ack(now, s.len);
                 ev(PathEvent::Acked {
                     dsn: s.dsn,
@@ -493,7 +427,6 @@ impl<C: CongestionEngine> TxPath<C> {
                 let seq = cum1.wrapping_add(i);
                 if let Some(s) = self.resolve(seq, SlotState::Acked) {
                     any = true;
-                    self.acked_sent = self.acked_sent.max(s.sent_at);
                     self.cc.on_ack(now, s.len);
                     ev(PathEvent::Acked {
                         dsn: s.dsn,
@@ -523,9 +456,6 @@ impl<C: CongestionEngine> TxPath<C> {
             }
         }
         self.advance_base();
-        if self.spurious_check(ack, now, &mut ev) {
-            any = true;
-        }
         if any {
             self.probe = Probe::Armed;
             self.backoff = 0;
@@ -540,108 +470,11 @@ impl<C: CongestionEngine> TxPath<C> {
         Some(ce)
     }
 
-    /// Spurious-RTO detection (section 5.5): every transmission an RTO of
-    /// the open episode declared lost that `ack` covers (before CumSeq or
-    /// its Sack bit set) arrived and is reported acked; one not covered
-    /// before the newest Sack bit is really lost (a gap). If the ACK proves
-    /// a transmission of the episode's latest RTO and no real loss was
-    /// found since the window was saved, the RTOs are undone: window
-    /// restored, backoff and RTOs in a row reset, state ACTIVE, and the
-    /// episode's transmissions not proven yet are in flight again, their
-    /// RTO timer running from `now`. Returns true if the ACK proved
-    /// anything.
-    fn spurious_check(&mut self, ack: &AckPkt, now: u64, ev: &mut impl FnMut(PathEvent)) -> bool {
-        let Some(mut u) = self.undo else {
-            return false;
-        };
-        let cum1 = ack.cum.wrapping_add(1);
-        let newest = highest_bit(&ack.sack).map(|h| cum1.wrapping_add(h));
-        let mut proved = false;
-        let mut proved_last = false;
-        let mut left = false;
-        for off in 0..u.hi.wrapping_sub(u.lo).min(PATH_WINDOW) {
-            let seq = u.lo.wrapping_add(off);
-            let Some(slot) = self.slots.get_mut(slot_index(seq)) else {
-                continue;
-            };
-            if slot.state != SlotState::RtoLost {
-                continue;
-            }
-            let d = seq_diff(seq, cum1);
-            let covered =
-                seq_diff(seq, ack.cum) < 0 || (d >= 0 && bit_of(&ack.sack, d.unsigned_abs()));
-            if covered {
-                slot.state = SlotState::Acked;
-                proved = true;
-                proved_last |= seq_diff(seq, u.last) >= 0;
-                ev(PathEvent::Acked {
-                    dsn: slot.dsn,
-                    seq,
-                    len: slot.len,
-                });
-            } else if newest.is_some_and(|n| seq_diff(seq, n) < 0) {
-                // A gap: the receiver got a later one. Lost for good (it was
-                // counted as an RTO loss already).
-                slot.state = SlotState::Lost;
-                u.real_loss = true;
-            } else {
-                left = true;
-            }
-        }
-        if proved_last && !u.real_loss {
-            if let Some(before) = u.before.take() {
-                self.cc.undo_timeout(before);
-                let n = u64::from(u.rtos);
-                self.stats.spurious_rtos = self.stats.spurious_rtos.saturating_add(n);
-                self.backoff = 0;
-                self.rto_in_row = 0;
-                self.state = PathState::Active;
-                if left {
-                    self.unlose(u.lo, u.hi, now, ev);
-                    left = false;
-                }
-            }
-        }
-        // Nothing left to prove: PathFloor moves on.
-        self.undo = if left { Some(u) } else { None };
-        proved
-    }
-
-    /// Every transmission in `lo .. hi` still declared lost by an RTO is in
-    /// flight again (reported); the RTO timer restarts at `now`.
-    fn unlose(&mut self, lo: u32, hi: u32, now: u64, ev: &mut impl FnMut(PathEvent)) {
-        let mut oldest = None;
-        for off in 0..hi.wrapping_sub(lo).min(PATH_WINDOW) {
-            let seq = lo.wrapping_add(off);
-            let Some(slot) = self.slots.get_mut(slot_index(seq)) else {
-                continue;
-            };
-            if slot.state != SlotState::RtoLost {
-                continue;
-            }
-            slot.state = SlotState::InFlight;
-            self.inflight_bytes = self.inflight_bytes.saturating_add(slot.len);
-            self.inflight_pkts = self.inflight_pkts.saturating_add(1);
-            oldest.get_or_insert(seq);
-            ev(PathEvent::InFlight { dsn: slot.dsn, seq });
-        }
-        if let Some(seq) = oldest {
-            if seq_diff(seq, self.base) < 0 {
-                self.base = seq;
-            }
-        }
-        self.rto_from = now;
-    }
-
     fn count_loss(&mut self, rto: bool) {
         if rto {
             self.stats.rto_losses = self.stats.rto_losses.saturating_add(1);
         } else {
             self.stats.sack_losses = self.stats.sack_losses.saturating_add(1);
-            // A real loss: the open RTO episode is not undone.
-            if let Some(u) = self.undo.as_mut() {
-                u.real_loss = true;
-            }
         }
         self.epoch_lost = self.epoch_lost.saturating_add(1);
     }
@@ -665,56 +498,20 @@ impl<C: CongestionEngine> TxPath<C> {
         }
         let s = self.slots.get(slot_index(self.base))?;
         let rto = self.rtt.rto(init, min, max) << self.backoff.min(MAX_BACKOFF);
-        let from = s.sent_at.max(self.rto_from);
-        Some(from.saturating_add(rto.min(max.max(min))))
+        Some(s.sent_at.saturating_add(rto.min(max.max(min))))
     }
 
     /// The retransmission timer fired: every transmission in flight is
     /// lost, the window restarts and the path's state steps towards
     /// FAILED. The caller repaths.
     pub fn on_timeout(&mut self, mut ev: impl FnMut(PathEvent)) {
-        let (base, saved) = (self.base, self.cc.saved());
         let mut seq = self.base;
-        let mut lost = false;
         while self.in_window(seq) {
-            if let Some(s) = self.resolve(seq, SlotState::RtoLost) {
-                if let Some(slot) = self.slots.get_mut(slot_index(seq)) {
-                    slot.rto = true;
-                }
+            if let Some(s) = self.resolve(seq, SlotState::Lost) {
                 self.count_loss(true);
-                lost = true;
                 ev(PathEvent::Lost { dsn: s.dsn, seq });
             }
             seq = seq.wrapping_add(1);
-        }
-        if lost {
-            // Open an episode, or extend the open one (PathFloor stays at
-            // its start); the window kept is the one before the first RTO
-            // since the last restore or real loss.
-            self.undo = Some(match self.undo {
-                Some(u) if u.before.is_some() && !u.real_loss => Undo {
-                    last: base,
-                    hi: self.next,
-                    rtos: u.rtos.saturating_add(1),
-                    ..u
-                },
-                Some(u) => Undo {
-                    last: base,
-                    hi: self.next,
-                    before: Some(saved),
-                    rtos: 1,
-                    real_loss: false,
-                    ..u
-                },
-                None => Undo {
-                    lo: base,
-                    last: base,
-                    hi: self.next,
-                    before: Some(saved),
-                    rtos: 1,
-                    real_loss: false,
-                },
-            });
         }
         self.advance_base();
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
@@ -794,7 +591,6 @@ mod tests {
         p.on_ack(ack, now, |e| match e {
             PathEvent::Acked { .. } => n[0] += 1,
             PathEvent::Lost { .. } => n[1] += 1,
-            PathEvent::InFlight { .. } => panic!("undo"),
         });
         n
     }
@@ -853,154 +649,6 @@ mod tests {
         assert!(p.can_send(1000));
         p.on_send(10, 1000, 0, true);
         assert!(!p.can_send(1000));
-    }
-
-    /// Four transmissions 2..=5 in flight (0 and 1 acknowledged at 10 us,
-    /// window 6000), then an RTO at 100 us: the window collapses.
-    fn timed_out() -> (TxPath, RxPath) {
-        let mut p = path();
-        for d in 0..4 {
-            p.on_send(100 + d, 1000, 0, false);
-        }
-        let mut rx = RxPath::default();
-        rx.win.mark(0);
-        rx.win.mark(1);
-        rx.ack_seq = 1;
-        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 10_000), [2, 0]);
-        for d in 4..6 {
-            p.on_send(100 + d, 1000, 20_000, false);
-        }
-        let mut lost = 0;
-        p.on_timeout(|e| {
-            assert!(matches!(e, PathEvent::Lost { .. }));
-            lost += 1;
-        });
-        assert_eq!(
-            (lost, p.cc.cwnd(), p.state),
-            (4, 1000, PathState::Recovering)
-        );
-        // PathFloor stays at the first seq the RTO declared lost.
-        assert_eq!((p.floor(), p.inflight_pkts()), (2, 0));
-        (p, rx)
-    }
-
-    fn events(p: &mut TxPath, ack: &AckPkt, now: u64) -> [u32; 3] {
-        let mut n = [0u32; 3];
-        p.on_ack(ack, now, |e| match e {
-            PathEvent::Acked { .. } => n[0] += 1,
-            PathEvent::Lost { .. } => n[1] += 1,
-            PathEvent::InFlight { .. } => n[2] += 1,
-        });
-        n
-    }
-
-    #[test]
-    fn spurious_rto_is_undone() {
-        let (mut p, mut rx) = timed_out();
-        let srtt = p.rtt.srtt();
-        // A packet after the RTO still carries the held floor.
-        assert_eq!(p.floor(), 2);
-        assert_eq!(p.on_send(106, 1000, 200_000, false), 6);
-        // The late ACK: everything up to 5 arrived.
-        for s in 2..6 {
-            rx.win.mark(s);
-        }
-        rx.ack_seq = 5;
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [4, 0, 0]);
-        assert_eq!(p.stats.spurious_rtos, 1);
-        assert_eq!((p.cc.cwnd(), p.cc.ssthresh()), (6000, u32::MAX));
-        assert_eq!(p.state, PathState::Active);
-        // No RTT sample from a transmission the RTO declared lost.
-        assert_eq!(p.rtt.srtt(), srtt);
-        // The episode is over: PathFloor is the oldest in flight again.
-        assert_eq!((p.floor(), p.inflight_pkts()), (6, 1));
-        // The same ACK again changes nothing.
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [0, 0, 0]);
-        assert_eq!(p.stats.spurious_rtos, 1);
-    }
-
-    #[test]
-    fn undo_puts_unproven_transmissions_back_in_flight() {
-        let (mut p, mut rx) = timed_out();
-        // The late ACK proves 2 and 3; 4 and 5 may still be on their way.
-        rx.win.mark(2);
-        rx.win.mark(3);
-        rx.ack_seq = 3;
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [2, 0, 2]);
-        assert_eq!((p.stats.spurious_rtos, p.cc.cwnd()), (1, 6000));
-        assert_eq!(
-            (p.floor(), p.inflight_pkts(), p.inflight_bytes()),
-            (4, 2, 2000)
-        );
-        // Their RTO runs from the undo, not from their send time.
-        let d = p.deadline(1_000_000, 50_000, 100_000_000).unwrap();
-        assert_eq!(d, 300_000 + p.rtt.rto(1_000_000, 50_000, 100_000_000));
-        rx.win.mark(5);
-        rx.ack_seq = 5;
-        // 5 acknowledged, 4 lost (a SACK gap) as for any transmission.
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 310_000), [1, 1, 0]);
-        assert_eq!(p.stats.sack_losses, 1);
-    }
-
-    #[test]
-    fn real_loss_is_not_undone() {
-        // 3 never arrived: the late ACK shows a gap below 5.
-        let (mut p, mut rx) = timed_out();
-        for s in [2, 4, 5] {
-            rx.win.mark(s);
-        }
-        rx.ack_seq = 5;
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [3, 0, 0]);
-        assert_eq!((p.stats.spurious_rtos, p.cc.cwnd()), (0, 1000));
-        // 3 stays lost, whatever comes later.
-        assert_eq!(p.floor(), 6);
-        rx.win.advance_to(6);
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 310_000), [0, 0, 0]);
-        assert_eq!((p.stats.spurious_rtos, p.cc.cwnd()), (0, 1000));
-        // 2..=5 never arrived, 6 (sent after the RTO) did, with its
-        // PathFloor: the receiver's CumSeq must not cover 2..=5 (it would
-        // if PathFloor were Base, 6), so they are not taken as arrived.
-        let (mut p, mut rx) = timed_out();
-        let floor = p.floor();
-        p.on_send(106, 1000, 200_000, false);
-        rx.win.advance_to(floor);
-        rx.win.mark(6);
-        rx.ack_seq = 6;
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [1, 0, 0]);
-        assert_eq!((p.stats.spurious_rtos, p.cc.cwnd()), (0, 2000));
-        assert_eq!(p.floor(), 7);
-        // A SACK-gap loss after the RTO forbids the undo as well: 6, sent
-        // after it, is lost; 2..=5 and 7 arrived.
-        let (mut p, mut rx) = timed_out();
-        p.on_send(106, 1000, 200_000, false);
-        p.on_send(107, 1000, 200_000, false);
-        for s in [2, 3, 4, 5, 7] {
-            rx.win.mark(s);
-        }
-        rx.ack_seq = 7;
-        assert_eq!(events(&mut p, &rx.ack(0, 1, 0), 300_000), [5, 1, 0]);
-        assert_eq!((p.stats.sack_losses, p.stats.spurious_rtos), (1, 0));
-        // 7's bytes grew the collapsed window; nothing was restored.
-        assert_eq!(p.cc.cwnd(), 2000);
-    }
-
-    #[test]
-    fn unanswered_rtos_fail_the_path_and_the_floor_moves_on() {
-        let (mut p, _) = timed_out();
-        p.on_send(9, 1000, 0, true);
-        p.on_timeout(|_| {});
-        p.on_send(9, 1000, 0, true);
-        p.on_timeout(|_| {});
-        assert_eq!((p.state, p.stats.spurious_rtos), (PathState::Failed, 0));
-        assert_eq!(p.floor(), 2);
-        // The floor is held while the receiver can still take the next
-        // seq above it (256), then it is the oldest in flight again (8).
-        while p.next_seq() < 2 + PATH_WINDOW - 1 {
-            p.on_send(0, 1, 0, false);
-        }
-        assert_eq!(p.floor(), 2);
-        p.on_send(0, 1, 0, false);
-        assert_eq!(p.floor(), 8);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! through the native core, and the NIC integrity implementation skips
 //! software verification only when the NIC vouched for a packet.
 
-use metaroce_proto::cc::{Aimd, SavedWindow, Q16_ONE};
+use metaroce_proto::cc::{Aimd, Q16_ONE};
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, RxEvent, SendStatus};
 use metaroce_proto::icrc::{icrc_compute, IcrcError, IPV4_HDR_LEN, IPV6_HDR_LEN, UDP_HDR_LEN};
 use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN, NATIVE_PORT};
@@ -24,8 +24,6 @@ struct Hooks {
     congestions: u64,
     decreases: u64,
     timeouts: u64,
-    /// Spurious timeouts undone.
-    undos: u64,
     /// `cwnd` reads (through `&self`, hence a `Cell`).
     reads: Cell<u64>,
 }
@@ -97,19 +95,6 @@ impl CongestionEngine for NicEngine {
     fn on_timeout(&mut self) {
         self.hooks.timeouts += 1;
         self.cwnd = (self.cwnd / 2).max(self.mss);
-        self.acked = 0;
-    }
-
-    fn saved(&self) -> SavedWindow {
-        SavedWindow {
-            cwnd: self.cwnd,
-            ssthresh: u32::MAX,
-        }
-    }
-
-    fn undo_timeout(&mut self, before: SavedWindow) {
-        self.hooks.undos += 1;
-        self.cwnd = self.cwnd.max(before.cwnd).min(self.max);
         self.acked = 0;
     }
 }
@@ -318,7 +303,6 @@ fn nic_engine_carries_a_lossy_transfer_and_every_hook_is_called() {
     assert!(a.stats.retransmits > 0);
     // The path engines saw exactly the path's events.
     let (mut timeouts, mut echoes, mut path_congestions, mut path_timeouts) = (0, 0, 0, 0);
-    let (mut spurious, mut undos) = (0, 0);
     for i in 0..4 {
         let (_, _, st) = a.path_info(i).unwrap();
         let e = a.path_engine(i).unwrap();
@@ -326,8 +310,6 @@ fn nic_engine_carries_a_lossy_transfer_and_every_hook_is_called() {
         echoes += st.ecn_echoes;
         path_congestions += e.hooks.congestions;
         path_timeouts += e.hooks.timeouts;
-        spurious += st.spurious_rtos;
-        undos += e.hooks.undos;
         assert!(
             e.hooks.acks > 0 && e.hooks.reads.get() > 0,
             "path {i}: {:?}",
@@ -341,9 +323,6 @@ fn nic_engine_carries_a_lossy_transfer_and_every_hook_is_called() {
         "no timeouts or ECN echoes: {timeouts} {echoes}"
     );
     assert_eq!(path_timeouts, timeouts);
-    // An undo restores the window of one or more timeouts at once.
-    assert!(undos <= spurious && spurious <= timeouts);
-    assert_eq!(spurious, a.stats.spurious_rtos);
     assert_eq!(path_congestions, echoes);
     // The connection's engine: every Dsn's bytes once, every echo, its
     // decreases counted by the core; no timeouts (those are per path).
