@@ -23,8 +23,7 @@
 	{ 3, "repath" },				\
 	{ 4, "active" },				\
 	{ 5, "recovering" },				\
-	{ 6, "failed" },				\
-	{ 7, "spurious_rto" }
+	{ 6, "failed" }
 
 TRACE_EVENT(metaroce_path,
 	TP_PROTO(const struct ib_device *ibdev, u32 conn, u8 path, u8 event, u32 count,

@@ -60,8 +60,6 @@ pub enum PathEvent {
     Recovering = 5,
     /// The path failed (several RTOs in a row).
     Failed = 6,
-    /// RTOs a late ACK proved spurious, undone (window, backoff and state restored).
-    SpuriousRto = 7,
 }
 
 /// One `metaroce_path` event.

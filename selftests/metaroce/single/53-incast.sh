@@ -110,8 +110,8 @@ for type in $TYPES; do
       h=$(sed -n 's/.* rate hint \([0-9]*\) kbit\/s.*/\1/p' /sys/kernel/debug/metaroce_ts$i/connections | head -n 1)
       echo "sender $i: rate hint ${h:-?} kbit/s, $(stat tb-s$i ts$i native_rate_hint_changes) changes;" \
         "$(stat tb-s$i ts$i native_data_sent) DATA, $(stat tb-s$i ts$i retransmits) retransmitted" \
-        "($(stat tb-s$i ts$i native_sack_losses) SACK losses, $(stat tb-s$i ts$i native_timeouts) RTOs," \
-        "$(stat tb-s$i ts$i native_spurious_rtos) spurious), RTT avg $(stat tb-s$i ts$i native_rtt_avg_us) us"
+        "($(stat tb-s$i ts$i native_sack_losses) SACK losses, $(stat tb-s$i ts$i native_timeouts) RTOs)," \
+        "RTT avg $(stat tb-s$i ts$i native_rtt_avg_us) us"
       HINTS="$HINTS ${h:-0}"
     done
   fi

@@ -126,8 +126,6 @@ pub(crate) enum Counter {
     NativeEcnEchoes,
     /// Native rate-hint changes received in ACKs (the receiver's fair share for us changed).
     NativeRateHintChanges,
-    /// Native path RTOs found spurious (a late ACK proved the transmissions arrived) and undone.
-    NativeSpuriousRtos,
     /// Gauge, not a count: the smallest RTT sample of any native path, in microseconds.
     NativeRttMinUs,
     /// Gauge: the mean RTT of the native paths with samples (each path's mean), in microseconds.
@@ -171,7 +169,6 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_ecn_decreases"),
     StatDesc::new(c"native_ecn_echoes"),
     StatDesc::new(c"native_rate_hint_changes"),
-    StatDesc::new(c"native_spurious_rtos"),
     StatDesc::new(c"native_rtt_min_us"),
     StatDesc::new(c"native_rtt_avg_us"),
 ];

@@ -102,12 +102,11 @@ struct PathSeen {
     sack_losses: u64,
     timeouts: u64,
     ecn_echoes: u64,
-    spurious_rtos: u64,
 }
 
 impl PathSeen {
     const NONE: PathSeen =
-        PathSeen { port: 0, state: PathState::Active, sack_losses: 0, timeouts: 0, ecn_echoes: 0, spurious_rtos: 0 };
+        PathSeen { port: 0, state: PathState::Active, sack_losses: 0, timeouts: 0, ecn_echoes: 0 };
 
     fn of(port: u16, state: PathState, st: &PathStats) -> Self {
         PathSeen {
@@ -116,7 +115,6 @@ impl PathSeen {
             sack_losses: st.sack_losses,
             timeouts: st.timeouts,
             ecn_echoes: st.ecn_echoes,
-            spurious_rtos: st.spurious_rtos,
         }
     }
 }
@@ -162,7 +160,6 @@ fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         emit(PathEvent::Loss, now.sack_losses.wrapping_sub(was.sack_losses));
         emit(PathEvent::Timeout, now.timeouts.wrapping_sub(was.timeouts));
         emit(PathEvent::Ecn, now.ecn_echoes.wrapping_sub(was.ecn_echoes));
-        emit(PathEvent::SpuriousRto, now.spurious_rtos.wrapping_sub(was.spurious_rtos));
         emit(PathEvent::Repath, u64::from(now.port != was.port && was.port != 0));
         if now.state != was.state {
             let ev = match now.state {
@@ -210,7 +207,6 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
     dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
     dev.count(Counter::NativeRateHintChanges, d(n.rate_hint_changes, w.rate_hint_changes));
-    dev.count(Counter::NativeSpuriousRtos, d(n.spurious_rtos, w.spurious_rtos));
     trace_paths(dev, inner);
 }
 
