@@ -88,8 +88,11 @@ pub(crate) struct PeerInner {
     last_rx: u64,
     /// Times the peer restarted (a new connection id after [`RESTART_IDLE_NS`]).
     restarts: u64,
-    /// Each path as the last path tracepoints saw it ([`trace_paths`]).
+    /// Each path as the last path tracepoints saw it ([`trace_paths`]); valid while
+    /// `tracing`.
     traced: [PathSeen; PATHS],
+    /// `metaroce_path` was enabled at the last [`trace_paths`].
+    tracing: bool,
     /// The rate hint the last `metaroce_rate_hint` event reported.
     traced_hint: u32,
 }
@@ -128,13 +131,10 @@ fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         trace::rate_hint(dev, conn, inner.traced_hint, hint);
         inner.traced_hint = hint;
     }
-    if !trace::path_enabled() {
-        // Counted from now on when enabled: no burst of old events.
-        for (i, seen) in inner.traced.iter_mut().enumerate() {
-            if let Some((port, state, st)) = inner.conn.path_info(i) {
-                *seen = PathSeen::of(port, state, &st);
-            }
-        }
+    // Nothing per packet while the event is off; when it comes on, the paths are taken as
+    // they are then (counted from there: no burst of old events).
+    let was_tracing = core::mem::replace(&mut inner.tracing, trace::path_enabled());
+    if !inner.tracing {
         return;
     }
     for (i, seen) in inner.traced.iter_mut().enumerate() {
@@ -143,6 +143,9 @@ fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         };
         let now = PathSeen::of(port, state, &st);
         let was = core::mem::replace(seen, now);
+        if !was_tracing {
+            continue;
+        }
         let emit = |event, count: u64| {
             if count != 0 {
                 let r = trace::PathRecord {
@@ -428,6 +431,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
                     last_rx: 0,
                     restarts: 0,
                     traced: [PathSeen::NONE; PATHS],
+                    tracing: false,
                     traced_hint: 0,
                 },
                 "metaroce_peer"
@@ -670,6 +674,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         dev.count(Counter::RcvdMalformed, 1);
         return;
     };
+    let now = dev.now_ns();
     // Receive state exists only towards devices our QPs talk to. A DATA packet makes its
     // sender active in the fair share that every ACK carries (spec 6.4).
     let (peer, hint) = {
@@ -680,7 +685,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
             return;
         };
         let hint = match pkt {
-            MrcPacket::Data(..) => t.hint(slot, dev.now_ns()),
+            MrcPacket::Data(..) => t.hint(slot, now),
             MrcPacket::Ack(_) => 0,
         };
         (peer, hint)
@@ -694,7 +699,6 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     {
         let mut g = peer.inner.lock();
         let inner = &mut *g;
-        let now = dev.now_ns();
         if let MrcPacket::Data(h, _) = &pkt {
             let stale = now.saturating_sub(inner.last_rx) > RESTART_IDLE_NS;
             if stale && inner.conn.peer_conn().is_some_and(|c| c != h.conn) {

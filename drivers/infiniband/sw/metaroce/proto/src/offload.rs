@@ -163,6 +163,14 @@ pub trait Integrity {
     fn verify_udp(&mut self, src: &[u8], dst: &[u8], udp: &[u8]) -> Result<(), ChecksumError>;
 }
 
+/// Writes the UDP header's checksum field (bytes 6..8).
+fn put_udp_checksum(udp: &mut [u8], value: u16) -> Result<(), ChecksumError> {
+    udp.get_mut(6..8)
+        .ok_or(ChecksumError::Malformed)?
+        .copy_from_slice(&value.to_be_bytes());
+    Ok(())
+}
+
 /// The software implementation: computes every field.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct SoftIntegrity;
@@ -183,9 +191,7 @@ impl Integrity for SoftIntegrity {
         udp: &mut [u8],
     ) -> Result<Sealed, ChecksumError> {
         let c = udp_checksum(src, dst, udp).ok_or(ChecksumError::Malformed)?;
-        udp.get_mut(6..8)
-            .ok_or(ChecksumError::Malformed)?
-            .copy_from_slice(&c.to_be_bytes());
+        put_udp_checksum(udp, c)?;
         Ok(Sealed::Done)
     }
 
@@ -253,9 +259,7 @@ impl Integrity for NicIntegrity {
         }
         let len = u16::try_from(udp.len()).map_err(|_| ChecksumError::Malformed)?;
         let seed = udp_pseudo_sum(src, dst, len).ok_or(ChecksumError::Malformed)?;
-        udp.get_mut(6..8)
-            .ok_or(ChecksumError::Malformed)?
-            .copy_from_slice(&seed.to_be_bytes());
+        put_udp_checksum(udp, seed)?;
         Ok(Sealed::ByNic)
     }
 

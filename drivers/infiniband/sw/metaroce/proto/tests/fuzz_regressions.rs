@@ -149,6 +149,28 @@ fn native_no_success_after_retry_exceeded() {
     );
 }
 
+/// The native connection of the rate-hint regressions: one path, one stream, MSS 16.
+type OnePath = metaroce_proto::conn::Conn<1, 64, 1, 1, 4>;
+
+/// Two connected [`OnePath`] connections (ids 1 and 2, stream 0 open between QPs 100 and 200).
+fn one_path_pair() -> (Box<OnePath>, Box<OnePath>) {
+    let mk = |id, local, remote| {
+        let mut cfg = metaroce_proto::conn::ConnConfig::new(id);
+        cfg.mss = 16;
+        cfg.paths = 1;
+        let mut c = Box::new(OnePath::new(cfg));
+        assert!(c.open_stream(0, local, remote));
+        c
+    };
+    (mk(1, 100, 200), mk(2, 200, 100))
+}
+
+/// A 4-byte SEND.
+fn tiny_send() -> metaroce_proto::stream::MsgDesc {
+    use metaroce_proto::mrc_wire::MrcOp;
+    metaroce_proto::stream::MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false }
+}
+
 /// Found by the `conn` target: with a rate hint so small that the paced
 /// rate `RateHint * scale` rounded down to 0 kbit/s after an ECN decrease
 /// of `scale`, the sender stopped pacing altogether (as if there were no
@@ -156,20 +178,9 @@ fn native_no_success_after_retry_exceeded() {
 /// paced"; any hint paces.
 #[test]
 fn native_tiny_rate_hint_still_paces() {
-    use metaroce_proto::conn::{Conn, ConnConfig};
-    use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
-    use metaroce_proto::stream::MsgDesc;
-    type C = Conn<1, 64, 1, 1, 4>;
-    let mk = |id| {
-        let mut cfg = ConnConfig::new(id);
-        cfg.mss = 16;
-        cfg.paths = 1;
-        let mut c = Box::new(C::new(cfg));
-        assert!(c.open_stream(0, if id == 1 { 100 } else { 200 }, if id == 1 { 200 } else { 100 }));
-        c
-    };
-    let (mut a, mut b) = (mk(1), mk(2));
-    let send = MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false };
+    use metaroce_proto::mrc_wire::DATA_HDR_LEN;
+    let (mut a, mut b) = one_path_pair();
+    let send = tiny_send();
     let mut buf = [0u8; DATA_HDR_LEN];
     a.post(0, send).unwrap();
     let t = a.poll_transmit(0, &mut buf).unwrap();
@@ -197,23 +208,12 @@ fn native_tiny_rate_hint_still_paces() {
 /// whole gap. A new hint now re-times the gap running (never longer).
 #[test]
 fn a_new_rate_hint_retimes_the_running_gap() {
-    use metaroce_proto::conn::{Conn, ConnConfig};
-    use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
-    use metaroce_proto::stream::MsgDesc;
-    type C = Conn<1, 64, 1, 1, 4>;
-    let mk = |id| {
-        let mut cfg = ConnConfig::new(id);
-        cfg.mss = 16;
-        cfg.paths = 1;
-        let mut c = Box::new(C::new(cfg));
-        assert!(c.open_stream(0, if id == 1 { 100 } else { 200 }, if id == 1 { 200 } else { 100 }));
-        c
-    };
-    let (mut a, mut b) = (mk(1), mk(2));
-    let send = MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false };
+    use metaroce_proto::mrc_wire::DATA_HDR_LEN;
+    let (mut a, mut b) = one_path_pair();
+    let send = tiny_send();
     let mut buf = [0u8; DATA_HDR_LEN];
     // One message each way of the exchange: a sends, b ACKs with `hint`.
-    let mut exchange = |a: &mut C, b: &mut C, now: u64, hint: u32| {
+    let mut exchange = |a: &mut OnePath, b: &mut OnePath, now: u64, hint: u32| {
         let t = a.poll_transmit(now, &mut buf).expect("paced");
         let mut p = buf[..t.hdr_len].to_vec();
         p.resize(t.hdr_len + 4, 0);

@@ -9,6 +9,9 @@ use metaroce_proto::mrc_wire::{
 use metaroce_proto::stream::{MsgDesc, Request, Response};
 use proptest::prelude::*;
 
+mod common;
+use common::Rand;
+
 type C = Conn<4, 128, 2, 2, 8>;
 
 fn pair() -> (Box<C>, Box<C>) {
@@ -36,19 +39,6 @@ fn msg(op: MrcOp, len: u32) -> MsgDesc {
     }
 }
 
-/// xorshift64 for the loopback impairments.
-struct Rand(u64);
-impl Rand {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pct(&mut self, p: u64) -> bool {
-        self.next() % 100 < p
-    }
-}
 
 /// Bytes of the responder's memory region of each stream (streams use
 /// disjoint regions, so each stream's verbs order alone defines the data).
@@ -922,6 +912,11 @@ proptest! {
     }
 }
 
+/// A READ of `len` bytes at [`BASE`] under [`RKEY`].
+fn read_of(len: u32) -> MsgDesc {
+    MsgDesc { va: BASE, rkey: RKEY, ..msg(MrcOp::Read, len) }
+}
+
 /// Every packet `from` has now, as bytes (payloads zero).
 fn drain(from: &mut C, now: u64) -> Vec<Vec<u8>> {
     let mut buf = [0u8; MAX_HDR_LEN];
@@ -948,14 +943,7 @@ fn data_ops(pkts: &[Vec<u8>]) -> Vec<MrcOp> {
 #[test]
 fn duplicate_read_request_is_answered_once() {
     let (mut a, mut b) = pair();
-    let read = MsgDesc {
-        op: MrcOp::Read,
-        len: 3000,
-        va: BASE,
-        rkey: RKEY,
-        imm: 0,
-        se: false,
-    };
+    let read = read_of(3000);
     assert_eq!(a.post(0, read), Ok(0));
     let req = drain(&mut a, 0);
     assert_eq!(data_ops(&req), [MrcOp::Read]);
@@ -1012,14 +1000,7 @@ fn read_waits_for_earlier_writes_and_later_writes_for_the_read() {
     let (mut a, mut b) = pair();
     let mut write = msg(MrcOp::Write, 100);
     write.va = BASE;
-    let read = MsgDesc {
-        op: MrcOp::Read,
-        len: 10,
-        va: BASE,
-        rkey: RKEY,
-        imm: 0,
-        se: false,
-    };
+    let read = read_of(10);
     a.post(0, write).unwrap();
     a.post(0, read).unwrap();
     a.post(0, read).unwrap();
@@ -1095,14 +1076,7 @@ fn read_waits_for_earlier_writes_and_later_writes_for_the_read() {
 #[test]
 fn response_for_a_flushed_read_is_acknowledged() {
     let (mut a, mut b) = pair();
-    let read = MsgDesc {
-        op: MrcOp::Read,
-        len: 0,
-        va: BASE,
-        rkey: RKEY,
-        imm: 0,
-        se: false,
-    };
+    let read = read_of(0);
     a.post(0, read).unwrap();
     let req = drain(&mut a, 0);
     let Ok(RxEvent::Request(q)) = b.on_packet(1, &req[0], false, 7, 0) else {
@@ -1173,14 +1147,7 @@ fn atomic_waits_for_a_buffer_with_room_for_its_operands() {
 #[test]
 fn request_under_a_second_dsn_is_not_carried_out_again() {
     let (mut a, mut b) = pair();
-    let read = MsgDesc {
-        op: MrcOp::Read,
-        len: 10,
-        va: BASE,
-        rkey: RKEY,
-        imm: 0,
-        se: false,
-    };
+    let read = read_of(10);
     a.post(0, read).unwrap();
     let req = drain(&mut a, 0);
     assert!(matches!(
@@ -1279,7 +1246,7 @@ fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
         .collect();
     assert_eq!(got, [(0, 3000, Some(NakCode::RemoteOperation)), (1, 10, None)]);
     // A READ request is answered with `respond`, not refused.
-    a.post(0, MsgDesc { op: MrcOp::Read, len: 100, va: 0x1000, rkey: 5, imm: 0, se: false }).unwrap();
+    a.post(0, MsgDesc { va: 0x1000, rkey: 5, ..msg(MrcOp::Read, 100) }).unwrap();
     let p = drain(&mut a, now + 1);
     assert!(matches!(b.on_packet(now + 1, &p[0], false, 50_000, 0), Ok(RxEvent::Request(_))));
     assert!(!b.refuse(0, 2, NakCode::RemoteAccess));

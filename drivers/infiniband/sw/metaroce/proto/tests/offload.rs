@@ -16,6 +16,9 @@ use metaroce_proto::stream::MsgDesc;
 use std::cell::Cell;
 use std::path::Path;
 
+mod common;
+use common::Rand;
+
 /// Hook calls an engine saw.
 #[derive(Clone, Debug, Default)]
 struct Hooks {
@@ -101,20 +104,6 @@ impl CongestionEngine for NicEngine {
 
 type NicConn = Conn<4, 128, 2, 1, 8, NicEngine>;
 
-/// xorshift64 for the impairments.
-struct Rand(u64);
-
-impl Rand {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn permille(&mut self, p: u64) -> bool {
-        self.next() % 1000 < p
-    }
-}
 
 const SRC: [u8; 4] = [192, 0, 2, 1];
 const DST: [u8; 4] = [192, 0, 2, 2];

@@ -1,4 +1,7 @@
-//! Shared proptest strategies.
+//! Shared proptest strategies and the impairment generator of the loopback tests.
+
+// Each test crate that includes this module uses only part of it.
+#![allow(dead_code)]
 
 use metaroce_proto::bth::Bth;
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, NakCode, Reth, Syndrome};
@@ -62,5 +65,25 @@ prop_compose! {
         h.imm = has(ExtSet::IMM).then_some(imm);
         h.ieth = has(ExtSet::IETH).then_some(imm.rotate_left(3));
         h
+    }
+}
+
+/// xorshift64 for the loopback tests' impairments (loss, delay, corruption).
+pub struct Rand(pub u64);
+
+impl Rand {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// True with probability `p` percent.
+    pub fn pct(&mut self, p: u64) -> bool {
+        self.next() % 100 < p
+    }
+    /// True with probability `p` per mille.
+    pub fn permille(&mut self, p: u64) -> bool {
+        self.next() % 1000 < p
     }
 }
