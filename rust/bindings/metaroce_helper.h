@@ -4,11 +4,14 @@
  * (rust/kernel/rdma, rust/kernel/net) bind to. Included from
  * rust/bindings/bindings_helper.h by MetaRoCE's overlay script.
  */
+#include <linux/igmp.h>
+#include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <linux/vmalloc.h>
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
+#include <net/addrconf.h>
 #include <net/ip6_route.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>

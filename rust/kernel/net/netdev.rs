@@ -7,7 +7,7 @@
 use crate::{
     bindings,
     error::to_result,
-    net::namespace::Net,
+    net::{namespace::Net, udp_tunnel::IpAddr},
     prelude::*,
     sync::aref::{
         ARef,
@@ -125,6 +125,86 @@ impl NetDevice {
         let speed = unsafe { ks.assume_init_ref() }.base.speed;
         // `SPEED_UNKNOWN` is -1 in the `u32` field.
         (speed != 0 && speed != u32::MAX).then_some(speed)
+    }
+
+    /// Joins the IP multicast group `group` on this device, as a socket's `IP_ADD_MEMBERSHIP`
+    /// or `IPV6_ADD_MEMBERSHIP` would: the IP layer accepts the group's datagrams from the
+    /// device, adds the group's link-layer address to the device's filter and announces the
+    /// membership (IGMP/MLD). Memberships are counted: every join needs one
+    /// [`NetDevice::leave_multicast`].
+    ///
+    /// Fails with `EINVAL` for a unicast address and `ENODEV` if the device has no IPv4 or
+    /// IPv6 configuration (yet or any more). An IPv4 join takes RTNL: process context only, and
+    /// the caller must hold neither RTNL nor a lock an RTNL holder may wait for.
+    pub fn join_multicast(&self, group: &IpAddr) -> Result {
+        match *group {
+            IpAddr::V4(a) => {
+                if a[0] & 0xf0 != 0xe0 {
+                    return Err(EINVAL);
+                }
+                self.with_in_device(|in_dev| {
+                    // SAFETY: `in_dev` is the device's live `in_device` and RTNL is held
+                    // (`with_in_device`); the address is in network byte order.
+                    unsafe { bindings::ip_mc_inc_group(in_dev, u32::from_ne_bytes(a)) };
+                })
+            }
+            IpAddr::V6(a) => {
+                if a[0] != 0xff {
+                    return Err(EINVAL);
+                }
+                let addr = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: a } };
+                // SAFETY: The device is valid (type invariant), `addr` is a valid address for
+                // the call; the function takes its own locks (the device's `mc_lock`).
+                to_result(unsafe { bindings::ipv6_dev_mc_inc(self.as_raw(), &addr) })
+            }
+        }
+    }
+
+    /// Leaves a group joined with [`NetDevice::join_multicast`] (one membership of it). Same
+    /// contexts and errors; IPv6 also reports `ENOENT` if the device has no such membership
+    /// (IPv4 ignores a leave without a join).
+    pub fn leave_multicast(&self, group: &IpAddr) -> Result {
+        match *group {
+            IpAddr::V4(a) => {
+                if a[0] & 0xf0 != 0xe0 {
+                    return Err(EINVAL);
+                }
+                self.with_in_device(|in_dev| {
+                    // SAFETY: As in `join_multicast`.
+                    unsafe {
+                        bindings::__ip_mc_dec_group(in_dev, u32::from_ne_bytes(a), bindings::GFP_KERNEL)
+                    };
+                })
+            }
+            IpAddr::V6(a) => {
+                if a[0] != 0xff {
+                    return Err(EINVAL);
+                }
+                let addr = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: a } };
+                // SAFETY: As in `join_multicast`.
+                to_result(unsafe { bindings::ipv6_dev_mc_dec(self.as_raw(), &addr) })
+            }
+        }
+    }
+
+    /// Runs `f` with RTNL held on the device's IPv4 configuration (`in_device`); `ENODEV` if it
+    /// has none.
+    fn with_in_device(&self, f: impl FnOnce(*mut bindings::in_device)) -> Result {
+        // SAFETY: `rtnl_lock` may sleep; the callers' documented context allows it.
+        unsafe { bindings::rtnl_lock() };
+        // SAFETY: The device is valid (type invariant); `ip_ptr` is only replaced under RTNL,
+        // which is held, so the plain read is `rtnl_dereference`'s and the object stays alive
+        // until RTNL is released.
+        let in_dev = unsafe { (*self.as_raw()).ip_ptr };
+        let ret = if in_dev.is_null() {
+            Err(ENODEV)
+        } else {
+            f(in_dev);
+            Ok(())
+        };
+        // SAFETY: Taken above, by this thread.
+        unsafe { bindings::rtnl_unlock() };
+        ret
     }
 
     /// Whether the device is registered (`reg_state == NETREG_REGISTERED`).

@@ -17,6 +17,7 @@
 
 use crate::{
     bindings,
+    error::to_result,
     net::{
         namespace::Net,
         netdev::NetDevice,
@@ -341,6 +342,30 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
         unsafe { bindings::setup_udp_tunnel_sock(net.as_raw(), (*sock.as_ptr()).sk, &mut tnl) };
         // INVARIANT: Created and set up with our callback above.
         Ok(Self { sock, _t: PhantomData })
+    }
+
+    /// Sets whether the host's own members of a multicast group receive the group datagrams this
+    /// IPv4 socket sends (`IP_MULTICAST_LOOP`). `setup_udp_tunnel_sock` turns it off (a tunnel
+    /// flooding a group does not want its own packets back); IPv6 sockets keep their own
+    /// `IPV6_MULTICAST_LOOP`, on by default. Process context. `EINVAL` from an IPv6 socket.
+    pub fn set_ipv4_multicast_loop(&self, on: bool) -> Result {
+        let val = c_int::from(on);
+        // SAFETY: All-zero is a valid `sockptr_t` (a null pointer, not a kernel one).
+        let mut optval: bindings::sockptr_t = unsafe { core::mem::zeroed() };
+        optval.__bindgen_anon_1.kernel = (&raw const val).cast_mut().cast();
+        optval.set_is_kernel(true);
+        // SAFETY: The socket is ours and alive (type invariant); `optval` points to an `int`
+        // that outlives the call, as `KERNEL_SOCKPTR` would. `ip_setsockopt` refuses options of
+        // another family itself.
+        to_result(unsafe {
+            bindings::ip_setsockopt(
+                (*self.sock.as_ptr()).sk,
+                bindings::SOL_IP as c_int,
+                bindings::IP_MULTICAST_LOOP as c_int,
+                optval,
+                size_of::<c_int>() as u32,
+            )
+        })
     }
 
     /// Looks up the route from `src` to `dst` (same family; an all-zero `src` lets the lookup pick

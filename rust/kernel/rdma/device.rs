@@ -401,6 +401,12 @@ attr_setters!(DeviceAttr {
     max_fast_reg_page_list_len: u32,
     /// Local CA ack delay (4.096 µs × 2^value).
     local_ca_ack_delay: u8,
+    /// Maximum number of multicast groups (0: no multicast).
+    max_mcast_grp: u32,
+    /// Maximum QPs attached to one multicast group.
+    max_mcast_qp_attach: u32,
+    /// Maximum QP attachments to multicast groups, device-wide.
+    max_total_mcast_qp_attach: u32,
 });
 
 impl DeviceAttr {
@@ -738,6 +744,21 @@ pub trait Driver: Sized + 'static {
     /// Reports a QP's attributes (`query_qp`); both outputs are zeroed before the call.
     /// Process context, may sleep (`rdma res show qp`, uverbs, ib_cm).
     fn query_qp(_qp: &Qp<Self>, _attr: &mut QpAttrOut, _init: &mut QpInitAttrOut) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Attaches a UD QP to the multicast group of `gid` (`attach_mcast`, `ibv_attach_mcast`):
+    /// packets sent to `gid` are then delivered to it too. `lid` is 0 on RoCE. ib_core checks
+    /// the QP type (UD) and that `gid` is a multicast GID; uverbs refuses a second attach of the
+    /// same QP and group itself. Process context, may sleep. Kernel consumers detach before they
+    /// destroy a QP; uverbs detaches a user QP's groups when it destroys the QP.
+    fn attach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16], _lid: u16) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches a QP from the multicast group of `gid` (`detach_mcast`). Process context, may
+    /// sleep. Implementing [`Driver::attach_mcast`] requires implementing this.
+    fn detach_mcast(_qp: &Qp<Self>, _gid: &[u8; 16], _lid: u16) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -1554,6 +1575,11 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_QUERY_QP {
             ops.query_qp = Some(Self::query_qp_callback);
+        }
+        if T::HAS_ATTACH_MCAST {
+            assert!(T::HAS_DETACH_MCAST, "attach_mcast needs detach_mcast");
+            ops.attach_mcast = Some(Self::attach_mcast_callback);
+            ops.detach_mcast = Some(Self::detach_mcast_callback);
         }
         if T::HAS_POST_SEND {
             ops.post_send = Some(Self::post_send_callback);

@@ -835,6 +835,33 @@ impl<T: Driver> Adapter<T> {
 
     /// # Safety
     ///
+    /// `ibqp` is a live QP of this driver; `gid` is valid for reads.
+    pub(super) unsafe extern "C" fn attach_mcast_callback(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        lid: u16,
+    ) -> c_int {
+        // SAFETY: The QP is alive for the call and `gid` readable (function requirements);
+        // every member of `union ib_gid` is 16 plain bytes.
+        let (qp, gid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
+        from_result(|| T::attach_mcast(qp, &gid, lid).map(|()| 0))
+    }
+
+    /// # Safety
+    ///
+    /// `ibqp` is a live QP of this driver; `gid` is valid for reads.
+    pub(super) unsafe extern "C" fn detach_mcast_callback(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        lid: u16,
+    ) -> c_int {
+        // SAFETY: As in `attach_mcast_callback`.
+        let (qp, gid) = unsafe { (Qp::<T>::from_raw(ibqp), (*gid).raw) };
+        from_result(|| T::detach_mcast(qp, &gid, lid).map(|()| 0))
+    }
+
+    /// # Safety
+    ///
     /// `ibqp` is a live QP of this driver; `attr` is valid; `udata` null or the system call's.
     pub(super) unsafe extern "C" fn modify_qp_callback(
         ibqp: *mut bindings::ib_qp,

@@ -31,6 +31,7 @@ use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
 use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use crate::mr::MrTable;
+use crate::proto::mcast::McastTable;
 use crate::native::{ConnView, PeerTable, Peers};
 use kernel::debugfs::{Dir, File};
 use kernel::str::CString;
@@ -231,6 +232,12 @@ pub(crate) struct MetaRoceDev {
     /// User AHs by number, for UD work requests taken from send rings; any context.
     #[pin]
     user_ahs: SpinLockIrq<RBTree<u32, UserAh>>,
+    /// UD multicast groups and the QPs attached to each (`crate::mcast`); any context.
+    #[pin]
+    pub(crate) mcast: SpinLockIrq<McastTable>,
+    /// Serialises attaching and detaching, held across the netdev's IP join or leave.
+    #[pin]
+    pub(crate) mcast_update: Mutex<()>,
     /// A `metaroce-native` device: its RC QPs use the native transport.
     pub(crate) native: bool,
     /// The native connections, one per (our GID, remote GID); any context.
@@ -286,6 +293,8 @@ impl MetaRoceDev {
                 "metaroce_ah_nums"
             ),
             user_ahs <- new_spinlock_irq!(RBTree::new(), "metaroce_user_ahs"),
+            mcast <- new_spinlock_irq!(crate::mcast::table(), "metaroce_mcast"),
+            mcast_update <- new_mutex!((), "metaroce_mcast_update"),
             native,
             peers,
             _debugfs: debugfs,
@@ -551,6 +560,9 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_mr(MAX_MR - 1)
             .max_mw(MAX_MW)
             .max_fast_reg_page_list_len(crate::mr::MAX_FAST_REG_PAGES)
+            .max_mcast_grp(crate::mcast::LIMITS.0)
+            .max_mcast_qp_attach(crate::mcast::LIMITS.1)
+            .max_total_mcast_qp_attach(crate::mcast::LIMITS.2)
             .max_mr_size(u64::MAX)
             // User MRs are pinned page by page, so any power-of-two page size from 4 KiB
             // (to 2 GiB, as rdma_rxe reports) describes them.
@@ -674,6 +686,14 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn query_qp(qp: &Qp<Self>, attr: &mut QpAttrOut, init: &mut QpInitAttrOut) -> Result {
         crate::qp::query_qp(qp, attr, init)
+    }
+
+    fn attach_mcast(qp: &Qp<Self>, gid: &[u8; 16], _lid: u16) -> Result {
+        crate::mcast::attach(qp, gid)
+    }
+
+    fn detach_mcast(qp: &Qp<Self>, gid: &[u8; 16], _lid: u16) -> Result {
+        crate::mcast::detach(qp, gid)
     }
 
     fn post_send<'a>(

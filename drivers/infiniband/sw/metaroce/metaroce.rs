@@ -9,6 +9,7 @@
 
 mod device;
 mod link;
+mod mcast;
 mod module;
 mod mr;
 mod native;

@@ -116,6 +116,9 @@ pub(crate) fn with_sockets(
                 .inspect_err(|e| why(e, ROCE_V2_PORT, what))
         };
         let v4 = open(Family::Ipv4, "IPv4")?;
+        // UD multicast reaches the QPs of this host attached to the group too, as an HCA
+        // loops it back (IPv6 sockets loop by default).
+        v4.set_ipv4_multicast_loop(true)?;
         let v6 = open(Family::Ipv6, "IPv6")?;
         *sockets = Some(Sockets { v4, v6, native: None });
         pr_info!(
@@ -176,6 +179,13 @@ impl UdpTunnelReceiver for RoceRx {
         };
         dev.count(Counter::RcvdPkts, 1);
         dev.count(Counter::RcvdBytes, h.payload.len() as u64);
+        // Multicast: every QP attached to the destination group takes a copy.
+        if pkt.hdr.bth.dest_qp == crate::mcast::MCAST_QPN {
+            if !crate::mcast::deliver(&dev, &pkt, h.ip) {
+                dev.count(Counter::RcvdNoQp, 1);
+            }
+            return;
+        }
         match dev.lookup_qp(pkt.hdr.bth.dest_qp) {
             Some(qp) => {
                 if !crate::qp::receive(&qp, &pkt, h.ip) {
@@ -206,7 +216,7 @@ impl UdpTunnelReceiver for NativeRx {
 }
 
 /// The IP address a RoCE v2 GID stands for: IPv4-mapped GIDs (`::ffff:a.b.c.d`) are IPv4.
-fn gid_ip(gid: &[u8; 16]) -> IpAddr {
+pub(crate) fn gid_ip(gid: &[u8; 16]) -> IpAddr {
     if gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff {
         IpAddr::V4([gid[12], gid[13], gid[14], gid[15]])
     } else {

@@ -15,6 +15,8 @@ pub mod conn;
 pub mod ext;
 #[path = "proto/src/icrc.rs"]
 pub mod icrc;
+#[path = "proto/src/mcast.rs"]
+pub mod mcast;
 #[path = "proto/src/mrc_wire.rs"]
 pub mod mrc_wire;
 #[path = "proto/src/offload.rs"]

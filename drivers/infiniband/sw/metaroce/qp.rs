@@ -555,7 +555,8 @@ struct QpInner {
 /// A kernel queue pair.
 #[pin_data]
 pub(crate) struct MetaRoceQp {
-    qpn: u32,
+    /// The QP number.
+    pub(crate) qpn: u32,
     qp_type: QpType,
     sq_sig_all: bool,
     cap: QpCap,

@@ -22,6 +22,7 @@ pub mod comp;
 pub mod conn;
 pub mod ext;
 pub mod icrc;
+pub mod mcast;
 pub mod mrc_wire;
 pub mod offload;
 pub mod opcode;
