@@ -35,6 +35,8 @@ pub mod qp;
 pub mod req;
 #[path = "proto/src/resp.rs"]
 pub mod resp;
+#[path = "proto/src/ring.rs"]
+pub mod ring;
 #[path = "proto/src/sack.rs"]
 pub mod sack;
 #[path = "proto/src/stream.rs"]

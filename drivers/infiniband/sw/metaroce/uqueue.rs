@@ -4,17 +4,8 @@
 //! (`struct rxe_queue_buf` in include/uapi/rdma/rdma_user_rxe.h): a header followed by a
 //! power-of-two number of power-of-two-sized slots, shared with the process through `mmap`.
 //!
-//! ```text
-//! offset   0  log2_elem_size  (written once by the kernel)
-//!          4  index_mask      (slots - 1, written once by the kernel)
-//!        128  producer_index  (in [0, index_mask])
-//!        256  consumer_index  (in [0, index_mask])
-//!        384  slot 0, slot 1, ... (1 << log2_elem_size bytes each)
-//! ```
-//!
-//! One slot is always left empty, so a queue of `slots` slots holds `slots - 1` entries:
-//! empty when producer == consumer, full when (producer + 1) & mask == consumer. Each side
-//! publishes its index with a release store and reads the other's with an acquire load.
+//! The layout and its index arithmetic are the protocol core's [`crate::proto::ring`] (tested on
+//! the host with hostile indices and long wrapping runs).
 //!
 //! The kernel keeps a private copy of the index it owns (the producer of a CQ, the consumer of
 //! an SQ, RQ or SRQ) and never trusts the copy in shared memory; the other side's index is
@@ -27,14 +18,8 @@ use kernel::rdma::mmap::{SharedBuf, UserMapping};
 use kernel::rdma::udata::Udata;
 use kernel::sync::Arc;
 
-const OFF_LOG2_ELEM_SIZE: usize = 0;
-const OFF_INDEX_MASK: usize = 4;
-const OFF_PRODUCER: usize = 128;
-const OFF_CONSUMER: usize = 256;
-/// Size of the header before slot 0.
-pub(crate) const HEADER_LEN: usize = 384;
-/// Largest number of slots of a queue (so every index fits comfortably in a `u32`).
-const MAX_SLOTS: u32 = 1 << 20;
+use crate::proto::ring::Geometry;
+use crate::proto::ring::{OFF_CONSUMER, OFF_INDEX_MASK, OFF_LOG2_ELEM_SIZE, OFF_PRODUCER};
 
 /// Which side of the ring the kernel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,66 +28,6 @@ pub(crate) enum Role {
     KernelProduces,
     /// The process produces entries, the kernel consumes them (SQ, RQ, SRQ).
     KernelConsumes,
-}
-
-/// The geometry of a queue: slot count and size, from which every offset follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Geometry {
-    log2_elem_size: u32,
-    /// `slots - 1`; slots is a power of two.
-    mask: u32,
-}
-
-impl Geometry {
-    /// The smallest geometry holding at least `entries` entries of `elem_size` bytes:
-    /// `entries + 1` slots rounded up to a power of two, the slot size rounded up to one.
-    /// `EINVAL` for 0 entries, a 0 slot size or a queue above the limits.
-    pub(crate) fn for_entries(entries: u32, elem_size: usize) -> Result<Self> {
-        if entries == 0 || elem_size == 0 || elem_size > 1 << 16 {
-            return Err(EINVAL);
-        }
-        let slots = entries
-            .checked_add(1)
-            .and_then(u32::checked_next_power_of_two)
-            .filter(|s| *s <= MAX_SLOTS)
-            .ok_or(EINVAL)?;
-        let elem = elem_size.next_power_of_two();
-        Ok(Self {
-            log2_elem_size: elem.trailing_zeros(),
-            mask: slots - 1,
-        })
-    }
-
-    /// Entries the queue holds (one slot stays empty).
-    pub(crate) fn capacity(&self) -> u32 {
-        self.mask
-    }
-
-    /// Bytes per slot.
-    pub(crate) fn elem_size(&self) -> usize {
-        1 << self.log2_elem_size
-    }
-
-    /// Bytes of the whole buffer (header and slots). No overflow: at most 2^20 slots of 2^16
-    /// bytes.
-    pub(crate) fn buf_len(&self) -> usize {
-        HEADER_LEN + ((self.mask as usize + 1) << self.log2_elem_size)
-    }
-
-    /// Byte offset of the slot of `index` (masked first).
-    pub(crate) fn slot_offset(&self, index: u32) -> usize {
-        HEADER_LEN + (((index & self.mask) as usize) << self.log2_elem_size)
-    }
-
-    /// Entries between `consumer` and `producer` (both masked first).
-    pub(crate) fn count(&self, producer: u32, consumer: u32) -> u32 {
-        (producer & self.mask).wrapping_sub(consumer & self.mask) & self.mask
-    }
-
-    /// The index after `index`.
-    pub(crate) fn next(&self, index: u32) -> u32 {
-        index.wrapping_add(1) & self.mask
-    }
 }
 
 /// The ring was full (producing) or empty (consuming).
@@ -131,10 +56,10 @@ impl UQueue {
         elem_size: usize,
         role: Role,
     ) -> Result<Self> {
-        let geo = Geometry::for_entries(entries, elem_size)?;
+        let geo = Geometry::for_entries(entries, elem_size).ok_or(EINVAL)?;
         let buf = SharedBuf::new(geo.buf_len())?;
-        buf.store_relaxed_u32(OFF_LOG2_ELEM_SIZE, geo.log2_elem_size)?;
-        buf.store_relaxed_u32(OFF_INDEX_MASK, geo.mask)?;
+        buf.store_relaxed_u32(OFF_LOG2_ELEM_SIZE, geo.log2_elem_size())?;
+        buf.store_relaxed_u32(OFF_INDEX_MASK, geo.mask())?;
         // Indices start at 0 (the buffer is zeroed).
         let mapping = UserMapping::new(udata, buf.clone())?;
         Ok(Self {
@@ -172,7 +97,7 @@ impl UQueue {
             Role::KernelProduces => self.own,
             // The offset is in the header: the load cannot fail.
             Role::KernelConsumes => {
-                self.buf.load_acquire_u32(OFF_PRODUCER).unwrap_or(0) & self.geo.mask
+                self.buf.load_acquire_u32(OFF_PRODUCER).unwrap_or(0) & self.geo.mask()
             }
         }
     }
@@ -182,7 +107,7 @@ impl UQueue {
         match self.role {
             Role::KernelConsumes => self.own,
             Role::KernelProduces => {
-                self.buf.load_acquire_u32(OFF_CONSUMER).unwrap_or(0) & self.geo.mask
+                self.buf.load_acquire_u32(OFF_CONSUMER).unwrap_or(0) & self.geo.mask()
             }
         }
     }
@@ -270,12 +195,12 @@ impl UQueue {
         }
         match self.role {
             Role::KernelProduces => {
-                self.own = n & self.geo.mask;
+                self.own = n & self.geo.mask();
                 self.buf.store_release_u32(OFF_PRODUCER, self.own)?;
             }
             Role::KernelConsumes => {
                 self.buf
-                    .store_release_u32(OFF_PRODUCER, n & self.geo.mask)?;
+                    .store_release_u32(OFF_PRODUCER, n & self.geo.mask())?;
             }
         }
         Ok(())

@@ -32,6 +32,7 @@ pub mod psn;
 pub mod qp;
 pub mod req;
 pub mod resp;
+pub mod ring;
 pub mod sack;
 pub mod stream;
 pub mod timer;
