@@ -16,7 +16,8 @@ Cases (outcome expected; any other fails the run):
 a. malformed send WQEs, each in a fresh loopback RC (or UD) pair, written at the producer index
    and followed by a valid WRITE posted through librxe (which rings the doorbell): the bad WQE
    completes with a local error (opcode, SGE count, length overflow, inline length, MR bounds,
-   L_Keys incl. the kernel's local DMA key 0 with a kernel address, a message past max_msg_sz,
+   L_Keys incl. the kernel's local DMA key 0 with a kernel address, a message past the port's
+   max_msg_sz (refused for kernel posts; rdma_rxe reports 2 GiB, MetaRoCE 8 MiB),
    bad AH numbers) or a remote one (bogus R_Key, remote address outside the MR), the QP goes to
    the error state and the valid WRITE behind it is flushed without another post. Garbage in a
    receive ring (and an SRQ ring), then a SEND: no completion succeeds on either side and the
@@ -39,8 +40,8 @@ d. exhaustion: PDs, CQs, QPs, MRs, MWs, AHs, SRQs and user contexts up to the de
    (query_device; minus what `rdma res` shows existing: the kernel's own PD/CQ, QP1, which does
    not count against max_qp): exactly that many can be created, the next fails with ENOMEM or
    EINVAL; oversize requests (max_send_wr > max_qp_wr, SGEs > max_sge, cqe > max_cqe, ...) fail
-   with EINVAL (also max_rd_atomic / max_dest_rd_atomic above max_qp_init_rd_atom / max_qp_rd_atom,
-   which rdma_rxe refuses). At the limit one object is freed and one made again; the rest are left
+   with EINVAL (also max_rd_atomic / max_dest_rd_atomic above max_qp_init_rd_atom / max_qp_rd_atom:
+   rdma_rxe refuses the first; the IB spec has a modify above the device's capability fail). At the limit one object is freed and one made again; the rest are left
    to the kernel's teardown when the child exits.
 
 After every case the parent waits for `rdma res show`'s counts for DEV to be back where they were
