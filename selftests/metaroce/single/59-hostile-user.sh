@@ -7,8 +7,9 @@
 # `rdma res`, the device still carries an RC pingpong and a perftest to mrb0 with verified
 # buffers, and the console is free of sanitizer and WARN reports.
 # Run time (test kernel, TCG, 2026-12-01): about 8 min for the script, 5 of them exhausting the
-# object limits (65534 PDs alone take a minute); MR_HOSTILE_CASES="a b" (case-name prefixes) runs
-# a subset.
+# object limits (65534 PDs alone take a minute). make check exhausts contexts, QPs and memory
+# windows only; check-full every object type. MR_HOSTILE_CASES="a b" (case-name prefixes) runs a
+# subset.
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
@@ -27,7 +28,8 @@ before=$(res_counts)
 echo "rdma res before: $before"
 
 t0=$(date +%s)
-ip netns exec mra timeout -k 10 1200 /usr/bin/python3 "$MR_SELFTESTS/hostile_user.py" mra0 "$ga" ${MR_HOSTILE_CASES:-}; rc=$?
+cases=${MR_HOSTILE_CASES:-$([ -n "${MR_FULL:-}" ] || echo "a b c d1 d2 d4 d6 z")}
+ip netns exec mra timeout -k 10 1200 /usr/bin/python3 "$MR_SELFTESTS/hostile_user.py" mra0 "$ga" $cases; rc=$?
 echo "hostile_user.py: exit $rc, $(( $(date +%s) - t0 )) s"
 
 # Everything of the test's processes is gone once they have exited (ib_uverbs tears down at
