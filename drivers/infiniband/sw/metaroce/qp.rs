@@ -68,7 +68,8 @@ pub(crate) const MAX_SGE: u32 = 32;
 pub(crate) const MAX_QP: u32 = 0x1000;
 /// First QP number handed to RC/UC/UD QPs (0 and 1 are the special QPs).
 pub(crate) const MIN_QPN: u32 = 16;
-/// Largest message (rdma_rxe's limit, 8 MiB).
+/// Largest message (the port's `max_msg_sz`, 8 MiB; rdma_rxe reports 2 GiB), enforced on
+/// kernel and user posts alike.
 pub(crate) const MAX_MSG_SZ: u64 = 0x80_0000;
 /// The local key of kernel memory addressed by kernel virtual address: the device's
 /// `local_dma_lkey` (ib_core's `IBK_LOCAL_DMA_LKEY`), which every kernel PD reports.
@@ -1033,11 +1034,18 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
                 return Err(EINVAL);
             }
         }
+        // Not above what query_device reports (`max_qp_init_rd_atom`, `max_qp_rd_atom`).
         if mask.contains(QpAttrMask::MAX_QP_RD_ATOMIC) {
             a.max_rd_atomic = attr.max_rd_atomic();
+            if usize::from(a.max_rd_atomic) > RESP_RES {
+                return Err(EINVAL);
+            }
         }
         if mask.contains(QpAttrMask::MAX_DEST_RD_ATOMIC) {
             a.max_dest_rd_atomic = attr.max_dest_rd_atomic();
+            if usize::from(a.max_dest_rd_atomic) > RESP_RES {
+                return Err(EINVAL);
+            }
         }
         if mask.contains(QpAttrMask::AV) {
             a.av = Some(roce_av(attr.ah_attr())?);
@@ -1353,19 +1361,33 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         if let Some(q) = inner.sq.user.as_mut() {
             let _ = q.consume();
         }
+        // A request refused here completes with its error and moves the QP to the error
+        // state; the loop then flushes every request behind it in the ring (as rdma_rxe's
+        // `flush_send_queue`): none waits for another doorbell.
+        let flushing = matches!(inner.state, QpState::Err | QpState::Sqe);
         let w = match parsed {
             Ok(w) => w,
             Err(_) => {
                 let wr_id = u64::from_ne_bytes(raw[..8].try_into().unwrap_or([0; 8]));
-                let wc = WorkCompletion::new(wr_id, WcStatus::LocQpOpErr, WcOpcode::Send, qp.id());
+                let status = if flushing { WcStatus::WrFlushErr } else { WcStatus::LocQpOpErr };
+                let wc = WorkCompletion::new(wr_id, status, WcOpcode::Send, qp.id());
                 n.send |= complete(qp, qp.send_cq(), wc, false);
-                enter_error(qp, inner, n);
-                return;
+                if !flushing {
+                    enter_error(qp, inner, n);
+                }
+                continue;
             }
         };
-        if matches!(inner.state, QpState::Err | QpState::Sqe) {
+        if flushing {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::WrFlushErr, w.wc_opcode, qp.id());
             n.send |= complete(qp, qp.send_cq(), wc, false);
+            continue;
+        }
+        // The port's largest message, as for kernel posts.
+        if u64::from(w.len) > MAX_MSG_SZ {
+            let wc = WorkCompletion::new(w.wr_id, WcStatus::LocLenErr, w.wc_opcode, qp.id());
+            n.send |= complete(qp, qp.send_cq(), wc, false);
+            enter_error(qp, inner, n);
             continue;
         }
         // The local buffers must be registered to the QP's PD, writable where a READ or an
@@ -1386,7 +1408,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::LocProtErr, w.wc_opcode, qp.id());
             n.send |= complete(qp, qp.send_cq(), wc, false);
             enter_error(qp, inner, n);
-            return;
+            continue;
         }
         // Binding a memory window and local invalidate take effect now, in ring order (as
         // kernel QPs' local operations in `post_one`); the core completes them in order. A
@@ -1408,7 +1430,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
                 let wc = WorkCompletion::new(w.wr_id, status, w.wc_opcode, qp.id());
                 n.send |= complete(qp, qp.send_cq(), wc, false);
                 enter_error(qp, inner, n);
-                return;
+                continue;
             }
         }
         // A UD request names a user AH of the QP's PD; its address vector is copied now, so
@@ -1421,7 +1443,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
                     let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
                     n.send |= complete(qp, qp.send_cq(), wc, false);
                     enter_error(qp, inner, n);
-                    return;
+                    continue;
                 }
             },
         };
@@ -1445,7 +1467,7 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
             n.send |= complete(qp, qp.send_cq(), wc, false);
             enter_error(qp, inner, n);
-            return;
+            continue;
         };
         inner.sq.side[slot] = SqSide {
             opcode: Some(w.wc_opcode),
