@@ -21,6 +21,7 @@
 //! datagram QPs need none.
 
 use crate::device::{Counter, MetaRoceDriver, PORT};
+use crate::proto::ext::NakCode as RoceNak;
 use crate::proto::opcode::Transport;
 use crate::proto::packet::{PayloadRef, Pmtu, TxDesc};
 use crate::proto::psn::Psn;
@@ -1654,6 +1655,18 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             if placed.is_err() {
                 qp.device().count(Counter::SendErr, 1);
                 place_failed = true;
+                // The peer learns why instead of retrying into a broken QP: a receive WQE it
+                // could not use is a remote operational error, RDMA memory that became unusable
+                // after its check a remote access error (READ responses and atomic results are
+                // this QP's own requests: a local error only).
+                let code = match place {
+                    pwr::Place::Recv { .. } => Some(RoceNak::RemoteOperational),
+                    pwr::Place::Rdma { .. } => Some(RoceNak::RemoteAccess),
+                    _ => None,
+                };
+                if let (Some(code), Some(engine)) = (code, inner.engine.as_mut()) {
+                    engine.placement_failed(pkt.hdr.bth.psn, code);
+                }
             }
         }
         if let Some(c) = out.completion {
@@ -1711,6 +1724,13 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         // A malformed entry in a user receive ring, or payload that could not be placed,
         // breaks the QP (as a local QP operation / protection error would).
         if inner.rq.user_errors > 0 || place_failed {
+            // A malformed receive WQE: the request that needed it is answered with a NAK
+            // (remote operational error), not an RNR NAK the peer would retry.
+            if inner.rq.user_errors > 0 {
+                if let Some(engine) = inner.engine.as_mut() {
+                    engine.placement_failed(pkt.hdr.bth.psn, RoceNak::RemoteOperational);
+                }
+            }
             inner.rq.user_errors = 0;
             if inner.state != QpState::Err {
                 enter_error(qp, inner, &mut n);

@@ -17,6 +17,7 @@ use super::packet::{Packet, Pmtu, TxDesc};
 use super::psn::Psn;
 use super::req::{PostError, ReqStats, Requester, MAX_MSG_PSNS};
 use super::resp::{MemAccess, RecvQueue, RespStats, Responder};
+use super::ext::NakCode;
 use super::wr::{Access, Place, RecvCompletion, SendCompletion, SendWqe, SendWr};
 
 /// Static attributes of a queue pair (the subset of `ib_qp_attr` the
@@ -370,6 +371,18 @@ impl<const R: usize> Qp<R> {
     pub fn set_error(&mut self) {
         self.comp.set_error();
         self.resp.set_error();
+    }
+
+    /// The payload of the request at `psn`, handed out by [`Qp::receive`],
+    /// could not be placed: the QP enters the error state and RC answers
+    /// the request with a NAK instead of its acknowledgement. Use
+    /// [`NakCode::RemoteOperational`] for a receive WQE whose buffers are
+    /// unusable (IBTA class A, rdma_rxe's `RESPST_ERR_MALFORMED_WQE`) and
+    /// [`NakCode::RemoteAccess`] for RDMA memory that became unusable after
+    /// its check (an MR deregistered while the WRITE was arriving).
+    pub fn placement_failed(&mut self, psn: Psn, code: NakCode) {
+        self.resp.placement_failed(psn, code);
+        self.sync_error();
     }
 
     /// In the error state, returns the receive WQE held by the responder

@@ -231,6 +231,24 @@ impl<const R: usize> Responder<R> {
         self.res.iter_mut().for_each(|s| s.pending = false);
     }
 
+    /// The glue could not place the payload of the request at `psn`: an
+    /// RC request is answered with a NAK `code` instead of its
+    /// acknowledgement and the QP enters the error state. UC and UD have no
+    /// one to tell.
+    pub(super) fn placement_failed(&mut self, psn: Psn, code: NakCode) {
+        if self.error {
+            return;
+        }
+        self.set_error();
+        if self.cfg.transport == Transport::Rc {
+            self.ack = Some(AckSlot {
+                psn,
+                syndrome: Syndrome::Nak(code),
+                msn: self.msn,
+            });
+        }
+    }
+
     /// Returns the receive WQE the responder holds, completed with
     /// `WR_FLUSH_ERR`, once the QP is in the error state.
     pub(super) fn flush(&mut self) -> Option<RecvCompletion> {

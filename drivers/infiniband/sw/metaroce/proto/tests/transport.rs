@@ -722,6 +722,45 @@ impl MemAccess for NoMem {
 /// A refused RDMA WRITE breaks the QP and queues a remote access NAK; the NAK is still sent
 /// after the consumer (or the kernel glue, noticing the error) moves the QP to the error state
 /// again, so the requester learns of the error.
+/// A SEND whose payload the glue could not place into its receive WQE is answered with a NAK
+/// (Remote Operational Error), not acknowledged, and breaks the QP; the next packets are dropped.
+#[test]
+fn unplaceable_send_is_nakked_remote_operational() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let mut rq = Rq(2);
+    // A first SEND lands and would be acknowledged.
+    let (_, buf) = request(Opcode::RcSendOnly, 0, 64);
+    let out = q.receive(0, &parse(&buf).unwrap(), &mut sq, &mut NoMem, &mut rq);
+    assert!(matches!(out.place, Some(Place::Recv { .. })));
+    // The second one cannot be placed.
+    let (_, buf) = request(Opcode::RcSendOnly, 1, 64);
+    let out = q.receive(0, &parse(&buf).unwrap(), &mut sq, &mut NoMem, &mut rq);
+    assert!(matches!(out.place, Some(Place::Recv { .. })));
+    q.placement_failed(psn(1), NakCode::RemoteOperational);
+    assert!(q.is_error());
+    // A later consumer move to the error state keeps the NAK.
+    q.set_error();
+    let sent = drain(&mut q, &mut sq);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(ack_of(&sent[0]), (Opcode::RcAck, psn(1), Syndrome::Nak(NakCode::RemoteOperational)));
+    let (_, buf) = request(Opcode::RcSendOnly, 2, 64);
+    let out = q.receive(0, &parse(&buf).unwrap(), &mut sq, &mut NoMem, &mut rq);
+    assert!(out.place.is_none());
+    assert!(drain(&mut q, &mut sq).is_empty());
+}
+
+/// UC has no one to tell: the QP breaks, nothing is sent.
+#[test]
+fn unplaceable_uc_send_breaks_the_qp_silently() {
+    let (mut q, mut sq) = qp(Transport::Uc);
+    let (_, buf) = request(Opcode::UcSendOnly, 0, 64);
+    let out = q.receive(0, &parse(&buf).unwrap(), &mut sq, &mut NoMem, &mut Rq(1));
+    assert!(matches!(out.place, Some(Place::Recv { .. })));
+    q.placement_failed(psn(0), NakCode::RemoteOperational);
+    assert!(q.is_error());
+    assert!(drain(&mut q, &mut sq).is_empty());
+}
+
 #[test]
 fn access_nak_survives_set_error() {
     let (mut q, mut sq) = qp(Transport::Rc);
