@@ -61,5 +61,5 @@ run_pair() { # KIND_A KIND_B NAME SUITE
 
 # Lines of a console log that mean the kernel found a bug, whatever the tests said.
 console_bugs() {
-  grep -E 'BUG:|WARNING:|KASAN|UBSAN|Oops|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|unreferenced object|Call Trace:|soft lockup|detected stall|blocked for more than|Kernel panic|rust_panic' "$1" || true
+  grep -E 'BUG:|WARNING:|KASAN|UBSAN|Oops|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|unreferenced object|Call Trace:|soft lockup|detected stall|blocked for more than|Kernel panic|rust_panic|CFI failure' "$1" || true
 }

@@ -1281,7 +1281,7 @@ CASES = [
 SIGNAL_OK = {"b6-index-race-librxe"}
 
 BAD_KERNEL = re.compile(r"WARNING:|BUG:|KASAN|UBSAN|Oops|general protection|possible circular|"
-                        r"inconsistent lock|unreferenced object|refcount_t:|rust_panic|Call Trace:")
+                        r"inconsistent lock|unreferenced object|refcount_t:|rust_panic|CFI failure|Call Trace:")
 
 
 def dmesg_lines():

@@ -29,7 +29,7 @@ mr_netstat() { cat "/sys/class/net/$1/statistics/$2"; }
 # Fails on any sanitizer, lockdep or WARN report in dmesg.
 mr_dmesg_clean() {
   local bad
-  bad=$(dmesg | grep -E 'WARNING:|BUG:|KASAN|UBSAN|Oops|general protection|possible circular|inconsistent lock|unreferenced object|refcount_t:|waiting for .* to become free') || return 0
+  bad=$(dmesg | grep -E 'WARNING:|BUG:|KASAN|UBSAN|Oops|general protection|possible circular|inconsistent lock|unreferenced object|refcount_t:|CFI failure|waiting for .* to become free') || return 0
   echo "$bad"
   fail "kernel reported problems (see above)"
 }

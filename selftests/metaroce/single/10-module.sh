@@ -1,6 +1,13 @@
 # metaroce.ko loads and unloads cleanly, saying so in dmesg.
 . "$MR_SELFTESTS/lib.sh"
 lsmod | grep -q '^metaroce ' && { rmmod metaroce || fail "rmmod of a preloaded metaroce"; }
+# The test kernel checks the type of every indirect call (kCFI, configs/test.config), Rust's too:
+# address-taken functions carry a __cfi_ preamble, Rust ones included (mangled names start _R).
+if uname -r | grep -q -- '-mr-test$'; then
+  c=$(grep -c ' __cfi_' /proc/kallsyms) r=$(grep -c ' __cfi__R' /proc/kallsyms)
+  [ "$c" -gt 0 ] && [ "$r" -gt 0 ] || fail "test kernel without kCFI preambles ($c, Rust $r)"
+  echo "kCFI: $c functions with a type-check preamble, $r of them Rust; $(dmesg | grep -m1 -o 'CFI: Using.*' || echo 'boot line rotated out')"
+fi
 dmesg -c >/dev/null
 modprobe metaroce || fail "modprobe metaroce"
 lsmod | grep -q '^metaroce ' || fail "metaroce not in lsmod after modprobe"
