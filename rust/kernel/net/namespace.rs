@@ -98,6 +98,14 @@ pub trait PernetOps: Sized + 'static {
     /// the namespace's creation (or the registration), so prefer lazily created resources.
     fn init(net: &Net) -> impl PinInit<Self::Data, Error>;
 
+    /// Called first when the namespace is dismantled (or at unregistration), while its network
+    /// devices still exist: release here whatever holds references on them, since the core
+    /// waits for those before it calls [`PernetOps::exit`]. A kernel UDP socket is such a thing:
+    /// it caches the input route of datagrams it received (`sk_rx_dst`; a multicast datagram's
+    /// refers to the loopback device) until it is released. May sleep; `data` stays valid and
+    /// shared (other code may still use it until `exit`).
+    fn pre_exit(_net: &Net, _data: &Self::Data) {}
+
     /// Called when the namespace is dismantled (or at unregistration), before `data` is dropped:
     /// no network device remains in the namespace. May sleep.
     fn exit(_net: &Net, _data: &Self::Data) {}
@@ -152,6 +160,7 @@ impl<T: PernetOps> Pernet<T> {
         unsafe {
             self.ops.get().write(bindings::pernet_operations {
                 init: Some(Self::init_callback),
+                pre_exit: Some(Self::pre_exit_callback),
                 exit: Some(Self::exit_callback),
                 id: self.id.get(),
                 size: core::mem::size_of::<T::Data>(),
@@ -223,6 +232,19 @@ impl<T: PernetOps> Pernet<T> {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the core for a namespace whose `init_callback` succeeded, once, before
+    /// `exit_callback`.
+    unsafe extern "C" fn pre_exit_callback(net: *mut bindings::net) {
+        let slot = Self::data_of(net);
+        // SAFETY: `net` is live for the call.
+        let netref = unsafe { Net::from_raw(net) };
+        // SAFETY: `slot` holds the value `init_callback` initialised, dropped only later by
+        // `exit_callback`; it is only shared.
+        T::pre_exit(netref, unsafe { &*slot });
     }
 
     /// # Safety

@@ -19,6 +19,7 @@ use kernel::net::udp_tunnel::{
 use kernel::prelude::*;
 use kernel::rdma::device::{Device, DeviceRef};
 use kernel::sync::{new_mutex, rcu, Mutex};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// The IANA-assigned RoCEv2 UDP destination port.
 pub(crate) const ROCE_V2_PORT: u16 = 4791;
@@ -46,9 +47,13 @@ struct Sockets {
 /// The state of one namespace.
 #[pin_data]
 pub(crate) struct NsState {
-    /// `None` until the first device of the namespace is created.
+    /// `None` until the first device of the namespace is created, and again once the
+    /// namespace is being dismantled.
     #[pin]
     sockets: Mutex<Option<Sockets>>,
+    /// Set (under `sockets`' lock) when the namespace starts being dismantled: no socket is
+    /// opened any more.
+    dying: AtomicBool,
 }
 
 impl PernetOps for MetaRoceNs {
@@ -61,11 +66,19 @@ impl PernetOps for MetaRoceNs {
     fn init(_net: &Net) -> impl PinInit<NsState, Error> {
         try_pin_init!(NsState {
             sockets <- new_mutex!(None),
+            dying: AtomicBool::new(false),
         })
     }
 
-    fn exit(net: &Net, data: &NsState) {
-        if let Some(s) = data.sockets.lock().take() {
+    // The sockets go before the namespace's network devices: a UDP socket keeps the input route
+    // of the datagrams it received (a multicast datagram's refers to the loopback device), and
+    // the core waits for every reference on the devices before it calls `exit` (seen: "waiting
+    // for lo to become free" forever after multicast had arrived). Devices of the namespace
+    // that still exist meanwhile find no socket: their packets fail with ENODEV.
+    fn pre_exit(net: &Net, data: &NsState) {
+        let mut sockets = data.sockets.lock();
+        data.dying.store(true, Ordering::Relaxed);
+        if let Some(s) = sockets.take() {
             pr_info!(
                 "net namespace {}: released UDP port {ROCE_V2_PORT}\n",
                 net.inum()
@@ -98,6 +111,9 @@ pub(crate) fn with_sockets(
     let net = netdev.net().ok_or(ENODEV)?;
     let state = PERNET.get(&net).ok_or(ENODEV)?;
     let mut sockets = state.sockets.lock();
+    if state.dying.load(Ordering::Relaxed) {
+        return Err(ENODEV);
+    }
     let why = |e: &Error, port: u16, what: &str| {
         let why = if *e == EADDRINUSE {
             " (already bound by another socket)"
