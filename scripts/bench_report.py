@@ -745,9 +745,61 @@ def write_md(path, meta, figs, cont, results):
             L.append(f"| {PAIR_SHORT[f['pair']]} | {what} | {w['native']} / {w['RoCEv2']} / {w['mixed']} / {w['none']} / {w['unknown']} | "
                      f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
     L.append("")
+    L += memory_md(meta.get("memory", {}), cols)
     with open(path, "w") as f:
         f.write("\n".join(L))
     return tg
+
+
+def read_memory(out, pair):
+    """The mem_probe.py records of a pair's two guests (selftests/metaroce/bench/40-memory.sh)."""
+    recs = []
+    for role in "ab":
+        try:
+            with open(os.path.join(out, f"bench-{pair}-{role}", "bench", f"memory.{role}.json")) as f:
+                recs.append(json.load(f))
+        except (FileNotFoundError, ValueError):
+            pass
+    return recs
+
+
+def memory_md(mem, cols):
+    """Kernel memory per RC QP and per connection, each pair's two guests side by side."""
+    L = ["## Kernel memory per QP and per connection", ""]
+    have = [p for p in cols if mem.get(p)]
+    if not have:
+        return L + ["Not measured in this run (no memory records).", ""]
+    L.append("From `mem_probe.py` in each guest (no traffic): deltas of system-wide counters between phases, divided by "
+             "the number of objects. *slab*: active objects × object size over /proc/slabinfo; *vmalloc*: VmallocUsed "
+             "(the rings librxe maps); *other pages*: the rest of the kernel's used memory (page-allocator allocations; "
+             "per-CPU page lists make it noisy and it can be negative). A QP has 64 send and 64 receive WQEs of one SGE; "
+             "*at RTR* adds what moving it to RTR costs; *connection*: what the first QP towards a new address costs beyond "
+             "a QP (MetaRoCE native opens a connection there; elsewhere it should be about 0). Figures in bytes, guests a / b.")
+    L.append("")
+    L.append("| pair | QP created: slab / vmalloc / other | QP at RTR: slab / vmalloc / other | connection: slab / vmalloc / other | left after destroying every QP: slab / vmalloc / other |")
+    L.append("| --- | --- | --- | --- | --- |")
+
+    def cell(recs, key):
+        return " · ".join(f"{r[key]['slab']} / {r[key]['vmalloc']} / {r[key]['pages']}" for r in recs)
+    for p in have:
+        recs = mem[p]
+        L.append(f"| {PAIR_LABEL.get(p, p)} | {cell(recs, 'qp_created')} | {cell(recs, 'qp_rtr')} | {cell(recs, 'connection')} | "
+                 + " · ".join(f"{r['left_after_destroy']['slab']} / {r['left_after_destroy']['vmalloc']} / "
+                              f"{r['left_after_destroy']['pages']}" for r in recs) + " |")
+    L.append("")
+    if RXE in have:
+        tot = {p: [sum(r["qp_rtr"].values()) for r in mem[p]] for p in have}
+        rx = sorted(tot[RXE])[len(tot[RXE]) // 2] if tot[RXE] else None
+        parts = []
+        for p in have:
+            if p == RXE or not tot[p] or not rx:
+                continue
+            v = sorted(tot[p])[len(tot[p]) // 2]
+            parts.append(f"{PAIR_LABEL.get(p, p)} {v} B ({v / rx:.2f}× rdma_rxe's {rx} B)")
+        if parts:
+            L.append("Per RC QP at RTR, all three kinds together: " + "; ".join(parts) + ".")
+            L.append("")
+    return L
 
 
 def plots(out, figs, pairs):
@@ -856,8 +908,9 @@ def main():
                 pass
     figs = figures(results)
     cont = host_contention(a.out, pairs)
+    memory = {p["name"]: read_memory(a.out, p["name"]) for p in pairs}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": a.commit, "reps": a.reps,
-            "quick": a.quick, "pairs": pairs, "guests": setups, "host": cont, "check_tolerance": CHECK_TOLERANCE,
+            "quick": a.quick, "pairs": pairs, "guests": setups, "memory": memory, "host": cont, "check_tolerance": CHECK_TOLERANCE,
             "modes": {"metaroce": "MetaRoCE, link type metaroce: every QP over RoCEv2",
                       "metaroce-native": "MetaRoCE, link type metaroce-native: RC QPs over the native transport (UDP "
                                          "19791), UC/UD/QP1 over RoCEv2; each run's wire from the device counters"}}
