@@ -20,14 +20,6 @@ echo "$i of $rounds rounds in $(($(date +%s) - start)) s"
 [ "$i" -ge 5 ] || fail "only $i rounds within ${budget} s"
 mr_no_dev mr0 || fail "mr0 left behind"
 [ -z "$(ls /sys/class/infiniband)" ] || fail "devices left: $(ls /sys/class/infiniband)"
-if [ -w /sys/kernel/debug/kmemleak ]; then
-  # One scan (slow under KASAN): leaks of all but the last few rounds are old enough to show.
-  # Only reports whose allocation backtrace involves RDMA or Rust code count: boot-time leaks of
-  # unrelated subsystems are not this test's business.
-  echo scan >/sys/kernel/debug/kmemleak
-  ours=$(awk '/^unreferenced object/ { n++ } { blk[n] = blk[n] "\n" $0 }
-              END { for (i = 1; i <= n; i++) if (blk[i] ~ /ib_|rdma|uverbs|metaroce|_RN/) print blk[i] }' \
-         /sys/kernel/debug/kmemleak)
-  [ -z "$ours" ] || { echo "$ours" | head -60; fail "kmemleak reports leaks from RDMA/Rust code"; }
-fi
+# Leaks of all but the last few rounds are old enough to show in one scan.
+mr_kmemleak_ours || true
 mr_dmesg_clean

@@ -237,12 +237,5 @@ done
 ip netns del mra; ip netns del mrb
 mr_wait 30 mr_no_dev mra0 && mr_wait 30 mr_no_dev mrb0 || fail "devices left with their namespaces gone"
 mr_wait 30 rmmod metaroce || fail "metaroce does not unload after the teardowns"
-if [ -w /sys/kernel/debug/kmemleak ]; then
-  echo scan >/sys/kernel/debug/kmemleak
-  ours=$(awk '/^unreferenced object/ { n++ } { blk[n] = blk[n] "\n" $0 }
-              END { for (i = 1; i <= n; i++) if (blk[i] ~ /ib_|rdma|uverbs|metaroce|_RN/) print blk[i] }' \
-         /sys/kernel/debug/kmemleak)
-  [ -z "$ours" ] || { echo "$ours" | head -60; fail "kmemleak reports leaks from RDMA/Rust code"; }
-  echo "kmemleak: nothing from RDMA/Rust code"
-fi
+mr_kmemleak_ours && echo "kmemleak: nothing from RDMA/Rust code"
 mr_dmesg_clean

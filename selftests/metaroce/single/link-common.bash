@@ -137,3 +137,16 @@ mr_perf() {
   grep -Eq '^ *[0-9]+ +[0-9]+ +' /tmp/perf-client.log || { cat /tmp/perf-client.log; fail "$name: no result row"; }
   echo "$name: $(grep -E '^ *[0-9]+ +[0-9]+ +' /tmp/perf-client.log | tail -n 1 | tr -s ' ')"
 }
+
+# One kmemleak scan (slow under KASAN); fails the test on any report whose allocation backtrace
+# involves RDMA or Rust code (boot-time leaks of unrelated subsystems are not ours). Returns 1
+# without scanning when kmemleak is absent (the release kernel).
+mr_kmemleak_ours() {
+  [ -w /sys/kernel/debug/kmemleak ] || return 1
+  echo scan >/sys/kernel/debug/kmemleak
+  local ours
+  ours=$(awk '/^unreferenced object/ { n++ } { blk[n] = blk[n] "\n" $0 }
+              END { for (i = 1; i <= n; i++) if (blk[i] ~ /ib_|rdma|uverbs|metaroce|_RN/) print blk[i] }' \
+         /sys/kernel/debug/kmemleak)
+  [ -z "$ours" ] || { echo "$ours" | head -60; fail "kmemleak reports leaks from RDMA/Rust code"; }
+}
