@@ -770,7 +770,8 @@ def memory_md(mem, cols):
     if not have:
         return L + ["Not measured in this run (no memory records).", ""]
     L.append("From `mem_probe.py` in each guest (no traffic): deltas of system-wide counters between phases, divided by "
-             "the number of objects. *slab*: active objects × object size over /proc/slabinfo; *vmalloc*: VmallocUsed "
+             "the number of objects. *slab*: /proc/meminfo Slab (slab pages and kmalloc() above 8 KiB, which the page "
+             "allocator serves); *vmalloc*: VmallocUsed "
              "(the rings librxe maps); *other pages*: the rest of the kernel's used memory (page-allocator allocations; "
              "per-CPU page lists make it noisy and it can be negative). A QP has 64 send and 64 receive WQEs of one SGE; "
              "*at RTR* adds what moving it to RTR costs; *connection*: what the first QP towards a new address costs beyond "
@@ -787,8 +788,15 @@ def memory_md(mem, cols):
                  + " · ".join(f"{r['left_after_destroy']['slab']} / {r['left_after_destroy']['vmalloc']} / "
                               f"{r['left_after_destroy']['pages']}" for r in recs) + " |")
     L.append("")
+    split = [(p, mem[p][0]["qp_created_by_cache"]) for p in have if mem[p][0].get("qp_created_by_cache")]
+    if split:
+        L.append("A created QP's slab share by cache (guest a; caches that grew by at least 64 B per QP):")
+        L.append("")
+        for p, c in split:
+            L.append(f"- {PAIR_LABEL.get(p, p)}: " + ", ".join(f"{k} {v} B" for k, v in c.items()))
+        L.append("")
     if RXE in have:
-        tot = {p: [sum(r["qp_rtr"].values()) for r in mem[p]] for p in have}
+        tot = {p: [sum(r["qp_rtr"][k] for k in ("slab", "vmalloc", "pages")) for r in mem[p]] for p in have}
         rx = sorted(tot[RXE])[len(tot[RXE]) // 2] if tot[RXE] else None
         parts = []
         for p in have:

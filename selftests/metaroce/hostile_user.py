@@ -35,7 +35,8 @@ b. index scribbling: the SQ producer index set to 0xffffffff (the kernel masks i
 c. destroy while work is in flight (16 x 1 MiB WRITEs, READs or SENDs, then at once): deregister
    the source, the target or the sink MR, deallocate a memory window, destroy the requester or
    responder QP, close the context, _exit the process. Every remaining completion arrives (none
-   hangs), and a fresh QP pair then moves 64 KiB correctly.
+   hangs), and a fresh QP pair then moves 64 KiB correctly. A deregistered source MR ends as in
+   rdma_rxe: the WRITEs read before complete, the next one IBV_WC_LOC_PROT_ERR, the rest flushed.
 d. exhaustion: PDs, CQs, QPs, MRs, MWs, AHs, SRQs and user contexts up to the device's limits
    (query_device; minus what `rdma res` shows existing: the kernel's own PD/CQ, QP1, which does
    not count against max_qp): exactly that many can be created, the next fails with ENOMEM or
@@ -939,10 +940,11 @@ def gather(f, what, n=N_FLIGHT, seconds=90):
     for w in mine:
         statuses[st(w.status)] = statuses.get(st(w.status), 0) + 1
     expect(len(mine) == n, f"{what}: {len(mine)} of {n} requests completed in {seconds} s ({statuses})")
+    f["completions"] = mine
     return ", ".join(f"{v} {k}" for k, v in sorted(statuses.items()))
 
 
-def destroy_case(op, act, desc, wait_all=True, drain=True, **kw):
+def destroy_case(op, act, desc, wait_all=True, drain=True, check=None, **kw):
     f = flight(op, **kw)
     t0 = time.monotonic()
     r = act(f)
@@ -950,6 +952,8 @@ def destroy_case(op, act, desc, wait_all=True, drain=True, **kw):
     out = f"{desc} {t1 * 1000:.0f} ms after posting{': ' + r if r else ''}"
     if wait_all:
         out += f"; requests: {gather(f, desc)}"
+        if check:
+            check(f["completions"])
     else:
         time.sleep(2)
         if drain:  # (not after the context is closed: its CQ is gone)
@@ -967,9 +971,23 @@ def dereg(mr):
         return f"dereg errno {ex.error_code}"
 
 
+def local_prot_order(wcs):
+    """A source MR deregistered under the requester (rdma_rxe's order): the WRITEs that were
+    read before complete, the one that could not be read ends IBV_WC_LOC_PROT_ERR, the rest are
+    flushed; no retry exhaustion (the peer did nothing wrong)."""
+    order = [w.status for w in sorted(wcs, key=lambda w: w.wr_id)]
+    ok = sum(1 for s in order if s == e.IBV_WC_SUCCESS)
+    want = [e.IBV_WC_SUCCESS] * ok
+    if ok < len(order):
+        want += [e.IBV_WC_LOC_PROT_ERR] + [e.IBV_WC_WR_FLUSH_ERR] * (len(order) - ok - 1)
+    expect(order == want, f"statuses in posting order {[st(s) for s in order]}: expected {ok} "
+           "IBV_WC_SUCCESS, then one IBV_WC_LOC_PROT_ERR, then IBV_WC_WR_FLUSH_ERR")
+
+
 def case_dereg_source():
     """16 x 1 MiB WRITEs, then the source MR deregistered (and its buffer freed) at once."""
-    return destroy_case(e.IBV_WR_RDMA_WRITE, lambda f: dereg(f["src"]), "source MR deregistered")
+    return destroy_case(e.IBV_WR_RDMA_WRITE, lambda f: dereg(f["src"]), "source MR deregistered",
+                        check=local_prot_order)
 
 
 def case_dereg_target():

@@ -12,8 +12,10 @@ counters read between phases of one process's verbs calls:
   destroyed every QP destroyed (what the device keeps: native connections live as long as the
             device, README)
 
-Memory is counted three ways: `slab` (sum over /proc/slabinfo of active objects x object size:
-objects of kmalloc and kmem caches; /proc/meminfo's Slab pages on kernels without slabinfo), `vmalloc` (/proc/meminfo VmallocUsed: the rings librxe maps)
+Memory is counted three ways: `slab` (/proc/meminfo's Slab: slab pages, and kmalloc() of more than
+8 KiB, which comes from the page allocator but is accounted there; `slab_objs` is the /proc/slabinfo
+sum of active objects x object size, and `qp_created_by_cache` splits a QP's share by cache on
+kernels with slabinfo), `vmalloc` (/proc/meminfo VmallocUsed: the rings librxe maps)
 and `pages` (the rest of the kernel's share of used memory: MemTotal - MemFree minus anonymous
 pages, page cache, slab, vmalloc, page tables and kernel stacks, i.e. mostly page-allocator
 allocations such as kmalloc of more than 8 KiB; per-CPU page lists make it noisy, reported as is).
@@ -65,6 +67,16 @@ def slab_bytes(m):
     return total
 
 
+def slab_caches():
+    """{cache: bytes in active objects} from /proc/slabinfo ({} without it)."""
+    try:
+        with open("/proc/slabinfo") as f:
+            return {w[0]: int(w[1]) * int(w[3]) for w in (line.split() for line in f)
+                    if len(w) >= 4 and not w[0].startswith(("slabinfo", "#"))}
+    except OSError:
+        return {}
+
+
 def sample():
     """One reading after the allocator settled (per-CPU slab and page lists flushed by a short sleep
     and a slab shrink: writing 2 to drop_caches shrinks the slab caches, also freeing empty slabs)."""
@@ -76,7 +88,9 @@ def sample():
     used = m["MemTotal"] - m["MemFree"]
     known = (m["AnonPages"] + m["Cached"] + m["Buffers"] + m["Slab"] + m["VmallocUsed"] + m["PageTables"]
              + m["KernelStack"] + m.get("Percpu", 0))
-    return {"slab": s, "vmalloc": m["VmallocUsed"], "pages": used - known}
+    # slab: /proc/meminfo's Slab, which also counts kmalloc() of more than 8 KiB (whole pages from
+    # the page allocator, not in /proc/slabinfo); slab_objs: the slabinfo sum alone.
+    return {"slab": m["Slab"], "slab_objs": s, "vmalloc": m["VmallocUsed"], "pages": used - known}
 
 
 def delta(a, b):
@@ -115,8 +129,19 @@ def main():
         qp.to_rtr(attr)
 
     s0 = sample()
+    c0 = slab_caches()
     qps = [new_qp() for _ in range(nqp)]
     s1 = sample()
+    c1 = slab_caches()
+    # Where a QP's slab bytes are (kernels with /proc/slabinfo): caches that grew by at least 64
+    # bytes per QP, largest first.
+    by_cache = {k: round((c1.get(k, 0) - v0) / nqp) for k, v0 in c0.items()}
+    by_cache.update({k: round(v / nqp) for k, v in c1.items() if k not in c0})
+    by_cache = dict(sorted(((k, v) for k, v in by_cache.items() if v >= 64), key=lambda kv: -kv[1]))
+    if c0:
+        # kmalloc() of more than 8 KiB (and slab pages' slack): in Slab, in no cache.
+        d = delta(s0, s1)
+        by_cache["(pages: kmalloc > 8 KiB)"] = round((d["slab"] - d["slab_objs"]) / nqp)
     conn_qps = [new_qp() for _ in range(nconn)]
     s2a = sample()
     for i, (qp, a) in enumerate(zip(conn_qps, fakes)):
@@ -139,7 +164,7 @@ def main():
     conn = {k: rtr_conn[k] - rtr_stream[k] for k in rtr_conn}
     print(json.dumps({
         "dev": dev, "nqp": nqp, "nconn": nconn, "nstream": nstream,
-        "qp_created": created, "qp_rtr_extra": rtr_stream,
+        "qp_created": created, "qp_created_by_cache": by_cache, "qp_rtr_extra": rtr_stream,
         "qp_rtr": {k: created[k] + rtr_stream[k] for k in created},
         "connection": conn,
         "left_after_destroy": delta(s0, s4),

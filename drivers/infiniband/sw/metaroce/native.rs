@@ -29,7 +29,7 @@ use crate::proto::path::{PathState, PathStats};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
 use crate::proto::offload::{native_rx, NicIntegrity};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
-use crate::qp::{self, Notify, OutPacket};
+use crate::qp::{self, BuildError, Notify, OutPacket};
 use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit;
@@ -583,7 +583,7 @@ pub(crate) fn pull_tx(
         while got < out.len() {
             let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else { break };
             let plen = t.payload.map_or(0, |p| usize::from(p.len));
-            let built = (|| -> Result<OutPacket> {
+            let built = (|| -> core::result::Result<OutPacket, BuildError> {
                 let total = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
                 let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom + total, GFP_ATOMIC)?;
                 skb.reserve(headroom)?;
@@ -600,9 +600,19 @@ pub(crate) fn pull_tx(
                     out[got] = Some(p);
                     got += 1;
                 }
-                // The connection resends what it never got acknowledged; a QP whose buffers
-                // became unreadable is broken by the glue.
-                Err(_) => dev.count(Counter::SendErr, 1),
+                // The connection resends what it never got acknowledged...
+                Err(BuildError::Drop) => dev.count(Counter::SendErr, 1),
+                // ...but not what the sending QP can no longer read: that request fails with a
+                // local protection error and breaks its QP, whose stream closes.
+                Err(BuildError::Gather) => {
+                    dev.count(Counter::SendErr, 1);
+                    let Some(p) = t.payload else { continue };
+                    let Some(q) = stream_qp(dev, inner, p.stream) else { continue };
+                    let Some(n) = notes.of(&q) else { continue };
+                    if !qp::native_local_error(&q, p.stream, p.msn, n) {
+                        close(inner, p.stream);
+                    }
+                }
             }
         }
         reap(dev, inner, &mut notes);

@@ -153,7 +153,7 @@ impl MemCtx<'_> {
 }
 
 /// Copies `out.len()` bytes at byte `offset` of the concatenation of `segs` into `out`.
-fn gather(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut out: &mut [u8]) -> Result {
+fn gather(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, mut offset: usize, mut out: &mut [u8]) -> Result {
     for b in segs {
         if out.is_empty() {
             break;
@@ -165,7 +165,7 @@ fn gather(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut out: &mut [u8]) -
         }
         let n = core::cmp::min(len - offset, out.len());
         let (now, rest) = out.split_at_mut(n);
-        m.read(b, offset, now)?;
+        m.read(&b, offset, now)?;
         out = rest;
         offset = 0;
     }
@@ -177,7 +177,7 @@ fn gather(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut out: &mut [u8]) -
 }
 
 /// Copies `data` to byte `offset` of the concatenation of `segs`.
-fn scatter(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut data: &[u8]) -> Result {
+fn scatter(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, mut offset: usize, mut data: &[u8]) -> Result {
     for b in segs {
         if data.is_empty() {
             break;
@@ -188,7 +188,7 @@ fn scatter(m: &MemCtx<'_>, segs: &[Seg], mut offset: usize, mut data: &[u8]) -> 
             continue;
         }
         let n = core::cmp::min(len - offset, data.len());
-        m.write(b, offset, &data[..n])?;
+        m.write(&b, offset, &data[..n])?;
         data = &data[n..];
         offset = 0;
     }
@@ -238,14 +238,19 @@ impl BufPool {
         Ok(Self { bufs, max_sge })
     }
 
+    /// No buffer slots (the send queue of a user QP keeps its SGEs as bytes).
+    fn none() -> Self {
+        Self { bufs: KVec::new(), max_sge: 0 }
+    }
+
     fn slot_mut(&mut self, slot: usize) -> &mut [Seg] {
         let base = slot * self.max_sge;
-        &mut self.bufs[base..base + self.max_sge]
+        self.bufs.get_mut(base..base + self.max_sge).unwrap_or(&mut [])
     }
 
     fn get(&self, slot: usize, n: u32) -> &[Seg] {
         let base = slot * self.max_sge;
-        &self.bufs[base..base + core::cmp::min(n as usize, self.max_sge)]
+        self.bufs.get(base..base + core::cmp::min(n as usize, self.max_sge)).unwrap_or(&[])
     }
 }
 
@@ -410,17 +415,14 @@ impl RecvQueue for RecvSource<'_> {
     }
 }
 
-/// What the glue keeps per send queue slot besides the core's [`pwr::SendWqe`].
+/// What the glue keeps per send queue slot besides the core's [`pwr::SendWqe`] (what only
+/// some QPs need is in [`SendRing`]'s optional per-slot arrays).
 #[derive(Clone, Copy, Default)]
 struct SqSide {
     opcode: Option<WcOpcode>,
     num_sge: u32,
     /// Bytes of inline data copied for the request (instead of SGEs).
     inline_len: Option<u32>,
-    /// Datagram QPs: the destination's address vector.
-    av: Option<RoceAv>,
-    /// Native RC QPs: what the connection needs and the completion it reports.
-    native: NativeSlot,
 }
 
 /// A send queue slot of a native RC QP (`native.rs`).
@@ -456,10 +458,18 @@ struct NativeState {
 struct SendRing {
     wqes: KVec<pwr::SendWqe>,
     side: KVec<SqSide>,
+    /// Kernel QPs: `max_send_sge` buffers per slot (none for user QPs).
     bufs: BufPool,
-    /// `max_inline` bytes per slot for inline data.
-    inline: KVec<u8>,
-    max_inline: usize,
+    /// User QPs: `per_slot` bytes per slot holding the request's inline data or its SGE
+    /// records as librxe wrote them (`rxe_abi::sge_at`), copied out of the ring when the
+    /// request was taken; as in librxe's slot, one or the other (empty for kernel QPs).
+    data: KVec<u8>,
+    per_slot: usize,
+    /// Datagram QPs: each request's destination address vector (empty for the others).
+    avs: KVec<Option<RoceAv>>,
+    /// Native RC QPs: what the connection needs per request and the completion it reports
+    /// (empty for the others).
+    native: KVec<NativeSlot>,
     /// User QPs: librxe's send ring; new entries are moved to the core at each doorbell.
     user: Option<UQueue>,
     /// Work requests posted so far (ring counter).
@@ -469,7 +479,10 @@ struct SendRing {
 }
 
 impl SendRing {
-    fn new(max_wr: u32, max_sge: u32, max_inline: u32) -> Result<Self> {
+    /// A ring of at least `max_wr` slots. `user_slot`: a user QP's bytes per slot (inline
+    /// data or SGE records), 0 for a kernel QP (`max_sge` buffers per slot); `datagram` and
+    /// `native` add the per-slot arrays only those QPs use.
+    fn new(max_wr: u32, max_sge: u32, user_slot: u32, datagram: bool, native: bool) -> Result<Self> {
         let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
         let mut wqes = KVec::with_capacity(depth, GFP_KERNEL)?;
         let mut side = KVec::with_capacity(depth, GFP_KERNEL)?;
@@ -477,15 +490,25 @@ impl SendRing {
             wqes.push(pwr::SendWqe::default(), GFP_KERNEL)?;
             side.push(SqSide::default(), GFP_KERNEL)?;
         }
-        let max_inline = max_inline as usize;
-        let mut inline = KVec::new();
-        inline.resize(depth.checked_mul(max_inline).ok_or(EINVAL)?, 0u8, GFP_KERNEL)?;
+        let per_slot = user_slot as usize;
+        let mut data = KVec::new();
+        data.resize(depth.checked_mul(per_slot).ok_or(EINVAL)?, 0u8, GFP_KERNEL)?;
+        let mut avs = KVec::new();
+        if datagram {
+            avs.resize(depth, None, GFP_KERNEL)?;
+        }
+        let mut nat = KVec::new();
+        if native {
+            nat.resize(depth, NativeSlot::default(), GFP_KERNEL)?;
+        }
         Ok(Self {
             wqes,
             side,
-            bufs: BufPool::new(depth, max_sge)?,
-            inline,
-            max_inline,
+            bufs: if per_slot == 0 { BufPool::new(depth, max_sge)? } else { BufPool::none() },
+            data,
+            per_slot,
+            avs,
+            native: nat,
             user: None,
             tail: 0,
             ud_sent: 0,
@@ -500,15 +523,50 @@ impl SendRing {
         idx as usize & (self.wqes.len() - 1)
     }
 
-    fn bufs(&self, slot: usize) -> &[Seg] {
-        self.bufs.get(slot, self.side[slot].num_sge)
+    /// The buffers of the request in `slot` (none for inline data).
+    fn bufs(&self, slot: usize) -> impl Iterator<Item = Seg> + '_ {
+        let side = self.side.get(slot).copied().unwrap_or_default();
+        let n = if side.inline_len.is_some() { 0 } else { side.num_sge };
+        self.bufs_n(slot, n)
+    }
+
+    /// The first `n` buffers of `slot`, as the request there was parsed.
+    fn bufs_n(&self, slot: usize, n: u32) -> impl Iterator<Item = Seg> + '_ {
+        let user = self.user_slot(slot);
+        let n_user = if self.per_slot == 0 { 0 } else { n as usize };
+        // (`Iterator::chain`: pin-init's `Init` has a `chain` too.)
+        Iterator::chain(
+            self.bufs.get(slot, n).iter().copied(),
+            (0..n_user).map_while(move |i| crate::rxe_abi::sge_at(user, i)),
+        )
+    }
+
+    /// A user QP's bytes for `slot`.
+    fn user_slot(&self, slot: usize) -> &[u8] {
+        let base = slot * self.per_slot;
+        self.data.get(base..base + self.per_slot).unwrap_or(&[])
     }
 
     /// The inline data copied for `slot`, if the request carried inline data.
     fn inline(&self, slot: usize) -> Option<&[u8]> {
-        let len = self.side[slot].inline_len? as usize;
-        let base = slot * self.max_inline;
-        self.inline.get(base..base + len)
+        let len = self.side.get(slot)?.inline_len? as usize;
+        self.user_slot(slot).get(..len)
+    }
+
+    /// A native RC QP's record of the request in `slot`.
+    fn nslot(&self, slot: usize) -> NativeSlot {
+        self.native.get(slot).copied().unwrap_or_default()
+    }
+
+    /// Records for the request in `slot` what only some QPs keep: the destination of a
+    /// datagram, the native connection's view of a native RC QP's request.
+    fn set_extra(&mut self, slot: usize, av: Option<RoceAv>, native: NativeSlot) {
+        if let Some(a) = self.avs.get_mut(slot) {
+            *a = av;
+        }
+        if let Some(n) = self.native.get_mut(slot) {
+            *n = native;
+        }
     }
 
     fn reset(&mut self) {
@@ -633,6 +691,8 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         Some(sge) => (SRQ_IN_PROGRESS, sge),
         None => (cap.max_recv_wr, cap.max_recv_sge),
     };
+    let datagram = !matches!(qp_type, QpType::Rc | QpType::Uc);
+    let native = qp.device().native && qp_type == QpType::Rc;
     let (mut rq, mut sq) = if user {
         // A send slot holds the SGEs or the inline data, whichever is larger (as rdma_rxe
         // sizes it); report what fits.
@@ -645,12 +705,12 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         cap.max_send_sge = core::cmp::min(data / crate::rxe_abi::SGE_LEN as u32, MAX_SGE);
         (
             RecvRing::new(rq_depth, rq_sge)?,
-            SendRing::new(cap.max_send_wr, cap.max_send_sge, data)?,
+            SendRing::new(cap.max_send_wr, cap.max_send_sge, data, datagram, native)?,
         )
     } else {
         (
             RecvRing::new(rq_depth, rq_sge)?,
-            SendRing::new(cap.max_send_wr, cap.max_send_sge, 0)?,
+            SendRing::new(cap.max_send_wr, cap.max_send_sge, 0, datagram, native)?,
         )
     };
     if let Some(udata) = qp.udata() {
@@ -1280,13 +1340,8 @@ fn post_one(
         })?;
         NativeSlot::default()
     };
-    inner.sq.side[slot] = SqSide {
-        opcode: Some(send_wc_opcode(&op)),
-        num_sge: sges.len() as u32,
-        inline_len: None,
-        av,
-        native,
-    };
+    inner.sq.side[slot] = SqSide { opcode: Some(send_wc_opcode(&op)), num_sge: sges.len() as u32, inline_len: None };
+    inner.sq.set_extra(slot, av, native);
     inner.sq.tail = inner.sq.tail.wrapping_add(1);
     Ok(())
 }
@@ -1348,17 +1403,10 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         }
         let slot = inner.sq.slot(inner.sq.tail);
         let max_sge = qp.cap.max_send_sge;
-        let max_inline = inner.sq.max_inline;
-        let base = slot * max_inline;
+        let per = inner.sq.per_slot;
         let parsed = {
-            let sq = &mut inner.sq;
-            crate::rxe_abi::parse_send(
-                &raw[..len],
-                qp.qp_type == QpType::Ud,
-                max_sge,
-                sq.bufs.slot_mut(slot),
-                &mut sq.inline[base..base + max_inline],
-            )
+            let data = inner.sq.data.get_mut(slot * per..(slot + 1) * per).unwrap_or(&mut []);
+            crate::rxe_abi::parse_send(&raw[..len], qp.qp_type == QpType::Ud, max_sge, data)
         };
         if let Some(q) = inner.sq.user.as_mut() {
             let _ = q.consume();
@@ -1397,15 +1445,16 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         // completes with IB_WC_LOC_PROT_ERR and the QP enters the error state).
         let write = matches!(w.op, pwr::SendOp::Read { .. } | pwr::SendOp::Atomic { .. });
         let sges_ok = w.inline_len.is_some()
-            || inner.sq.bufs.get(slot, w.num_sge).iter().all(|s| match s {
-                Seg::User { addr, len, lkey } => {
-                    *len == 0
-                        || qp.pd().is_some_and(|pd| {
-                            qp.device().mr_check_local(*lkey, pd.id(), *addr, *len as usize, write).is_ok()
-                        })
-                }
-                Seg::Kernel(_) => false,
-            });
+            || inner.sq.bufs_n(slot, w.num_sge).count() == w.num_sge as usize
+                && inner.sq.bufs_n(slot, w.num_sge).all(|s| match s {
+                    Seg::User { addr, len, lkey } => {
+                        len == 0
+                            || qp.pd().is_some_and(|pd| {
+                                qp.device().mr_check_local(lkey, pd.id(), addr, len as usize, write).is_ok()
+                            })
+                    }
+                    Seg::Kernel(_) => false,
+                });
         if !sges_ok {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::LocProtErr, w.wc_opcode, qp.id());
             n.send |= complete(qp, qp.send_cq(), wc, false);
@@ -1471,13 +1520,8 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             enter_error(qp, inner, n);
             continue;
         };
-        inner.sq.side[slot] = SqSide {
-            opcode: Some(w.wc_opcode),
-            num_sge: w.num_sge,
-            inline_len: w.inline_len,
-            av,
-            native,
-        };
+        inner.sq.side[slot] = SqSide { opcode: Some(w.wc_opcode), num_sge: w.num_sge, inline_len: w.inline_len };
+        inner.sq.set_extra(slot, av, native);
         inner.sq.tail = inner.sq.tail.wrapping_add(1);
     }
 }
@@ -1633,7 +1677,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 pwr::Place::Recv { id, offset, len } => {
                     let (_, bufs) = inner.rq.entry(id);
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
-                    data.and_then(|d| scatter(&rmem, bufs, offset as usize, d))
+                    data.and_then(|d| scatter(&rmem, bufs.iter().copied(), offset as usize, d))
                 }
                 pwr::Place::ReadResp { slot, offset, len } => {
                     let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
@@ -1705,7 +1749,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     match grh_area(ip) {
                         Some((grh, ty)) => {
                             network_type = ty;
-                            if scatter(&rmem, bufs, 0, &grh).is_err() {
+                            if scatter(&rmem, bufs.iter().copied(), 0, &grh).is_err() {
                                 wc.status = WcStatus::LocLenErr;
                             }
                         }
@@ -1808,7 +1852,14 @@ pub(crate) fn pull_tx(
                     out[got] = Some(p);
                     got += 1;
                 }
-                Err(_) => qp.device().count(Counter::SendErr, 1),
+                Err(e) => {
+                    qp.device().count(Counter::SendErr, 1);
+                    if let (BuildError::Gather, PayloadRef::Sq { slot, .. }, Some(engine)) =
+                        (e, d.payload, inner.engine.as_mut())
+                    {
+                        engine.local_error(slot, pwr::WcStatus::LocProtErr, &mut inner.sq.wqes);
+                    }
+                }
             }
         }
         timed = settle(qp, inner, &mut n);
@@ -1865,18 +1916,36 @@ pub(crate) fn on_tick(qp: &Qp<MetaRoceDriver>) -> bool {
     timed
 }
 
+/// Why no packet was built.
+#[derive(Clone, Copy)]
+pub(crate) enum BuildError {
+    /// The send request's local data could not be read: its memory region was deregistered
+    /// (or lost local access) after the request was posted. The request fails with a local
+    /// protection error.
+    Gather,
+    /// Anything else (no memory for the skb): the packet is dropped and sent again by the
+    /// transport's retry.
+    Drop,
+}
+
+impl From<Error> for BuildError {
+    fn from(_: Error) -> Self {
+        BuildError::Drop
+    }
+}
+
 fn build_packet(
     qp: &Qp<MetaRoceDriver>,
     inner: &mut QpInner,
     d: &TxDesc,
     headroom: usize,
-) -> Result<OutPacket> {
+) -> core::result::Result<OutPacket, BuildError> {
     let plen = d.payload.len() as usize;
     let (av, dst_qpn) = if qp.transport() == Transport::Ud {
         // One packet per datagram work request, in posting order.
         let slot = inner.sq.slot(inner.sq.ud_sent);
         inner.sq.ud_sent = inner.sq.ud_sent.wrapping_add(1);
-        (inner.sq.side[slot].av.ok_or(EINVAL)?, d.hdr.bth.dest_qp)
+        (inner.sq.avs.get(slot).copied().flatten().ok_or(EINVAL)?, d.hdr.bth.dest_qp)
     } else {
         (inner.attrs.av.ok_or(EINVAL)?, d.hdr.bth.dest_qp)
     };
@@ -1896,7 +1965,8 @@ fn build_packet(
                     let src = data.get(offset as usize..offset as usize + plen).ok_or(EINVAL)?;
                     buf[hl..end].copy_from_slice(src);
                 }
-                None => gather(&mem, inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])?,
+                None => gather(&mem, inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])
+                    .map_err(|_| BuildError::Gather)?,
             }
         }
         // READ response data, from memory `MemCtx::check` approved when the READ arrived.
@@ -1977,24 +2047,25 @@ fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     let QpInner { native, sq, .. } = inner;
     let Some(s) = native.as_mut() else { return };
     while s.head != s.posted {
-        let side = sq.side[sq.slot(s.head)];
-        let Some(status) = side.native.done else { break };
-        report_native_send(qp, &side, status, n);
+        let slot = sq.slot(s.head);
+        let Some(status) = sq.nslot(slot).done else { break };
+        report_native_send(qp, sq, slot, status, n);
         s.head = s.head.wrapping_add(1);
     }
 }
 
-fn report_native_send(qp: &Qp<MetaRoceDriver>, side: &SqSide, status: WcStatus, n: &mut Notify) {
+fn report_native_send(qp: &Qp<MetaRoceDriver>, sq: &SendRing, slot: usize, status: WcStatus, n: &mut Notify) {
     let dev = qp.device();
+    let ns = sq.nslot(slot);
     match status {
-        WcStatus::Success if side.native.msg.is_some() => dev.count(Counter::RdmaSends, 1),
+        WcStatus::Success if ns.msg.is_some() => dev.count(Counter::RdmaSends, 1),
         WcStatus::RetryExcErr => dev.count(Counter::RetryExceededErr, 1),
         _ => {}
     }
-    if side.native.signaled || status != WcStatus::Success {
-        let opcode = side.opcode.unwrap_or(WcOpcode::Send);
-        let mut wc = WorkCompletion::new(side.native.wr_id, status, opcode, qp.id());
-        wc.byte_len = side.native.msg.map_or(0, |m| m.len);
+    if ns.signaled || status != WcStatus::Success {
+        let opcode = sq.side.get(slot).and_then(|s| s.opcode).unwrap_or(WcOpcode::Send);
+        let mut wc = WorkCompletion::new(ns.wr_id, status, opcode, qp.id());
+        wc.byte_len = ns.msg.map_or(0, |m| m.len);
         n.send |= complete(qp, qp.send_cq(), wc, false);
     }
 }
@@ -2006,8 +2077,8 @@ fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     let QpInner { native, sq, .. } = inner;
     let Some(s) = native.as_mut() else { return };
     while s.head != sq.tail {
-        let side = sq.side[sq.slot(s.head)];
-        report_native_send(qp, &side, side.native.done.unwrap_or(WcStatus::WrFlushErr), n);
+        let slot = sq.slot(s.head);
+        report_native_send(qp, sq, slot, sq.nslot(slot).done.unwrap_or(WcStatus::WrFlushErr), n);
         s.head = s.head.wrapping_add(1);
     }
     s.posted = s.head;
@@ -2042,7 +2113,10 @@ pub(crate) fn native_feed(
         }
         while s.posted != sq.tail {
             let slot = sq.slot(s.posted);
-            let side = &mut sq.side[slot].native;
+            let Some(side) = sq.native.get_mut(slot) else {
+                broke = true;
+                break;
+            };
             if let Some(m) = side.msg {
                 let posted = if m.op.is_atomic() {
                     conn.post_atomic(idx, m.op, m.va, m.rkey, side.operands.0, side.operands.1)
@@ -2081,7 +2155,7 @@ pub(crate) fn native_payload(
     offset: u32,
     mr: Option<MrRef>,
     out: &mut [u8],
-) -> Result {
+) -> core::result::Result<(), BuildError> {
     let g = qp.inner.lock();
     let s = g.native.as_ref().filter(|s| s.stream == Some(idx)).ok_or(ENOENT)?;
     if let Some(m) = mr {
@@ -2089,7 +2163,7 @@ pub(crate) fn native_payload(
         let kind = KeyKind::Remote { qpn: qp.qpn };
         let dev = qp.device();
         dev.mr_check(m.rkey, kind, pd, m.va, out.len(), AccessFlags::REMOTE_READ).map_err(|_| EACCES)?;
-        return dev.mr_copy_from(m.rkey, kind, pd, m.va, out).map_err(|_| EFAULT);
+        return Ok(dev.mr_copy_from(m.rkey, kind, pd, m.va, out).map_err(|_| EFAULT)?);
     }
     let slot = native_msg_slot(s, &g.sq, msn, |_| true).ok_or(ENOENT)?;
     let off = offset as usize;
@@ -2101,9 +2175,26 @@ pub(crate) fn native_payload(
         }
         None => {
             let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
-            gather(&mem, g.sq.bufs(slot), off, out)
+            gather(&mem, g.sq.bufs(slot), off, out).map_err(|_| BuildError::Gather)
         }
     }
+}
+
+/// The local data of message `msn` of `qp` (stream `idx`) could not be read
+/// ([`BuildError::Gather`]): the request completes with a local protection error and the QP
+/// enters the error state (flushing the rest). Returns `false` if the QP left the stream (it
+/// did now, or had before): the caller closes the stream. Called under the connection's lock.
+pub(crate) fn native_local_error(qp: &Qp<MetaRoceDriver>, idx: usize, msn: u32, n: &mut Notify) -> bool {
+    let mut g = qp.inner.lock();
+    let inner = &mut *g;
+    let Some(s) = inner.native.as_ref().filter(|s| s.stream == Some(idx)) else { return false };
+    if let Some(slot) = native_msg_slot(s, &inner.sq, msn, |_| true) {
+        if let Some(ns) = inner.sq.native.get_mut(slot) {
+            ns.done.get_or_insert(WcStatus::LocProtErr);
+        }
+    }
+    enter_error(qp, inner, n);
+    false
 }
 
 /// The send queue slot of message `msn` among the requests handed to the connection and not
@@ -2112,7 +2203,7 @@ fn native_msg_slot(s: &NativeState, sq: &SendRing, msn: u32, what: impl Fn(&MsgD
     let mut i = s.head;
     while i != s.posted {
         let slot = sq.slot(i);
-        let side = &sq.side[slot].native;
+        let side = sq.nslot(slot);
         if side.msg.is_some_and(|m| what(&m)) && side.msn == msn {
             return Some(slot);
         }
@@ -2225,7 +2316,7 @@ pub(crate) fn native_place(
             Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
             None => mem,
         };
-        scatter(&rmem, bufs, p.offset as usize, d)?;
+        scatter(&rmem, bufs.iter().copied(), p.offset as usize, d)?;
         // SEND with invalidate: the packet that completed the message names the key, once
         // (section 9.2); it becomes invalid before the connection lock is released, so before
         // the receive completes and before any later message of the peer is placed. A key
@@ -2275,7 +2366,7 @@ pub(crate) fn native_completion(
             let mut i = head;
             while i != posted {
                 let slot = inner.sq.slot(i);
-                let side = &mut inner.sq.side[slot].native;
+                let Some(side) = inner.sq.native.get_mut(slot) else { break };
                 if side.msg.is_some() && side.done.is_none() {
                     if side.msn == msn {
                         side.done = Some(match status {

@@ -72,6 +72,26 @@ fn sges(b: &[u8], off: usize, num: usize, out: &mut [Seg]) -> Option<u32> {
     Some(total)
 }
 
+/// The total length of the `num` SGE records at `off` of `b`, copied to `out` as they are (the
+/// send ring's slot keeps them in this form, see [`sge_at`]). `None` if `b` or `out` is too
+/// short or the lengths overflow.
+fn copy_sges(b: &[u8], off: usize, num: usize, out: &mut [u8]) -> Option<u32> {
+    let n = num.checked_mul(SGE_LEN)?;
+    let src = b.get(off..off.checked_add(n)?)?;
+    out.get_mut(..n)?.copy_from_slice(src);
+    let mut total: u32 = 0;
+    for i in 0..num {
+        total = total.checked_add(u32_at(src, i * SGE_LEN + 8)?)?;
+    }
+    Some(total)
+}
+
+/// SGE record `i` of a send ring slot filled by [`parse_send`].
+pub(crate) fn sge_at(slot: &[u8], i: usize) -> Option<Seg> {
+    let at = i.checked_mul(SGE_LEN)?;
+    Some(Seg::User { addr: u64_at(slot, at)?, len: u32_at(slot, at + 8)?, lkey: u32_at(slot, at + 12)? })
+}
+
 /// Parses a receive WQE: `(wr_id, num_sge, total length)`, its SGEs in `out`. `None` if it
 /// names more SGEs than `max_sge` (or the slot holds) or the lengths overflow.
 pub(crate) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
@@ -131,15 +151,10 @@ pub(crate) enum BadWqe {
     Length,
 }
 
-/// Parses a send WQE, writing its SGEs to `sges` or its inline data to `inline`; `ud` for a
-/// UD QP's ring (whose WQEs carry a destination).
-pub(crate) fn parse_send(
-    b: &[u8],
-    ud: bool,
-    max_sge: u32,
-    sges_out: &mut [Seg],
-    inline: &mut [u8],
-) -> Result<SendWqe, BadWqe> {
+/// Parses a send WQE, copying its inline data or its SGE records (read back with [`sge_at`])
+/// to `data`, the kernel's slot for it; `ud` for a UD QP's ring (whose WQEs carry a
+/// destination).
+pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> Result<SendWqe, BadWqe> {
     let field = |off| u32_at(b, off).ok_or(BadWqe::Length);
     let field64 = |off| u64_at(b, off).ok_or(BadWqe::Length);
     let wr_id = field64(0)?;
@@ -215,13 +230,13 @@ pub(crate) fn parse_send(
     let (len, num, inline_len) = if is_inline {
         let n = length as usize;
         let src = b.get(SEND_WQE_HDR..SEND_WQE_HDR + n).ok_or(BadWqe::Length)?;
-        inline.get_mut(..n).ok_or(BadWqe::Length)?.copy_from_slice(src);
+        data.get_mut(..n).ok_or(BadWqe::Length)?.copy_from_slice(src);
         (length, 0, Some(length))
     } else {
-        if num_sge > max_sge || num_sge as usize > sges_out.len() {
+        if num_sge > max_sge {
             return Err(BadWqe::Length);
         }
-        let total = sges(b, SEND_WQE_HDR, num_sge as usize, sges_out).ok_or(BadWqe::Length)?;
+        let total = copy_sges(b, SEND_WQE_HDR, num_sge as usize, data).ok_or(BadWqe::Length)?;
         (total, num_sge, None)
     };
     let ud = if ud {

@@ -74,6 +74,10 @@ pub struct Completer {
     rewound_at: Option<Psn>,
     /// The QP is in the error state: every unfinished WQE is flushed.
     pub(super) error: bool,
+    /// RC: a WQE whose local data could not be read, and the status it ends
+    /// with. The requester sends nothing from it on; it fails once every
+    /// WQE before it is done (see [`Completer::local_error`]).
+    halt: Option<(u32, WcStatus)>,
     /// Counters.
     pub(super) stats: CompStats,
 }
@@ -92,6 +96,7 @@ impl Completer {
             rnr_until: None,
             rewound_at: None,
             error: false,
+            halt: None,
             stats: CompStats::default(),
         }
     }
@@ -106,6 +111,53 @@ impl Completer {
         self.error = true;
         self.rto = None;
         self.rnr_until = None;
+    }
+
+    /// True if the requester must not send from WQE `idx` on: a local
+    /// error halted the send queue at or before it.
+    pub(super) fn halts(&self, idx: u32) -> bool {
+        self.halt
+            .is_some_and(|(h, _)| idx.wrapping_sub(self.head) >= h.wrapping_sub(self.head))
+    }
+
+    /// The local data of WQE `idx`, which the requester has started, could
+    /// not be read. UC and UD (done on transmission) fail it at once. RC
+    /// sends nothing more from it on, lets the WQEs before it complete as
+    /// their responses arrive (or fail by their own retries), and then
+    /// completes it with `status` and enters the error state: the order of
+    /// rdma_rxe's completer for a requester-side error. A second local
+    /// error keeps the earlier of the two WQEs.
+    pub(super) fn local_error(
+        &mut self,
+        idx: u32,
+        status: WcStatus,
+        req: &Requester,
+        sq: &mut [SendWqe],
+    ) {
+        let outstanding = req.tail.wrapping_sub(self.head);
+        if self.error || idx.wrapping_sub(self.head) >= outstanding {
+            return;
+        }
+        if self.cfg.transport != Transport::Rc {
+            if let Some(w) = wqe_mut(sq, idx) {
+                w.status = Some(status);
+            }
+            self.set_error();
+            return;
+        }
+        if !self.halts(idx) {
+            self.halt = Some((idx, status));
+        }
+        self.fail_halted(req, sq);
+    }
+
+    /// Fails the halted WQE once everything before it is done.
+    fn fail_halted(&mut self, req: &Requester, sq: &mut [SendWqe]) {
+        if let Some((h, status)) = self.halt {
+            if !self.error && self.una_idx == h {
+                self.fail(status, req, sq);
+            }
+        }
     }
 
     /// Earliest pending deadline.
@@ -150,6 +202,7 @@ impl Completer {
         sq: &mut [SendWqe],
     ) -> Option<SendCompletion> {
         self.pass_local(req, sq);
+        self.fail_halted(req, sq);
         while self.head != req.tail {
             let w = wqe(sq, self.head)?;
             let status = match w.status {
@@ -417,7 +470,7 @@ impl Completer {
     }
 
     /// Bookkeeping after `una` advanced.
-    fn progressed(&mut self, now: u64, req: &mut Requester, sq: &[SendWqe]) {
+    fn progressed(&mut self, now: u64, req: &mut Requester, sq: &mut [SendWqe]) {
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
         self.rewound_at = None;
@@ -430,6 +483,7 @@ impl Completer {
         } else {
             None
         };
+        self.fail_halted(req, sq);
     }
 
     fn retry(&mut self, why: Retry, req: &mut Requester, sq: &mut [SendWqe]) {

@@ -18,7 +18,7 @@ use super::psn::Psn;
 use super::req::{PostError, ReqStats, Requester, MAX_MSG_PSNS};
 use super::resp::{MemAccess, RecvQueue, RespStats, Responder};
 use super::ext::NakCode;
-use super::wr::{Access, Place, RecvCompletion, SendCompletion, SendWqe, SendWr};
+use super::wr::{Access, Place, RecvCompletion, SendCompletion, SendWqe, SendWr, WcStatus};
 
 /// Static attributes of a queue pair (the subset of `ib_qp_attr` the
 /// transport needs).
@@ -371,6 +371,20 @@ impl<const R: usize> Qp<R> {
     pub fn set_error(&mut self) {
         self.comp.set_error();
         self.resp.set_error();
+    }
+
+    /// The local data of send WQE `idx` (the `slot` of a
+    /// [`PayloadRef::Sq`](super::packet::PayloadRef::Sq) that [`Qp::poll_tx`] handed out) could not be read:
+    /// its memory region was deregistered or lost its local access after the
+    /// work request was posted. Use [`WcStatus::LocProtErr`]. The WQE
+    /// completes with `status` once every WQE before it is done (RC: their
+    /// acknowledgements still count; nothing after it is sent), and the QP
+    /// then enters the error state; UC and UD fail it at once.
+    pub fn local_error(&mut self, idx: u32, status: WcStatus, sq: &mut [SendWqe]) {
+        if self.sq_ok(sq) {
+            self.comp.local_error(idx, status, &self.req, sq);
+        }
+        self.sync_error();
     }
 
     /// The payload of the request at `psn`, handed out by [`Qp::receive`],

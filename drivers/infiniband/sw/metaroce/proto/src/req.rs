@@ -204,9 +204,9 @@ impl Requester {
     /// Produces the next request packet, if the send queue has one that the
     /// flow-control limits allow: READ/atomic limit (`max_rd_atomic`),
     /// fences, the PSN window (`max_inflight`, RC only) and the completer's
-    /// RNR wait or error state.
+    /// RNR wait, error state or halt at a WQE that failed locally.
     pub(super) fn poll_tx(&mut self, comp: &Completer, sq: &mut [SendWqe]) -> Option<TxDesc> {
-        if comp.blocks_tx() {
+        if comp.blocks_tx() || comp.halts(self.cur) {
             return None;
         }
         self.skip_local(sq);

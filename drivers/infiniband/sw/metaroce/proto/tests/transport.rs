@@ -774,3 +774,80 @@ fn access_nak_survives_set_error() {
     assert_eq!(sent.len(), 1);
     assert_eq!(ack_of(&sent[0]), (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::RemoteAccess)));
 }
+
+fn statuses(q: &mut Qp<4>, sq: &mut [SendWqe]) -> Vec<(u64, metaroce_proto::wr::WcStatus)> {
+    std::iter::from_fn(|| q.poll_send_completion(sq).map(|c| (c.wr_id, c.status))).collect()
+}
+
+/// The source data of the second of three WQEs cannot be read mid-message (its MR went away):
+/// nothing more is sent, the first WQE still completes with its ACK, then the second fails with
+/// a local protection error and the third is flushed (rdma_rxe's completer order).
+#[test]
+fn rc_local_error_lets_earlier_wqes_complete_then_fails() {
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(10, SendOp::Write { va: 0, rkey: 1 }, 300)).unwrap();
+    a.post_send(&mut asq, swr(11, SendOp::Write { va: 0, rkey: 1 }, 600)).unwrap();
+    a.post_send(&mut asq, swr(12, SendOp::Send, 10)).unwrap();
+    let sent: Vec<_> = (0..3).map(|_| a.poll_tx(0, &mut asq).unwrap()).collect();
+    assert!(matches!(sent[2].payload, PayloadRef::Sq { slot: 1, offset: 0, .. }));
+    a.local_error(1, LocProtErr, &mut asq);
+    assert!(drain(&mut a, &mut asq).is_empty(), "nothing is sent from the failed WQE on");
+    assert!(!a.is_error(), "the first WQE is still waiting for its ACK");
+    assert_eq!(statuses(&mut a, &mut asq), []);
+    for x in sent {
+        let pkt = wire(&x, &vec![0; x.payload.len() as usize]);
+        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+    }
+    for x in drain(&mut b, &mut bsq) {
+        a.receive(0, &parse(&wire(&x, &[])).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    }
+    assert!(a.is_error());
+    assert_eq!(statuses(&mut a, &mut asq), [(10, Success), (11, LocProtErr), (12, WrFlushErr)]);
+    assert!(drain(&mut a, &mut asq).is_empty());
+}
+
+/// A retry after a local error resends the WQEs before the failed one and stops there; a
+/// failure of the oldest unacknowledged WQE breaks the QP at once; an index that is not an
+/// outstanding WQE is ignored.
+#[test]
+fn rc_local_error_retry_stops_at_the_failed_wqe() {
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(1, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
+    a.post_send(&mut asq, swr(2, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
+    assert_eq!(drain(&mut a, &mut asq).len(), 2);
+    a.local_error(7, LocProtErr, &mut asq);
+    a.local_error(2, LocProtErr, &mut asq);
+    assert!(!a.is_error(), "ignored: not an outstanding WQE");
+    a.local_error(1, LocProtErr, &mut asq);
+    let t = a.next_deadline().expect("the local ACK timer runs");
+    a.on_timer(t, &mut asq);
+    let again = drain(&mut a, &mut asq);
+    assert_eq!(again.len(), 1, "only the WQE before the failed one is resent");
+    assert_eq!(again[0].hdr.bth.psn, psn(0));
+    // A local error on the oldest WQE breaks the QP at once.
+    let (mut c, mut csq) = qp(Transport::Rc);
+    c.post_send(&mut csq, swr(5, SendOp::Send, 600)).unwrap();
+    c.poll_tx(0, &mut csq).unwrap();
+    c.local_error(0, LocProtErr, &mut csq);
+    assert!(c.is_error());
+    assert_eq!(statuses(&mut c, &mut csq), [(5, LocProtErr)]);
+}
+
+/// UC completes on transmission: a local error fails the WQE at once.
+#[test]
+fn uc_local_error_fails_at_once() {
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut c, mut csq) = qp(Transport::Uc);
+    c.post_send(&mut csq, swr(1, SendOp::Send, 10)).unwrap();
+    c.post_send(&mut csq, swr(2, SendOp::Send, 10)).unwrap();
+    c.post_send(&mut csq, swr(3, SendOp::Send, 10)).unwrap();
+    assert_eq!(c.poll_tx(0, &mut csq).map(|d| d.payload), Some(PayloadRef::Sq { slot: 0, offset: 0, len: 10 }));
+    assert!(c.poll_tx(0, &mut csq).is_some());
+    c.local_error(1, LocProtErr, &mut csq);
+    assert!(c.is_error());
+    assert!(drain(&mut c, &mut csq).is_empty());
+    assert_eq!(statuses(&mut c, &mut csq), [(1, Success), (2, LocProtErr), (3, WrFlushErr)]);
+}
