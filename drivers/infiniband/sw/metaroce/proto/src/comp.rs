@@ -138,7 +138,12 @@ impl Completer {
         if self.error || idx.wrapping_sub(self.head) >= outstanding {
             return;
         }
-        if self.cfg.transport != Transport::Rc {
+        // RC: only a WQE not yet done (a done one keeps its status).
+        let rc = self.cfg.transport == Transport::Rc;
+        if rc && idx.wrapping_sub(self.una_idx) >= req.tail.wrapping_sub(self.una_idx) {
+            return;
+        }
+        if !rc {
             if let Some(w) = wqe_mut(sq, idx) {
                 w.status = Some(status);
             }

@@ -827,6 +827,16 @@ fn rc_local_error_retry_stops_at_the_failed_wqe() {
     let again = drain(&mut a, &mut asq);
     assert_eq!(again.len(), 1, "only the WQE before the failed one is resent");
     assert_eq!(again[0].hdr.bth.psn, psn(0));
+    // A WQE already acknowledged keeps its status: nothing halts.
+    let (mut d, mut dsq) = qp(Transport::Rc);
+    let (mut e, mut esq) = qp(Transport::Rc);
+    d.post_send(&mut dsq, swr(8, SendOp::Send, 10)).unwrap();
+    exchange(&mut d, &mut dsq, &mut e, &mut esq);
+    d.local_error(0, LocProtErr, &mut dsq);
+    d.post_send(&mut dsq, swr(9, SendOp::Send, 10)).unwrap();
+    exchange(&mut d, &mut dsq, &mut e, &mut esq);
+    assert!(!d.is_error());
+    assert_eq!(statuses(&mut d, &mut dsq), [(8, Success), (9, Success)]);
     // A local error on the oldest WQE breaks the QP at once.
     let (mut c, mut csq) = qp(Transport::Rc);
     c.post_send(&mut csq, swr(5, SendOp::Send, 600)).unwrap();
