@@ -559,13 +559,15 @@ impl World {
             self.c[side].post(s, desc)
         };
         let failed = self.c[side].state() == ConnState::Failed;
+        let stream_failed = self.c[side].stream_failed(s);
         match got {
             Err(PostError::ConnFailed) => assert!(failed, "ConnFailed while not failed"),
+            Err(PostError::StreamFailed) => assert!(!failed && stream_failed, "StreamFailed while the stream did not fail"),
             Err(PostError::TooLong) => assert!(!failed && len > MAX_MSG_LEN),
             Err(PostError::Full) => assert!(!failed && outstanding as usize >= K, "Full with {outstanding} outstanding"),
             Err(e) => panic!("post refused: {e:?}"),
             Ok(msn) => {
-                assert!(!failed && len <= MAX_MSG_LEN && (outstanding as usize) < K, "post accepted: {desc:?}, {outstanding} outstanding");
+                assert!(!failed && !stream_failed && len <= MAX_MSG_LEN && (outstanding as usize) < K, "post accepted: {desc:?}, {outstanding} outstanding");
                 assert_eq!(msn, t.msgs[s].len() as u32, "Msn not in posting order");
                 let rsn = if op.consumes_recv() {
                     t.next_rsn[s] += 1;
@@ -1221,7 +1223,9 @@ impl World {
     }
 
     fn send_done(&mut self, side: usize, s: usize, msn: u32, status: SendStatus) {
-        let failed = self.c[side].state() == ConnState::Failed;
+        // Section 7: the connection failed, or the stream alone (a packet
+        // of it never acknowledged while the peer acknowledged later data).
+        let failed = self.c[side].state() == ConnState::Failed || self.c[side].stream_failed(s);
         let t = &mut self.tx[side];
         assert!(s < S);
         assert_eq!(msn, t.reported[s], "send completion out of order on stream {s}");
@@ -1333,6 +1337,7 @@ impl World {
                         n = (from + i) as u32;
                     }
                 }
+                let failed = failed || self.c[side].stream_failed(s);
                 t.reported[s] >= n && (failed || self.rx[1 - side].reported[s] >= n)
             })
         })

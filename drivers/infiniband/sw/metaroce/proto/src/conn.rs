@@ -71,6 +71,10 @@
 //!   in error, skip a plain WRITE's.
 //! * **Requester.** The message's [`Completion::Send`] carries the NAK's
 //!   status, exactly as for a refused READ.
+//! * **Loopback.** A device whose QPs talk to each other has one connection
+//!   whose DATA comes back to it: its refusal right after the packet sends
+//!   no NAK (the NAK would need a Dsn of the window the held packet
+//!   blocks) and marks the requesting stream's message directly.
 //!
 //! # SEND with invalidate (`transport.rst`, section 9.2)
 //!
@@ -120,7 +124,8 @@ pub struct ConnConfig {
     pub rto_init_ns: u64,
     /// Smallest tail-loss probe timeout.
     pub pto_min_ns: u64,
-    /// Retransmissions of one packet before the connection fails.
+    /// Retransmissions of one packet before the connection fails (its
+    /// stream alone if the peer still acknowledges later data).
     pub max_retx: u8,
     /// Initial path window in packets.
     pub init_cwnd_path: u32,
@@ -297,9 +302,10 @@ pub enum RxDrop {
 pub enum SendStatus {
     /// Every packet acknowledged.
     Ok,
-    /// The connection failed with this message incomplete (the oldest).
+    /// The connection, or the stream alone ([`TxStream::failed`]), failed
+    /// with this message incomplete (the oldest).
     RetryExceeded,
-    /// The connection failed before this message completed.
+    /// The connection or the stream failed before this message completed.
     Flushed,
     /// The responder refused the message (a READ or atomic, or a data
     /// message with [`Conn::refuse`]): key, range or rights.
@@ -477,13 +483,22 @@ pub struct Conn<
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
     rx_hint: u32,
+    /// The newest Dsn acknowledged: whether the peer still answers when a
+    /// packet runs out of retransmissions ([`Self::poll_retx`]).
+    newest_acked: Option<u32>,
     /// The last [`RxEvent::Data`]: stream, Msn, path and that path's state
     /// before the packet, so that [`Self::refuse`] in the same lock hold
-    /// can take back its acknowledgement.
-    last_data: Option<(usize, u32, usize, RxPath)>,
+    /// can take back its acknowledgement; and our stream that sent it, if
+    /// the connection talks to itself ([`Self::own_stream`]).
+    last_data: Option<(usize, u32, usize, RxPath, Option<usize>)>,
     /// Counters.
     pub stats: ConnStats,
 }
+
+/// How far past the Dsn window's cumulative point a DATA packet may be:
+/// beyond the bitmap it moves the window, beyond this it is dropped
+/// ([`RxDrop::DsnWindow`]).
+const DSN_REACH: u32 = 1 << 24;
 
 /// First port of the source-port range.
 const PORT_BASE: u16 = 49152;
@@ -572,6 +587,7 @@ impl<
             rx_dsn: SeqWindow::new(0),
             peer: None,
             rx_hint: 0,
+            newest_acked: None,
             last_data: None,
             stats: ConnStats::ZERO,
         }
@@ -677,10 +693,17 @@ impl<
         if let Some(q) = self.resps.get_mut(idx) {
             *q = RespRing::EMPTY;
         }
+        self.abandon(idx, true);
+        true
+    }
+
+    /// Abandons the unacknowledged packets of stream `idx`'s messages (and
+    /// of its responses if `responses`): never sent or resent again.
+    fn abandon(&mut self, idx: usize, responses: bool) {
         let mut dsn = self.dsn_base;
         while dsn != self.dsn_next {
             if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
-                if usize::from(d.stream) == idx {
+                if usize::from(d.stream) == idx && (responses || !d.resp) {
                     // A Lost descriptor still queued for retransmission is skipped when popped.
                     d.state = DescState::Acked;
                 }
@@ -688,7 +711,13 @@ impl<
             dsn = dsn.wrapping_add(1);
         }
         self.advance_dsn_base();
-        true
+    }
+
+    /// True if stream `idx` failed alone ([`TxStream::failed`]): its
+    /// messages complete with retry exceeded, then flushed; it takes no
+    /// more (the glue closes it at that completion).
+    pub fn stream_failed(&self, idx: usize) -> bool {
+        self.tx_streams.get(idx).is_some_and(|t| t.open && t.failed)
     }
 
     /// Messages posted on stream `idx` and not completed (0 for a closed stream).
@@ -749,10 +778,12 @@ impl<
     /// Call it right after [`Self::on_packet`] returned [`RxEvent::Data`]
     /// for the message (before releasing the lock, no [`Self::poll_transmit`]
     /// in between), or later while the message is not completely received.
+    /// On a connection that talks to itself, right after the packet, no NAK
+    /// is sent: the requesting stream is told at once.
     /// `false` (nothing changed) if there is no such incomplete data
     /// message or it is already refused.
     pub fn refuse(&mut self, idx: usize, msn: u32, code: NakCode) -> bool {
-        let last = self.last_data.filter(|&(s, m, _, _)| s == idx && m == msn);
+        let last = self.last_data.filter(|&(s, m, ..)| s == idx && m == msn);
         let Some(r) = self.rx_streams.get_mut(idx) else {
             return false;
         };
@@ -764,6 +795,20 @@ impl<
         let Some(op) = r.op_of(msn) else {
             return false;
         };
+        // A connection that talks to itself (QPs of one device): the
+        // requester is our own stream, told here. A NAK packet would need a
+        // Dsn of the same window whose oldest entry may be the very packet
+        // held until that NAK is acknowledged: neither would ever move.
+        if let Some((.., Some(own))) = last {
+            if !r.refuse(msn, code) {
+                return false;
+            }
+            if let Some(t) = self.tx_streams.get_mut(own) {
+                t.nak(msn, code);
+            }
+            self.last_data = None;
+            return true;
+        }
         let Some(q) = self.resps.get_mut(idx) else {
             return false;
         };
@@ -773,7 +818,7 @@ impl<
         // The packet just received completed the message: take back its
         // acknowledgement, so that its retransmission is held until the
         // NAK is acknowledged.
-        if let Some((_, _, path, before)) = last {
+        if let Some((_, _, path, before, _)) = last {
             if r.all_placed(msn) {
                 if let Some(p) = self.rx_paths.get_mut(path) {
                     *p = before;
@@ -885,7 +930,9 @@ impl<
         let dup = match seq_diff(h.dsn, self.rx_dsn.cum()) {
             d if d < 0 => true,
             0 => false,
-            d if d.unsigned_abs() > SeqWindow::<DW>::SPAN => return Err(RxDrop::DsnWindow),
+            d if d.unsigned_abs() > DSN_REACH => return Err(RxDrop::DsnWindow),
+            // Beyond the bitmap: new, the window moves (below).
+            d if d.unsigned_abs() > SeqWindow::<DW>::SPAN => false,
             _ => self.rx_dsn.contains(h.dsn),
         };
         // DATA for a stream that is not open (its QP is gone) is acknowledged, so that
@@ -952,6 +999,12 @@ impl<
         }
         // Commit.
         let before = self.rx_paths.get(path).copied();
+        // The peer sent this Dsn only once every Dsn `W` or more before it
+        // was settled: acknowledged, or abandoned with its stream
+        // (`close_stream`) and never to be sent again. Those left
+        // unreceived must not hold the window (section 4).
+        self.rx_dsn
+            .advance_to(h.dsn.wrapping_sub(SeqWindow::<DW>::SPAN.saturating_sub(1)));
         self.peer = Some(h.conn);
         self.rx_hint = hint;
         win.mark(h.path_seq);
@@ -1021,7 +1074,8 @@ impl<
         self.stats.data_placed = self.stats.data_placed.saturating_add(1);
         self.stats.bytes_placed = self.stats.bytes_placed.saturating_add(u64::from(h.len));
         if !h.op.is_response() {
-            self.last_data = before.map(|b| (idx, h.msn, path, b));
+            let own = self.own_stream(h);
+            self.last_data = before.map(|b| (idx, h.msn, path, b, own));
         }
         Ok(RxEvent::Data(Place {
             stream: idx,
@@ -1035,6 +1089,24 @@ impl<
             msg_len: h.msg_len,
             invalidate,
         }))
+    }
+
+    /// Our stream that sent DATA packet `h`, if the connection talks to
+    /// itself (a device whose QPs talk to each other, `native.rs`): the
+    /// packet carries our ConnId and its Dsn is one of ours, unacknowledged,
+    /// for the same segment of a message of an open stream to `h`'s QP.
+    fn own_stream(&self, h: &DataHdr) -> Option<usize> {
+        let ours = h.dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
+        if h.conn != self.cfg.conn_id || !ours {
+            return None;
+        }
+        let d = self.descs.get(Self::desc_index(h.dsn))?;
+        let si = usize::from(d.stream);
+        let t = self.tx_streams.get(si)?;
+        let same = !d.resp
+            && d.state != DescState::Acked
+            && (d.msn, d.offset, d.len) == (h.msn, h.offset, h.len);
+        (same && t.open && t.remote_qpn == h.stream).then_some(si)
     }
 
     /// Queues the NAK of refused data message `msn` of stream `idx` for
@@ -1076,6 +1148,7 @@ impl<
             tx_streams,
             resps,
             cc,
+            newest_acked,
             ..
         } = self;
         let p = paths.get_mut(pi).ok_or(RxDrop::BadPath)?;
@@ -1088,6 +1161,9 @@ impl<
                 PathEvent::Acked { dsn, len, .. } => {
                     if !in_dsn_window(dsn) {
                         return;
+                    }
+                    if newest_acked.map_or(true, |n| seq_diff(dsn, n) > 0) {
+                        *newest_acked = Some(dsn);
                     }
                     let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
                         return;
@@ -1420,6 +1496,21 @@ impl<
                 return None;
             }
             if d.tx_count > self.cfg.max_retx {
+                // Retransmitted, never acknowledged, while the peer
+                // acknowledged data sent after it: the peer is alive and
+                // drops this packet (its QP is not ready, or broken): that
+                // stream fails, not every stream of the connection. Else the
+                // peer is gone: the connection fails.
+                let alive =
+                    d.tx_count >= 2 && self.newest_acked.is_some_and(|n| seq_diff(n, dsn) > 0);
+                if alive && !d.resp {
+                    let si = usize::from(d.stream);
+                    if let Some(t) = self.tx_streams.get_mut(si) {
+                        t.failed = true;
+                    }
+                    self.abandon(si, false);
+                    continue;
+                }
                 self.fail();
                 return None;
             }
@@ -1635,10 +1726,11 @@ impl<
 
     /// The next completion: sends and receives, each stream in order.
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        let failed = self.state == ConnState::Failed;
+        let conn_failed = self.state == ConnState::Failed;
         for k in 0..S {
             let si = self.rr_done.wrapping_add(k) % S.max(1);
             if let Some(t) = self.tx_streams.get_mut(si) {
+                let failed = conn_failed || t.failed;
                 // After the stream's RetryExceeded only flushes follow
                 // (transport.rst, section 7), even for messages whose
                 // packets were all acknowledged.

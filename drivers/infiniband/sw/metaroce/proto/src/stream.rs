@@ -47,6 +47,8 @@ pub enum PostError {
     NoStream,
     /// The connection has failed.
     ConnFailed,
+    /// The stream has failed ([`TxStream::failed`]).
+    StreamFailed,
     /// Not an opcode one posts (a response), or an atomic posted with
     /// [`TxStream::post`] instead of [`TxStream::post_atomic`].
     BadOp,
@@ -121,6 +123,12 @@ pub struct TxStream<const K: usize> {
     /// After a connection failure: the first incomplete message was
     /// reported (as retry exceeded); later ones are flushed.
     pub failed_reported: bool,
+    /// A packet of this stream went unacknowledged through every
+    /// retransmission while the peer kept acknowledging the connection's
+    /// other data: the stream failed alone, as if its connection had
+    /// (nothing more is sent or posted, its messages complete with retry
+    /// exceeded, then flushed).
+    pub failed: bool,
     msgs: [TxMsg; K],
     head: u32,
     next: u32,
@@ -141,6 +149,7 @@ impl<const K: usize> TxStream<K> {
         remote_qpn: 0,
         open: false,
         failed_reported: false,
+        failed: false,
         msgs: [NO_TX_MSG; K],
         head: 0,
         next: 0,
@@ -197,6 +206,9 @@ impl<const K: usize> TxStream<K> {
         if !self.open || K == 0 {
             return Err(PostError::NoStream);
         }
+        if self.failed {
+            return Err(PostError::StreamFailed);
+        }
         if desc.len > MAX_MSG_LEN {
             return Err(PostError::TooLong);
         }
@@ -238,7 +250,7 @@ impl<const K: usize> TxStream<K> {
     /// True if some message has bytes not yet sent and its fence allows
     /// it to start (or it started).
     pub fn has_unsent(&self) -> bool {
-        self.seg != self.next && (self.seg_off > 0 || self.may_start())
+        !self.failed && self.seg != self.next && (self.seg_off > 0 || self.may_start())
     }
 
     /// Section 11.4: the message at `seg` may start if every older
@@ -389,6 +401,25 @@ impl<const K: usize> TxStream<K> {
                 m.resp_done = true;
             }
             _ => m.resp_done = true,
+        }
+    }
+
+    /// Our data message `msn` was refused with `code` by the receiving half
+    /// of this same connection (one that talks to itself): it completes with
+    /// `code`, as after a NAK. `false` if it is not a started, incomplete
+    /// message without an answer.
+    pub fn nak(&mut self, msn: u32, code: NakCode) -> bool {
+        let started = seq_diff(msn, self.seg) < 0 || (msn == self.seg && self.seg_off > 0);
+        if seq_diff(msn, self.head) < 0 || !started {
+            return false;
+        }
+        match self.msgs.get_mut(ring::<K>(msn)) {
+            Some(m) if !m.resp_done => {
+                m.nak = Some(code);
+                m.resp_done = true;
+                true
+            }
+            _ => false,
         }
     }
 

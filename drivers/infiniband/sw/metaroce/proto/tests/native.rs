@@ -1461,3 +1461,124 @@ fn refused_send_inv_completes_in_error_at_both_ends() {
         "{recvs:?}"
     );
 }
+
+/// `a` -> `b` as the glue drives them: every packet delivered 10 us later
+/// unless `lost` says so for a DATA packet (dropped before `b`'s connection
+/// sees it, as the glue drops a SEND with no receive posted), timers run,
+/// `b`'s completions taken, `a` posts `(stream, message)` from `posts` in
+/// order as the streams take them. A stream of `a` is closed at its first
+/// completion that is not `Ok` (native_completion returns false) and its
+/// later posts are dropped. Runs until every post completed (or was
+/// dropped) or 10 s; returns `a`'s send completions.
+fn pump(
+    a: &mut C,
+    b: &mut C,
+    now: &mut u64,
+    mut posts: std::collections::VecDeque<(usize, MsgDesc)>,
+    lost: impl Fn(&metaroce_proto::mrc_wire::DataHdr) -> bool,
+) -> Vec<(usize, u32, SendStatus)> {
+    let mut wire: Vec<(u64, bool, Vec<u8>)> = Vec::new();
+    let mut sends = Vec::new();
+    let mut closed = [false; 2];
+    let mut posted = 0;
+    let limit = *now + 10_000_000_000;
+    while *now < limit {
+        while let Some(&(s, m)) = posts.front() {
+            if closed[s] {
+                posts.pop_front();
+            } else if a.post(s, m).is_ok() {
+                posts.pop_front();
+                posted += 1;
+            } else {
+                break;
+            }
+        }
+        if posts.is_empty() && sends.len() == posted {
+            break;
+        }
+        for (to_b, c) in [(true, &mut *a), (false, &mut *b)] {
+            for p in drain(c, *now) {
+                let drop = to_b && matches!(parse(&p), Ok(MrcPacket::Data(h, _)) if lost(&h));
+                if !drop {
+                    wire.push((*now + 10_000, to_b, p));
+                }
+            }
+        }
+        let arrival = wire.iter().map(|w| w.0).min();
+        let timer = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min();
+        let Some(next) = [arrival, timer].into_iter().flatten().min() else { break };
+        *now = next.max(*now);
+        let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= *now);
+        wire = rest;
+        for (_, to_b, p) in due {
+            let c = if to_b { &mut *b } else { &mut *a };
+            let _ = c.on_packet(*now, &p, false, 50_000, 0);
+        }
+        a.on_timer(*now);
+        b.on_timer(*now);
+        while let Some(c) = a.poll_completion() {
+            let Completion::Send { stream, msn, status } = c else { panic!("{c:?}") };
+            sends.push((stream, msn, status));
+            if status != SendStatus::Ok && !closed[stream] {
+                closed[stream] = true;
+                // The glue flushes the QP's other requests itself.
+                posted -= a.outstanding(stream) as usize;
+                assert!(a.close_stream(stream));
+            }
+        }
+        while b.poll_completion().is_some() {}
+    }
+    sends
+}
+
+fn writes(stream: usize, n: usize, len: u32) -> std::collections::VecDeque<(usize, MsgDesc)> {
+    (0..n).map(|_| (stream, msg(MrcOp::Write, len))).collect()
+}
+
+/// A stream closed with packets lost on the way leaves Dsns the receiver
+/// never gets (never resent): more than a Dsn window of later traffic on
+/// the connection still passes (the receiver's Dsn window moves past
+/// them), and the connection does not fail.
+#[test]
+fn dsns_abandoned_unreceived_do_not_block_the_connection() {
+    let (mut a, mut b) = pair();
+    let mut now = 0;
+    // Stream 1: a WRITE of 3 packets, all lost; its QP is then destroyed.
+    a.post(1, msg(MrcOp::Write, 3000)).unwrap();
+    assert_eq!(drain(&mut a, now).len(), 3);
+    assert!(a.close_stream(1));
+    // Stream 0: 300 packets (the Dsn window is 128).
+    let sends = pump(&mut a, &mut b, &mut now, writes(0, 30, 10 * 1024), |_| false);
+    assert_eq!(sends.len(), 30);
+    assert!(sends.iter().all(|s| s.2 == SendStatus::Ok), "{sends:?}");
+    assert_eq!(a.state(), ConnState::Active);
+}
+
+/// The receiver's QP never takes stream 1's data (a receiver not ready: the
+/// glue drops its SENDs before the connection), while the peer keeps
+/// acknowledging stream 0's: after its retransmissions stream 1 fails alone
+/// (retry exceeded; the glue closes it and flushes the rest), stream 0
+/// completes every message, the connection stays up and a new QP pair on
+/// it works (more than a Dsn window: past the abandoned Dsns).
+#[test]
+fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
+    let (mut a, mut b) = pair();
+    let mut now = 0;
+    let mut posts = writes(0, 40, 8 * 1024);
+    for i in 0..3 {
+        posts.insert(i * 5, (1, msg(MrcOp::Send, 2000)));
+    }
+    let sends = pump(&mut a, &mut b, &mut now, posts, |h| h.stream == 201);
+    let one: Vec<_> = sends.iter().filter(|s| s.0 == 1).map(|s| (s.1, s.2)).collect();
+    assert_eq!(one, [(0, SendStatus::RetryExceeded)], "{sends:?}");
+    let zero: Vec<_> = sends.iter().filter(|s| s.0 == 0).collect();
+    assert_eq!(zero.len(), 40, "{sends:?}");
+    assert!(zero.iter().enumerate().all(|(i, s)| s.1 == i as u32 && s.2 == SendStatus::Ok), "{zero:?}");
+    assert_eq!(a.state(), ConnState::Active);
+    // A fresh QP pair on stream 1.
+    assert!(a.open_stream(1, 111, 211));
+    assert!(b.open_stream(1, 211, 111));
+    let sends = pump(&mut a, &mut b, &mut now, writes(1, 20, 8 * 1024), |_| false);
+    assert_eq!(sends.len(), 20);
+    assert!(sends.iter().all(|s| s.2 == SendStatus::Ok), "{sends:?}");
+}
