@@ -35,8 +35,10 @@ b. index scribbling: the SQ producer index set to 0xffffffff (the kernel masks i
 c. destroy while work is in flight (16 x 1 MiB WRITEs, READs or SENDs, then at once): deregister
    the source, the target or the sink MR, deallocate a memory window, destroy the requester or
    responder QP, close the context, _exit the process. Every remaining completion arrives (none
-   hangs), and a fresh QP pair then moves 64 KiB correctly. A deregistered source MR ends as in
-   rdma_rxe: the WRITEs read before complete, the next one IBV_WC_LOC_PROT_ERR, the rest flushed.
+   hangs), and a fresh QP pair then moves 64 KiB correctly. A deregistered MR ends as in rdma_rxe:
+   the requests done before succeed, the first one it hurts fails (source or READ sink:
+   IBV_WC_LOC_PROT_ERR; WRITE target: IBV_WC_REM_ACCESS_ERR; receive buffer: IBV_WC_REM_OP_ERR),
+   the rest are flushed.
 d. exhaustion: PDs, CQs, QPs, MRs, MWs, AHs, SRQs and user contexts up to the device's limits
    (query_device; minus what `rdma res` shows existing: the kernel's own PD/CQ, QP1, which does
    not count against max_qp): exactly that many can be created, the next fails with ENOMEM or
@@ -971,38 +973,43 @@ def dereg(mr):
         return f"dereg errno {ex.error_code}"
 
 
-def local_prot_order(wcs):
-    """A source MR deregistered under the requester (rdma_rxe's order): the WRITEs that were
-    read before complete, the one that could not be read ends IBV_WC_LOC_PROT_ERR, the rest are
-    flushed; no retry exhaustion (the peer did nothing wrong)."""
-    order = [w.status for w in sorted(wcs, key=lambda w: w.wr_id)]
-    ok = sum(1 for s in order if s == e.IBV_WC_SUCCESS)
-    want = [e.IBV_WC_SUCCESS] * ok
-    if ok < len(order):
-        want += [e.IBV_WC_LOC_PROT_ERR] + [e.IBV_WC_WR_FLUSH_ERR] * (len(order) - ok - 1)
-    expect(order == want, f"statuses in posting order {[st(s) for s in order]}: expected {ok} "
-           "IBV_WC_SUCCESS, then one IBV_WC_LOC_PROT_ERR, then IBV_WC_WR_FLUSH_ERR")
+def error_order(err):
+    """A check of the requests' statuses when an MR goes away under them (rdma_rxe's order):
+    those done before succeed, the first one it hurts ends `err`, the rest are flushed; never a
+    retry exhaustion (both sides are alive) or a success after the error."""
+    def check(wcs):
+        order = [w.status for w in sorted(wcs, key=lambda w: w.wr_id)]
+        ok = next((i for i, s in enumerate(order) if s != e.IBV_WC_SUCCESS), len(order))
+        want = [e.IBV_WC_SUCCESS] * ok
+        if ok < len(order):
+            want += [err] + [e.IBV_WC_WR_FLUSH_ERR] * (len(order) - ok - 1)
+        expect(order == want, f"statuses in posting order {[st(s) for s in order]}: expected "
+               f"IBV_WC_SUCCESS, then one {st(err)}, then IBV_WC_WR_FLUSH_ERR")
+    return check
 
 
 def case_dereg_source():
     """16 x 1 MiB WRITEs, then the source MR deregistered (and its buffer freed) at once."""
     return destroy_case(e.IBV_WR_RDMA_WRITE, lambda f: dereg(f["src"]), "source MR deregistered",
-                        check=local_prot_order)
+                        check=error_order(e.IBV_WC_LOC_PROT_ERR))
 
 
 def case_dereg_target():
     """16 x 1 MiB WRITEs, then the target MR deregistered at once (remote access errors)."""
-    return destroy_case(e.IBV_WR_RDMA_WRITE, lambda f: dereg(f["dst"]), "target MR deregistered")
+    return destroy_case(e.IBV_WR_RDMA_WRITE, lambda f: dereg(f["dst"]), "target MR deregistered",
+                        check=error_order(e.IBV_WC_REM_ACCESS_ERR))
 
 
 def case_dereg_read_sink():
     """16 x 1 MiB READs, then the MR the responses land in deregistered at once."""
-    return destroy_case(e.IBV_WR_RDMA_READ, lambda f: dereg(f["dst"]), "READ sink MR deregistered")
+    return destroy_case(e.IBV_WR_RDMA_READ, lambda f: dereg(f["dst"]), "READ sink MR deregistered",
+                        check=error_order(e.IBV_WC_LOC_PROT_ERR))
 
 
 def case_dereg_recv():
     """16 x 1 MiB SENDs into posted receives, then the receive MR deregistered at once."""
-    return destroy_case(e.IBV_WR_SEND, lambda f: dereg(f["dst"]), "receive MR deregistered")
+    return destroy_case(e.IBV_WR_SEND, lambda f: dereg(f["dst"]), "receive MR deregistered",
+                        check=error_order(e.IBV_WC_REM_OP_ERR))
 
 
 def case_dealloc_mw():

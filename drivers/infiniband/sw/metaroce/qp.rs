@@ -1712,6 +1712,13 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 if let (Some(code), Some(engine)) = (code, inner.engine.as_mut()) {
                     engine.placement_failed(pkt.hdr.bth.psn, code);
                 }
+                // Our own READ or atomic lost its local buffers: it fails with a local
+                // protection error (rdma_rxe's completer does the same), not as flushed.
+                if let (pwr::Place::ReadResp { slot, .. } | pwr::Place::AtomicResult { slot, .. }, Some(engine)) =
+                    (place, inner.engine.as_mut())
+                {
+                    engine.response_failed(slot, pwr::WcStatus::LocProtErr, &mut inner.sq.wqes);
+                }
             }
         }
         if let Some(c) = out.completion {
@@ -2279,11 +2286,19 @@ pub(crate) fn native_place(
             let s = inner.native.as_ref().ok_or(EINVAL)?;
             let is_request = |m: &MsgDesc| m.op == MrcOp::Read || m.op.is_atomic();
             let slot = native_msg_slot(s, &inner.sq, p.msn, is_request).ok_or(ENOENT)?;
-            return if p.op == MrcOp::ReadResp {
+            let placed = if p.op == MrcOp::ReadResp {
                 scatter(&mem, inner.sq.bufs(slot), p.offset as usize, d)
             } else {
                 scatter(&mem, inner.sq.bufs(slot), 0, &p.va.to_ne_bytes())
             };
+            // Its local buffers went away: the request fails with a local protection error
+            // (the QP breaks below, flushing the others).
+            if placed.is_err() {
+                if let Some(ns) = inner.sq.native.get_mut(slot) {
+                    ns.done.get_or_insert(WcStatus::LocProtErr);
+                }
+            }
+            return placed;
         }
         if p.op.is_write() {
             // The QP must allow remote writes, and the key name writable memory.
@@ -2316,6 +2331,10 @@ pub(crate) fn native_place(
             Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
             None => mem,
         };
+        // A receive whose buffers cannot be written (their MR was deregistered): the message
+        // is refused as a remote operational error, as on the RoCEv2 path, rather than
+        // breaking the QP silently (its stream would then acknowledge the rest unplaced).
+        refuse = Some(NakCode::RemoteOperation);
         scatter(&rmem, bufs.iter().copied(), p.offset as usize, d)?;
         // SEND with invalidate: the packet that completed the message names the key, once
         // (section 9.2); it becomes invalid before the connection lock is released, so before

@@ -156,6 +156,29 @@ impl Completer {
         self.fail_halted(req, sq);
     }
 
+    /// The response data of the READ or atomic in send queue slot `slot`
+    /// (a [`Place::ReadResp`] or [`Place::AtomicResult`] handed out) could
+    /// not be placed in its local buffers: it completes with `status`, also
+    /// if that response was its last and it counts as done, and the QP
+    /// enters the error state. Ignored for a slot with no READ or atomic
+    /// outstanding or unreported.
+    pub(super) fn response_failed(&mut self, slot: u32, status: WcStatus, req: &Requester, sq: &mut [SendWqe]) {
+        let len = sq.len();
+        let n = req.tail.wrapping_sub(self.head);
+        let Some(idx) = (0..n)
+            .map(|k| self.head.wrapping_add(k))
+            .find(|&i| slot_of(i, len) == slot as usize)
+        else {
+            return;
+        };
+        if let Some(w) = wqe_mut(sq, idx) {
+            if w.wr.op.needs_response() && w.started {
+                w.status = Some(status);
+                self.set_error();
+            }
+        }
+    }
+
     /// Fails the halted WQE once everything before it is done.
     fn fail_halted(&mut self, req: &Requester, sq: &mut [SendWqe]) {
         if let Some((h, status)) = self.halt {

@@ -387,6 +387,18 @@ impl<const R: usize> Qp<R> {
         self.sync_error();
     }
 
+    /// The response data of [`Place::ReadResp`] or [`Place::AtomicResult`]
+    /// (send queue `slot`) could not be placed in the request's local
+    /// buffers (its memory region went away): the READ or atomic completes
+    /// with `status` ([`WcStatus::LocProtErr`]), even if that response
+    /// completed it, and the QP enters the error state.
+    pub fn response_failed(&mut self, slot: u32, status: WcStatus, sq: &mut [SendWqe]) {
+        if self.sq_ok(sq) {
+            self.comp.response_failed(slot, status, &self.req, sq);
+        }
+        self.sync_error();
+    }
+
     /// The payload of the request at `psn`, handed out by [`Qp::receive`],
     /// could not be placed: the QP enters the error state and RC answers
     /// the request with a NAK instead of its acknowledgement. Use

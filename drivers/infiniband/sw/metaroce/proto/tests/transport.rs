@@ -861,3 +861,37 @@ fn uc_local_error_fails_at_once() {
     assert!(drain(&mut c, &mut csq).is_empty());
     assert_eq!(statuses(&mut c, &mut csq), [(1, Success), (2, LocProtErr), (3, WrFlushErr)]);
 }
+
+/// A READ whose local buffers went away while its responses arrived: it completes with the
+/// local error even though its last response completed it; a WRITE's slot is ignored.
+#[test]
+fn read_response_that_cannot_be_placed_fails_the_read() {
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(1, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
+    a.post_send(&mut asq, swr(2, SendOp::Read { va: 0, rkey: 1 }, 300)).unwrap();
+    a.post_send(&mut asq, swr(3, SendOp::Send, 10)).unwrap();
+    let mut placed = Vec::new();
+    for d in drain(&mut a, &mut asq) {
+        let pkt = wire(&d, &vec![0x5A; d.payload.len() as usize]);
+        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+    }
+    // The glue places each response as it comes; the last one (which completes the READ)
+    // cannot be placed.
+    for d in drain(&mut b, &mut bsq) {
+        let pkt = wire(&d, &vec![0x5A; d.payload.len() as usize]);
+        let out = a.receive(0, &parse(&pkt).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+        if let Some(p @ Place::ReadResp { slot, offset, .. }) = out.place {
+            placed.push(p);
+            if offset > 0 {
+                a.response_failed(0, LocProtErr, &mut asq);
+                assert!(!a.is_error(), "slot 0 is a WRITE: ignored");
+                a.response_failed(slot, LocProtErr, &mut asq);
+                assert!(a.is_error());
+            }
+        }
+    }
+    assert_eq!(placed.len(), 2);
+    assert_eq!(statuses(&mut a, &mut asq), [(1, Success), (2, LocProtErr), (3, WrFlushErr)]);
+}
