@@ -5,11 +5,12 @@
 #   make kernel      build the test kernel (FLAVOUR=release for the other); make -s kernel-paths
 #   make deps        install pinned dependencies (run by the others)
 #   make bench       release-kernel guests: MetaRoCE vs rdma_rxe vs TCP, out/bench/ (BENCH_QUICK=1: short)
+#   make profile     perf profiles of both guests of each bench pair during a 64 KiB WRITE, out/profile/
 #   make fuzz        libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each (nightly)
 FLAVOUR ?= test
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench sim fuzz clean-cache
+.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile sim fuzz clean-cache
 
 all: demo
 
@@ -46,6 +47,9 @@ bench-deps:
 
 bench:
 	@scripts/bench.sh
+
+profile:
+	@scripts/profile.sh
 
 fuzz:
 	@scripts/fuzz.sh
