@@ -955,7 +955,7 @@ def destroy_case(op, act, desc, wait_all=True, drain=True, check=None, **kw):
     if wait_all:
         out += f"; requests: {gather(f, desc)}"
         if check:
-            check(f["completions"])
+            check(f["completions"], t1)
     else:
         time.sleep(2)
         if drain:  # (not after the context is closed: its CQ is gone)
@@ -976,10 +976,14 @@ def dereg(mr):
 def error_order(err):
     """A check of the requests' statuses when an MR goes away under them (rdma_rxe's order):
     those done before succeed, the first one it hurts ends `err`, the rest are flushed; never a
-    retry exhaustion (both sides are alive) or a success after the error."""
-    def check(wcs):
+    retry exhaustion (both sides are alive) or a success after the error. An MR gone within
+    100 ms of posting must hurt a request (16 MiB in 100 ms is 1.3 Gb/s, far beyond a soft
+    provider under TCG): all of them succeeding then means data went nowhere."""
+    def check(wcs, after_s):
         order = [w.status for w in sorted(wcs, key=lambda w: w.wr_id)]
         ok = next((i for i, s in enumerate(order) if s != e.IBV_WC_SUCCESS), len(order))
+        expect(ok < len(order) or after_s >= 0.1,
+               f"all {len(order)} requests succeeded although the MR went {after_s * 1000:.0f} ms after posting")
         want = [e.IBV_WC_SUCCESS] * ok
         if ok < len(order):
             want += [err] + [e.IBV_WC_WR_FLUSH_ERR] * (len(order) - ok - 1)

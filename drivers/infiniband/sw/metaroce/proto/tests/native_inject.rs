@@ -8,7 +8,10 @@
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, RxDrop, RxEvent, SendStatus};
 use metaroce_proto::mrc_wire::{parse, MrcError, MrcOp, MrcPacket, NakCode, ACK_LEN, DATA_HDR_LEN};
-use metaroce_proto::stream::{MsgDesc, StreamDrop};
+use metaroce_proto::stream::StreamDrop;
+
+mod common;
+use common::write;
 
 fn class(e: MrcError) -> &'static str {
     match e {
@@ -126,17 +129,6 @@ fn deliver(from: &mut C, to: &mut C, now: u64) -> usize {
         n += 1;
     }
     n
-}
-
-fn write(len: u32) -> MsgDesc {
-    MsgDesc {
-        op: MrcOp::Write,
-        len,
-        va: 0x1000,
-        rkey: 5,
-        imm: 0,
-        se: false,
-    }
 }
 
 /// What 56-native-inject.sh expects of each live kind, through the

@@ -7,11 +7,10 @@
 //! that is not `Ok`.
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, DataHdr, MrcOp, MrcPacket, NakCode, MAX_HDR_LEN};
-use metaroce_proto::stream::MsgDesc;
+use metaroce_proto::mrc_wire::{parse, DataHdr, MrcPacket, NakCode, MAX_HDR_LEN};
 
 mod common;
-use common::Rand;
+use common::{write, Rand};
 
 /// `native.rs`: 8 paths, 512 descriptors, 16 streams, K = 32.
 type NativeConn = Conn<8, 512, 8, 16, 32>;
@@ -29,17 +28,6 @@ fn kernel_conn() -> Box<NativeConn> {
     cfg.pto_min_ns = TICK;
     cfg.rto_max_ns = 2_000 * MS;
     Box::new(NativeConn::new(cfg))
-}
-
-fn write(len: u32) -> MsgDesc {
-    MsgDesc {
-        op: MrcOp::Write,
-        len,
-        va: 0x1000,
-        rkey: 5,
-        imm: 0,
-        se: false,
-    }
 }
 
 /// What happened to the requester's messages.

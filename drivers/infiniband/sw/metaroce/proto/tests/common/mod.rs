@@ -7,7 +7,9 @@ use metaroce_proto::bth::Bth;
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, NakCode, Reth, Syndrome};
 use metaroce_proto::opcode::{ExtSet, Opcode};
 use metaroce_proto::packet::Headers;
+use metaroce_proto::mrc_wire::MrcOp;
 use metaroce_proto::psn::{Psn, PSN_MASK};
+use metaroce_proto::stream::MsgDesc;
 use proptest::prelude::*;
 
 pub fn all_opcodes() -> Vec<Opcode> {
@@ -85,5 +87,17 @@ impl Rand {
     /// True with probability `p` per mille.
     pub fn permille(&mut self, p: u64) -> bool {
         self.next() % 1000 < p
+    }
+}
+
+/// A native RDMA WRITE of `len` bytes to (rkey 5, va 0x1000).
+pub fn write(len: u32) -> MsgDesc {
+    MsgDesc {
+        op: MrcOp::Write,
+        len,
+        va: 0x1000,
+        rkey: 5,
+        imm: 0,
+        se: false,
     }
 }
