@@ -15,8 +15,8 @@ use crate::{
 };
 use core::ptr::NonNull;
 
-/// An owned, unbound work queue with a rescuer (`WQ_UNBOUND | WQ_MEM_RECLAIM`), destroyed (after
-/// running every queued item) when dropped.
+/// An owned, unbound work queue with a rescuer (`WQ_UNBOUND | WQ_MEM_RECLAIM`, plus
+/// `WQ_HIGHPRI` if asked), destroyed (after running every queued item) when dropped.
 ///
 /// # Invariants
 ///
@@ -33,12 +33,22 @@ unsafe impl Sync for OwnedQueue {}
 impl OwnedQueue {
     /// Allocates a queue named `name`. Process context, may sleep.
     pub fn new(name: &'static CStr) -> Result<Self> {
+        Self::with_priority(name, false)
+    }
+
+    /// Allocates a queue named `name` whose workers run at high priority (`WQ_HIGHPRI`: the
+    /// kernel's nice -20 worker pools) if `high` is set. Process context, may sleep.
+    pub fn with_priority(name: &'static CStr, high: bool) -> Result<Self> {
+        let mut flags = bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags_WQ_MEM_RECLAIM;
+        if high {
+            flags |= bindings::wq_flags_WQ_HIGHPRI;
+        }
         // SAFETY: The format is "%s" with one NUL-terminated string argument, `name`, which
         // lives for the queue's lifetime (`'static`).
         let wq = unsafe {
             bindings::alloc_workqueue_noprof(
                 c"%s".as_char_ptr(),
-                bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags_WQ_MEM_RECLAIM,
+                flags,
                 0,
                 name.as_char_ptr(),
             )

@@ -283,7 +283,10 @@ impl MetaRoceDev {
                 "metaroce_mr_indices"
             ),
             qps <- new_spinlock_irq!(qp_table()?, "metaroce_qps"),
-            txq: OwnedQueue::new(c"metaroce_tx")?,
+            txq: OwnedQueue::with_priority(
+                c"metaroce_tx",
+                crate::module_parameters::tx_highpri.value() != 0
+            )?,
             tx: TxEngine::new()?,
             timers: Timers::new()?,
             epoch: Instant::now(),

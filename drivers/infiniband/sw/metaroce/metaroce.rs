@@ -45,5 +45,22 @@ kernel::prelude::module! {
                 that send to it (the rate hint in its ACKs), read when a device is added; \
                 0: the netdev's ethtool speed (no hints if it reports none)",
         },
+        rc_max_unacked: u32 {
+            default: 1024,
+            description: "Most unacknowledged PSNs an RC requester of a RoCEv2 device keeps in \
+                flight (1..4194304; rdma_rxe has 128), read when a QP reaches RTR",
+        },
+        tx_inline_batches: u32 {
+            default: 16,
+            description: "Batches of 16 packets a user QP's send doorbell transmits itself, in \
+                the posting process, before the device's transmit worker takes over (0: the \
+                worker sends everything)",
+        },
+        tx_highpri: u32 {
+            default: 1,
+            description: "1: the devices' transmit workers run on a high-priority work queue \
+                (nice -20, like a NIC's transmit engine beside the applications), 0: at normal \
+                priority; read when a device is added",
+        },
     },
 }

@@ -622,6 +622,10 @@ pub(crate) struct MetaRoceQp {
     cap: QpCap,
     /// Whether the QP waits on the device's transmit worker's list.
     pub(crate) tx_queued: AtomicBool,
+    /// Whether a context is pulling and sending the QP's packets (`xmit::transmit`).
+    pub(crate) tx_busy: AtomicBool,
+    /// Whether a context found `tx_busy` set and wants its holder to look again.
+    pub(crate) tx_again: AtomicBool,
     /// Whether the QP is on the device's timer list.
     pub(crate) timer_listed: AtomicBool,
     #[pin]
@@ -753,6 +757,8 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         sq_sig_all,
         cap,
         tx_queued: AtomicBool::new(false),
+        tx_busy: AtomicBool::new(false),
+        tx_again: AtomicBool::new(false),
         timer_listed: AtomicBool::new(false),
         inner <- new_spinlock_irq!(
             QpInner {
@@ -967,6 +973,11 @@ fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
     cfg.retry_cnt = a.retry_cnt;
     cfg.rnr_retry = a.rnr_retry;
     cfg.min_rnr_timer = a.min_rnr_timer;
+    // The requester's PSN window: 1024 by default, 8 times rdma_rxe's 128 (README, "Performance
+    // work": under TCG a 128-packet window, two ACK intervals, left the sender waiting for ACKs).
+    cfg.max_inflight = crate::module_parameters::rc_max_unacked
+        .value()
+        .clamp(1, crate::proto::req::MAX_MSG_PSNS);
     let mut access = pwr::Access::NONE;
     if a.access.contains(AccessFlags::REMOTE_READ) {
         access = access.with(pwr::Access::READ);
@@ -1346,17 +1357,21 @@ fn post_one(
     Ok(())
 }
 
-/// Posts send work requests. Runs with IRQs possibly disabled: no allocation, no sleeping, no
-/// transmission (the device's transmit worker sends).
+/// Posts send work requests. A kernel consumer's post may run with IRQs disabled: no
+/// allocation, no sleeping, no transmission (the device's transmit worker sends). A user QP's
+/// doorbell comes from the uverbs command in process context and may send some packets itself
+/// (`xmit::post_doorbell`).
 pub(crate) fn post_send<'a>(
     qp: &Qp<MetaRoceDriver>,
     wrs: SendWrList<'a, MetaRoceDriver>,
 ) -> Result<(), PostError<SendWr<'a, MetaRoceDriver>>> {
     let mut n = Notify::default();
     let mut res = Ok(());
+    let user;
     {
         let mut g = qp.inner.lock();
-        if g.sq.user.is_some() {
+        user = g.sq.user.is_some();
+        if user {
             // librxe's doorbell: an empty list; the requests are in the send ring. Before RTS
             // the doorbell fails (librxe's `ibv_post_send` returns the error, as rdma_rxe's).
             match g.state {
@@ -1374,7 +1389,12 @@ pub(crate) fn post_send<'a>(
         }
     }
     n.deliver(qp);
-    xmit::schedule(qp);
+    if user {
+        // librxe's doorbell: the uverbs command, process context, no locks held.
+        xmit::post_doorbell(qp);
+    } else {
+        xmit::schedule(qp);
+    }
     res
 }
 

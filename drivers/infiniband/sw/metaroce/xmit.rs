@@ -3,11 +3,14 @@
 //! The transmit side of a MetaRoCE device: a worker on the device's own work queue that pulls
 //! packets from the QPs that have something to send and puts them on the wire.
 //!
-//! `post_send` may run with IRQs disabled (ib_mad posts under a spinlock), so it only marks the
-//! QP and queues the worker ([`schedule`]); the worker runs in process context, where routing
-//! and `ip_local_out` are allowed. A QP is on the worker's list at most once (its `tx_queued`
-//! flag), so the fixed-size list never overflows and scheduling never allocates. The list holds
-//! counted QP references, so a QP being destroyed waits for the worker to let go of it.
+//! A kernel consumer's `post_send` may run with IRQs disabled (ib_mad posts under a spinlock),
+//! so it only marks the QP and queues the worker ([`schedule`]); the worker runs in process
+//! context, where routing and `ip_local_out` are allowed. A user QP's doorbell is a uverbs
+//! command, process context, and may send the first packets itself ([`post_doorbell`]). One
+//! context at a time sends for a QP (a claim in the QP, [`transmit`]). A QP is on the worker's
+//! list at most once (its `tx_queued` flag), so the fixed-size list never overflows and
+//! scheduling never allocates. The list holds counted QP references, so a QP being destroyed
+//! waits for the worker to let go of it.
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::ns;
@@ -154,7 +157,7 @@ impl WorkItem for TxEngine {
             let Some(qp) = this.ready.lock().pop() else { return };
             // Cleared before the batch, so work posted meanwhile schedules the QP again.
             qp.tx_queued.store(false, Ordering::Release);
-            if transmit_batch(&qp) {
+            if transmit(&qp, 1) {
                 // More to send: back to the end of the list.
                 schedule(&qp);
             }
@@ -176,17 +179,53 @@ fn requeue(this: Arc<TxEngine>) {
 /// Sends what `qp` has ready now (at most a few batches), from the caller's context: used when
 /// the QP is destroyed, so that the acknowledgement of a message the consumer has already seen
 /// is not lost with the QP (a ping-pong client exits as soon as its last receive completes,
-/// before the transmit worker ran; the peer would then retry into a QP that is gone). Process
-/// context.
+/// before the transmit worker ran; the peer would then retry into a QP that is gone). If the
+/// worker is sending for the QP at that moment, it sends them instead. Process context.
 pub(crate) fn flush(qp: &Qp<MetaRoceDriver>) {
-    for _ in 0..4 {
-        if !transmit_batch(qp) {
-            return;
-        }
+    transmit(qp, 4);
+}
+
+/// Sends from the posting process what a user QP's doorbell made ready, at most the
+/// `tx_inline_batches` module parameter's number of batches, and leaves the rest to the worker.
+/// The process that posts pays for its own packets, as with rdma_rxe, instead of competing for
+/// the CPU with the worker while it busy-polls its completion queue; the worker still sends
+/// everything that becomes ready later (the peer's ACKs open the window in softirq context).
+/// Process context (the uverbs doorbell), no locks held.
+pub(crate) fn post_doorbell(qp: &Qp<MetaRoceDriver>) {
+    let batches = crate::module_parameters::tx_inline_batches.value() as usize;
+    if batches == 0 || transmit(qp, batches) {
+        schedule(qp);
     }
 }
 
-/// Sends one batch of `qp`'s packets; returns whether it may have more. Process context.
+/// Sends up to `batches` batches of `qp`'s packets as the QP's only transmitter, so that a
+/// QP's packets leave in the order the core numbered them whichever contexts want to send
+/// (the worker, a posting process, a QP being destroyed). A context that finds the QP held
+/// asks the holder to look again when it lets go and returns: nothing waits, nothing is lost.
+/// Returns whether the QP may have more to send. Process context.
+fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize) -> bool {
+    // The claim: `tx_busy` set by its holder; `tx_again` set by whoever found it held. The
+    // sequentially consistent order makes either the holder see `tx_again` after letting go,
+    // or the other context see `tx_busy` clear and take the claim itself.
+    while qp.tx_busy.swap(true, Ordering::SeqCst) {
+        qp.tx_again.store(true, Ordering::SeqCst);
+        if qp.tx_busy.load(Ordering::SeqCst) {
+            return false;
+        }
+    }
+    let mut more = false;
+    for _ in 0..batches {
+        more = transmit_batch(qp);
+        if !more {
+            break;
+        }
+    }
+    qp.tx_busy.store(false, Ordering::SeqCst);
+    more | qp.tx_again.swap(false, Ordering::SeqCst)
+}
+
+/// Sends one batch of `qp`'s packets; returns whether it may have more. Process context, with
+/// the QP's transmit claim held ([`transmit`]).
 fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
     let dev = qp.device();
     let Some(netdev) = dev.netdev(crate::device::PORT) else {
