@@ -76,10 +76,9 @@ static TABLES: [[u32; 256]; 8] = make_tables();
 /// like Linux's `crc32_le()`.
 ///
 /// Slice-by-8: eight bytes per step with eight independent table look-ups,
-/// then byte at a time for the tail. Under QEMU's TCG, where the kernel's
-/// PCLMULQDQ path is emulated instruction by instruction, this is the
-/// cheapest portable form; the byte-at-a-time reference it must agree with
-/// lives in the tests.
+/// then byte at a time for the tail (2.9 instead of 6.5 host instructions
+/// per byte under callgrind). The bit-at-a-time reference it must agree
+/// with lives in the tests.
 pub fn crc32_update(mut crc: u32, data: &[u8]) -> u32 {
     let t = &TABLES;
     let mut chunks = data.chunks_exact(8);
