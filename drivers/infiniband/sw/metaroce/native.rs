@@ -19,7 +19,9 @@
 //!
 //! Locking: a peer's lock is taken before the lock of any QP bound to it, never after (the QP
 //! glue never takes a peer lock while it holds a QP lock: it defers binding changes to
-//! [`crate::qp::Notify::deliver`]). Completion handlers run after both are released.
+//! [`crate::qp::Notify::deliver`]). Completion handlers run after both are released. Packets
+//! are polled from the connection under its lock but built (skb, payload copy under the
+//! sending QP's lock only) after it is dropped.
 //!
 //! UD and UC QPs (QP1 included, so rdma_cm works) of a native device use the RoCEv2 wire.
 
@@ -561,9 +563,59 @@ fn feed(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) 
     }
 }
 
+/// Packets polled from a connection per hold of its lock ([`pull_tx`]).
+const POLL_CHUNK: usize = 4;
+
+/// A packet polled from the connection under its lock, built after the lock is dropped.
+struct Polled {
+    t: crate::proto::conn::Transmit,
+    hdr: [u8; MAX_HDR_LEN],
+    /// The QP bound to the payload's stream when the packet was polled (DATA packets).
+    qp: Option<ARef<Qp<MetaRoceDriver>>>,
+}
+
+/// Builds the skb of `p`: its header, then its payload copied from the sending QP's request
+/// (or, for a READ response, from the local MR it names). Runs without the connection's lock:
+/// the QP glue finds the message by stream and Msn under the QP's own lock, so a message
+/// completed or a stream closed since the packet was polled is `Drop` (the transport no longer
+/// needs that packet).
+fn build(peer: &Peer, headroom: usize, p: &Polled) -> core::result::Result<OutPacket, BuildError> {
+    let t = &p.t;
+    let plen = t.payload.map_or(0, |pl| usize::from(pl.len));
+    let total = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
+    let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom.checked_add(total).ok_or(EINVAL)?, GFP_ATOMIC)?;
+    skb.reserve(headroom)?;
+    let buf = skb.put(total)?;
+    buf[..t.hdr_len].copy_from_slice(p.hdr.get(..t.hdr_len).ok_or(EINVAL)?);
+    if let Some(pl) = t.payload {
+        let q = p.qp.as_ref().ok_or(ENOENT)?;
+        qp::native_payload(q, pl.stream, pl.msn, pl.offset, pl.mr, &mut buf[t.hdr_len..])?;
+    }
+    Ok(OutPacket::native(skb, peer, t.src_port, t.ect))
+}
+
+/// The local data of the request behind `p` could not be read: if `q` still holds the stream,
+/// the request fails with a local protection error, the QP breaks and its stream closes.
+fn local_error(dev: &Device<MetaRoceDriver>, peer: &Peer, q: &ARef<Qp<MetaRoceDriver>>, stream: usize, msn: u32, notes: &mut Notes) {
+    let mut g = peer.inner.lock();
+    let inner = &mut *g;
+    // The stream may have been closed and bound to another QP since the packet was polled.
+    if !stream_qp(dev, inner, stream).is_some_and(|s| core::ptr::eq(&*s, &**q)) {
+        return;
+    }
+    let Some(n) = notes.of(q) else { return };
+    if !qp::native_local_error(q, stream, msn, n) {
+        close(inner, stream);
+    }
+}
+
 /// Pulls up to `out.len()` packets from the connection of the native RC QP `qp` (its own and
 /// those of every QP sharing the connection) and hands out the completions that became
 /// ready. Returns the number of packets. Any context (GFP_ATOMIC skbs).
+///
+/// The connection's lock (interrupts off) is held only to poll [`POLL_CHUNK`] packet
+/// descriptors at a time and for the completion bookkeeping; skbs are allocated and payloads
+/// copied after it is dropped.
 pub(crate) fn pull_tx(
     dev: &Device<MetaRoceDriver>,
     peer: &Arc<Peer>,
@@ -572,32 +624,49 @@ pub(crate) fn pull_tx(
 ) -> usize {
     let mut notes = Notes::new();
     let mut got = 0;
-    let timed;
-    {
-        let mut g = peer.inner.lock();
-        let inner = &mut *g;
-        feed(dev, inner, &mut notes);
-        let now = dev.now_ns();
-        // Room for an atomic request's operands after the header.
-        let mut hdr = [0u8; MAX_HDR_LEN];
-        while got < out.len() {
-            let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else { break };
-            let plen = t.payload.map_or(0, |p| usize::from(p.len));
-            let built = (|| -> core::result::Result<OutPacket, BuildError> {
-                let total = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
-                let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom + total, GFP_ATOMIC)?;
-                skb.reserve(headroom)?;
-                let buf = skb.put(total)?;
-                buf[..t.hdr_len].copy_from_slice(hdr.get(..t.hdr_len).ok_or(EINVAL)?);
-                if let Some(p) = t.payload {
-                    let q = stream_qp(dev, inner, p.stream).ok_or(ENOENT)?;
-                    qp::native_payload(&q, p.stream, p.msn, p.offset, p.mr, &mut buf[t.hdr_len..])?;
-                }
-                Ok(OutPacket::native(skb, peer, t.src_port, t.ect))
-            })();
-            match built {
-                Ok(p) => {
-                    out[got] = Some(p);
+    let mut first = true;
+    loop {
+        let mut polled: [Option<Polled>; POLL_CHUNK] = [const { None }; POLL_CHUNK];
+        let want = POLL_CHUNK.min(out.len() - got);
+        let mut n = 0;
+        let mut timed = None;
+        {
+            let mut g = peer.inner.lock();
+            let inner = &mut *g;
+            if first {
+                feed(dev, inner, &mut notes);
+                first = false;
+            }
+            let now = dev.now_ns();
+            while n < want {
+                // Room for an atomic request's operands after the header.
+                let mut hdr = [0u8; MAX_HDR_LEN];
+                let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else { break };
+                let qp = match t.payload {
+                    Some(pl) => match stream_qp(dev, inner, pl.stream) {
+                        Some(q) => Some(q),
+                        None => {
+                            // The stream's QP is gone: nothing to send from.
+                            dev.count(Counter::SendErr, 1);
+                            continue;
+                        }
+                    },
+                    None => None,
+                };
+                polled[n] = Some(Polled { t, hdr, qp });
+                n += 1;
+            }
+            if n < want || got + n == out.len() {
+                reap(dev, inner, &mut notes);
+                feed(dev, inner, &mut notes);
+                account(dev, inner);
+                timed = Some(inner.conn.next_deadline().is_some());
+            }
+        }
+        for p in polled.iter().flatten() {
+            match build(peer, headroom, p) {
+                Ok(pkt) => {
+                    out[got] = Some(pkt);
                     got += 1;
                 }
                 // The connection resends what it never got acknowledged...
@@ -606,22 +675,19 @@ pub(crate) fn pull_tx(
                 // local protection error and breaks its QP, whose stream closes.
                 Err(BuildError::Gather) => {
                     dev.count(Counter::SendErr, 1);
-                    let Some(p) = t.payload else { continue };
-                    let Some(q) = stream_qp(dev, inner, p.stream) else { continue };
-                    let Some(n) = notes.of(&q) else { continue };
-                    if !qp::native_local_error(&q, p.stream, p.msn, n) {
-                        close(inner, p.stream);
+                    if let (Some(pl), Some(q)) = (p.t.payload, p.qp.as_ref()) {
+                        local_error(dev, peer, q, pl.stream, pl.msn, &mut notes);
                     }
                 }
             }
         }
-        reap(dev, inner, &mut notes);
-        feed(dev, inner, &mut notes);
-        account(dev, inner);
-        timed = inner.conn.next_deadline().is_some();
+        // Dropped references to QPs are released here, outside the lock.
+        drop(polled);
+        if let Some(timed) = timed {
+            notes.deliver(timed);
+            return got;
+        }
     }
-    notes.deliver(timed);
-    got
 }
 
 /// Runs the connection's timers if one is due. Returns whether a deadline is still pending.

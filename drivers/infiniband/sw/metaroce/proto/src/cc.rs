@@ -145,6 +145,9 @@ pub struct RateAlloc<const N: usize> {
     active_ns: u64,
     mss: u32,
     last_seen: [Option<u64>; N],
+    /// Slots from here on were never noted (the scans stop here: a device's
+    /// senders fill slots from 0).
+    used: usize,
 }
 
 impl<const N: usize> RateAlloc<N> {
@@ -156,6 +159,7 @@ impl<const N: usize> RateAlloc<N> {
             active_ns,
             mss,
             last_seen: [None; N],
+            used: 0,
         }
     }
 
@@ -168,6 +172,7 @@ impl<const N: usize> RateAlloc<N> {
     pub fn note(&mut self, slot: usize, now: u64) {
         if let Some(s) = self.last_seen.get_mut(slot) {
             *s = Some(now);
+            self.used = self.used.max(slot.saturating_add(1));
         }
     }
 
@@ -178,13 +183,14 @@ impl<const N: usize> RateAlloc<N> {
         }
     }
 
+    /// The senders ever noted and not forgotten: when each last sent.
+    fn seen(&self) -> impl Iterator<Item = u64> + '_ {
+        self.last_seen.get(..self.used).unwrap_or(&[]).iter().flatten().copied()
+    }
+
     /// Number of senders seen within `window_ns` before `now`.
     fn seen_within(&self, now: u64, window_ns: u64) -> u32 {
-        let n = self
-            .last_seen
-            .iter()
-            .filter(|t| t.is_some_and(|t| now.saturating_sub(t) <= window_ns))
-            .count();
+        let n = self.seen().filter(|&t| now.saturating_sub(t) <= window_ns).count();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
@@ -200,6 +206,11 @@ impl<const N: usize> RateAlloc<N> {
     /// above and every sender at its share is found).
     pub fn active(&self, now: u64) -> u32 {
         let mut n = self.seen_within(now, self.active_ns);
+        // Every sender known is in the fixed window (the usual case): no
+        // wider window can find more.
+        if usize::try_from(n).is_ok_and(|n| n == self.seen().count()) {
+            return n;
+        }
         for _ in 0..ACTIVE_ROUNDS {
             let share = self.usable() / n.max(1);
             let gap = pace_gap_ns(self.mss, share).unwrap_or(0);
@@ -303,5 +314,44 @@ mod tests {
         }
         f.note(7, 1_000_000 - 150_000);
         assert_eq!(f.active(1_000_000), 7);
+    }
+
+    /// The count of active senders as first written: every slot scanned in
+    /// every round.
+    fn active_reference<const N: usize>(r: &RateAlloc<N>, now: u64) -> u32 {
+        let within = |w: u64| {
+            r.last_seen.iter().filter(|t| t.is_some_and(|t| now.saturating_sub(t) <= w)).count() as u32
+        };
+        let mut n = within(r.active_ns);
+        for _ in 0..ACTIVE_ROUNDS {
+            let share = r.usable() / n.max(1);
+            let gap = pace_gap_ns(r.mss, share).unwrap_or(0);
+            let m = within(gap.saturating_mul(ACTIVE_GAPS).max(r.active_ns));
+            if m <= n {
+                break;
+            }
+            n = m;
+        }
+        n
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn active_matches_the_reference(
+            link_log in 0u32..28,
+            active_ns in 1u64..1_000_000,
+            mss in 64u32..9000,
+            // Ages spread over many orders of magnitude, so that senders
+            // fall inside, between and beyond the fixed and widened windows.
+            ops in proptest::collection::vec((0usize..70, 0u32..40, proptest::num::u64::ANY, 0u8..4), 0..40),
+            now in 0u64..1 << 42,
+        ) {
+            let mut r = RateAlloc::<64>::new(1 << link_log, active_ns, mss);
+            for (slot, age_log, bits, what) in ops {
+                let age = bits % (1u64 << age_log).max(1);
+                if what == 0 { r.forget(slot) } else { r.note(slot, now.saturating_sub(age)) }
+                proptest::prop_assert_eq!(r.active(now), active_reference(&r, now));
+            }
+        }
     }
 }

@@ -1306,13 +1306,14 @@ impl<
     pub fn next_deadline(&self) -> Option<u64> {
         let c = &self.cfg;
         let floor = self.new_route_rto_floor();
+        let unsent = self.has_unsent();
         let timers = self
             .paths
             .iter()
             .take(self.npaths())
             .filter_map(|p| {
                 let rto = self.rto_deadline(p, floor);
-                let pto = if self.has_unsent() {
+                let pto = if unsent {
                     p.probe_deadline(c.pto_min_ns)
                 } else {
                     None

@@ -7,7 +7,7 @@
 use super::cc::Aimd;
 use super::mrc_wire::AckPkt;
 use super::offload::CongestionEngine;
-use super::sack::{bit_of, highest_bit, seq_diff, SeqWindow};
+use super::sack::{highest_bit, seq_diff, SeqWindow};
 
 /// Path sequence numbers a path may have outstanding (the SACK span).
 pub const PATH_WINDOW: u32 = 256;
@@ -366,6 +366,34 @@ impl<C: CongestionEngine> TxPath<C> {
         Some(s)
     }
 
+    /// The offsets from `base` of the outstanding seqs before `limit`
+    /// (`seq_diff(seq, limit) < 0`), and whether the caller must still test
+    /// each one. In the 2^31 window "before" is not monotonic over
+    /// `base .. next` for a `limit` about 2^31 away (a forged ACK): then every
+    /// outstanding offset comes with `true`. Otherwise the seqs before `limit`
+    /// are one run from `base` (of length 0 for a `limit` not after `base`,
+    /// all of them for a `limit` beyond `next`), returned exactly.
+    fn before(&self, limit: u32) -> (core::ops::Range<u32>, bool) {
+        const HALF: u32 = 1 << 31;
+        let outstanding = self.next.wrapping_sub(self.base);
+        if outstanding > PATH_WINDOW {
+            return (0..outstanding, true);
+        }
+        let d = limit.wrapping_sub(self.base);
+        if d <= outstanding {
+            // seq - limit = off - d: negative exactly for off < d.
+            (0..d, false)
+        } else if d < HALF {
+            // off - d lies in (-2^31, 0) for every outstanding off.
+            (0..outstanding, false)
+        } else if d.wrapping_neg() <= HALF - outstanding {
+            // limit is base - b with b = -d: off + b lies in [1, 2^31).
+            (0..0, false)
+        } else {
+            (0..outstanding, true)
+        }
+    }
+
     fn advance_base(&mut self) {
         while self.base != self.next {
             match self.slots.get(slot_index(self.base)) {
@@ -400,14 +428,11 @@ impl<C: CongestionEngine> TxPath<C> {
             }
         }
         let mut any = false;
-        // Each outstanding seq is compared on its own: in the 2^31 window,
-        // "before" is not monotonic over base .. next for a CumSeq or a
-        // newest seq 2^31 away (a forged ACK), so a scan may not stop early.
-        let outstanding = self.next.wrapping_sub(self.base);
         // Cumulative part: every seq before CumSeq.
-        for off in 0..outstanding {
+        let (offs, test) = self.before(ack.cum);
+        for off in offs {
             let seq = self.base.wrapping_add(off);
-            if seq_diff(seq, ack.cum) >= 0 {
+            if test && seq_diff(seq, ack.cum) >= 0 {
                 continue;
             }
             if let Some(s) = self.resolve(seq, SlotState::Acked) {
@@ -421,9 +446,13 @@ impl<C: CongestionEngine> TxPath<C> {
             }
         }
         // Selective part.
+        // Selective part: the set bits only, in ascending order.
         let cum1 = ack.cum.wrapping_add(1);
-        for i in 0..PATH_WINDOW {
-            if bit_of(&ack.sack, i) {
+        for (w, word) in (0u32..).zip(ack.sack.iter()) {
+            let mut bits = *word;
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros();
+                bits &= bits - 1;
                 let seq = cum1.wrapping_add(i);
                 if let Some(s) = self.resolve(seq, SlotState::Acked) {
                     any = true;
@@ -445,9 +474,10 @@ impl<C: CongestionEngine> TxPath<C> {
             newest = ack.ack_seq;
         }
         // A gap before it is loss (duplicate threshold 1).
-        for off in 0..outstanding {
+        let (offs, test) = self.before(newest);
+        for off in offs {
             let seq = self.base.wrapping_add(off);
-            if seq_diff(seq, newest) >= 0 {
+            if test && seq_diff(seq, newest) >= 0 {
                 continue;
             }
             if let Some(s) = self.resolve(seq, SlotState::Lost) {
@@ -773,5 +803,44 @@ mod tests {
             p.on_send(d, 1, 0, false);
         }
         assert!(!p.can_send(1));
+    }
+
+    /// `before` against testing each outstanding seq on its own.
+    fn check_before(base: u32, outstanding: u32, limit: u32) {
+        let mut p = path();
+        p.base = base;
+        p.next = base.wrapping_add(outstanding);
+        let (offs, test) = p.before(limit);
+        let naive = |off: u32| seq_diff(base.wrapping_add(off), limit) < 0;
+        let mut got = [false; PATH_WINDOW as usize];
+        for off in offs {
+            assert!(off < outstanding, "offset {off} beyond {outstanding} outstanding");
+            got[off as usize] = !test || naive(off);
+        }
+        for off in 0..outstanding {
+            assert_eq!(got[off as usize], naive(off), "base {base} outstanding {outstanding} limit {limit} off {off}");
+        }
+    }
+
+    #[test]
+    fn before_is_exact_near_every_edge() {
+        const HALF: u32 = 1 << 31;
+        for base in [0, 1, 255, HALF - 7, HALF, HALF + 3, u32::MAX - 2, u32::MAX] {
+            for outstanding in [0, 1, 2, 63, 200, PATH_WINDOW - 1, PATH_WINDOW] {
+                for centre in [0, HALF - PATH_WINDOW, HALF, HALF + PATH_WINDOW, 0u32.wrapping_sub(PATH_WINDOW)] {
+                    for k in 0..600u32 {
+                        let limit = base.wrapping_add(centre).wrapping_add(k).wrapping_sub(300);
+                        check_before(base, outstanding, limit);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn before_is_exact(base: u32, outstanding in 0..=PATH_WINDOW, limit: u32) {
+            check_before(base, outstanding, limit);
+        }
     }
 }
