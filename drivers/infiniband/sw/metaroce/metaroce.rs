@@ -45,6 +45,11 @@ kernel::prelude::module! {
                 that send to it (the rate hint in its ACKs), read when a device is added; \
                 0: the netdev's ethtool speed (no hints if it reports none)",
         },
+        native_rto_min_ms: u32 {
+            default: 10,
+            description: "Shortest retransmission timeout of a native connection's paths in ms \
+                (5..2000, at least one timer tick), read when a connection is created",
+        },
         rc_max_unacked: u32 {
             default: 1024,
             description: "Most unacknowledged PSNs an RC requester of a RoCEv2 device keeps in \

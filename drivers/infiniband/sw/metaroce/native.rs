@@ -410,8 +410,9 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     // several ms under load), and every spurious RTO collapses a path's window and moves
     // it. Loss is found by SACK gaps within an RTT; the RTO is the backstop.
     let tick = u64::from(timer::TICK_MS) * 1_000_000;
-    cfg.rto_min_ns = 2 * tick;
-    cfg.rto_init_ns = 4 * tick;
+    let rto_min_ms = crate::module_parameters::native_rto_min_ms.value().clamp(timer::TICK_MS, 2000);
+    cfg.rto_min_ns = u64::from(rto_min_ms) * 1_000_000;
+    cfg.rto_init_ns = cfg.rto_min_ns.max(4 * tick);
     cfg.pto_min_ns = tick;
     // A software device may sit behind slow or deeply queued links (or a loaded host): an RTO
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464
