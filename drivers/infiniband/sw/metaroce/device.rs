@@ -127,6 +127,9 @@ pub(crate) enum Counter {
     NativeEcnEchoes,
     /// Native rate-hint changes received in ACKs (the receiver's fair share for us changed).
     NativeRateHintChanges,
+    /// Native ACKs that found their path's smoothed RTT beyond the delay target
+    /// (`native_delay_target_us`) without an ECN echo: treated as one.
+    NativeDelaySignals,
     /// Gauge, not a count: the smallest RTT sample of any native path, in microseconds.
     NativeRttMinUs,
     /// Gauge: the mean RTT of the native paths with samples (each path's mean), in microseconds.
@@ -170,6 +173,7 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_ecn_decreases"),
     StatDesc::new(c"native_ecn_echoes"),
     StatDesc::new(c"native_rate_hint_changes"),
+    StatDesc::new(c"native_delay_signals"),
     StatDesc::new(c"native_rtt_min_us"),
     StatDesc::new(c"native_rtt_avg_us"),
 ];

@@ -50,6 +50,12 @@ kernel::prelude::module! {
             description: "Shortest retransmission timeout of a native connection's paths in ms \
                 (5..2000, at least one timer tick), read when a connection is created",
         },
+        native_delay_target_us: u32 {
+            default: 0,
+            description: "Delay signal of native connections: a path whose smoothed RTT exceeds \
+                its smallest by more than this many microseconds decreases its window as on an \
+                ECN echo (0: off, ECN only), read when a connection is created",
+        },
         rc_max_unacked: u32 {
             default: 1024,
             description: "Most unacknowledged PSNs an RC requester of a RoCEv2 device keeps in \

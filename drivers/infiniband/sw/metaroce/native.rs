@@ -212,6 +212,7 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
     dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
     dev.count(Counter::NativeRateHintChanges, d(n.rate_hint_changes, w.rate_hint_changes));
+    dev.count(Counter::NativeDelaySignals, d(n.delay_signals, w.delay_signals));
     trace_paths(dev, inner);
 }
 
@@ -413,6 +414,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     let rto_min_ms = crate::module_parameters::native_rto_min_ms.value().clamp(timer::TICK_MS, 2000);
     cfg.rto_min_ns = u64::from(rto_min_ms) * 1_000_000;
     cfg.rto_init_ns = cfg.rto_min_ns.max(4 * tick);
+    cfg.delay_target_ns = u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
     cfg.pto_min_ns = tick;
     // A software device may sit behind slow or deeply queued links (or a loaded host): an RTO
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464

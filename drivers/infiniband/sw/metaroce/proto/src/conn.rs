@@ -133,6 +133,11 @@ pub struct ConnConfig {
     pub init_cwnd_conn: u32,
     /// Largest connection window in packets.
     pub max_cwnd_conn: u32,
+    /// Delay signal (**our choice**, off by default: 0): a path whose
+    /// smoothed RTT exceeds its smallest sample by more than this is treated
+    /// as if its ACK had echoed ECN marks (section 6.2), for links that mark
+    /// nothing and queue instead.
+    pub delay_target_ns: u64,
 }
 
 impl ConnConfig {
@@ -151,6 +156,7 @@ impl ConnConfig {
             init_cwnd_path: 4,
             init_cwnd_conn: 8,
             max_cwnd_conn: 4096,
+            delay_target_ns: 0,
         }
     }
 }
@@ -369,6 +375,9 @@ pub struct ConnStats {
     pub repaths: u64,
     /// Connection-window decreases on ECN.
     pub conn_ecn_decreases: u64,
+    /// ACKs that found a path's smoothed RTT beyond its delay target
+    /// ([`ConnConfig::delay_target_ns`]) and no new ECN mark.
+    pub delay_signals: u64,
     /// Rate hint changes received.
     pub rate_hint_changes: u64,
 }
@@ -385,6 +394,7 @@ impl ConnStats {
         drops: 0,
         repaths: 0,
         conn_ecn_decreases: 0,
+        delay_signals: 0,
         rate_hint_changes: 0,
     };
 }
@@ -1203,7 +1213,14 @@ impl<
         if p.rtt.min() != 0 && (self.min_rtt == 0 || p.rtt.min() < self.min_rtt) {
             self.min_rtt = p.rtt.min();
         }
-        if ce {
+        let target = self.cfg.delay_target_ns;
+        let queued = target != 0
+            && p.rtt.min() != 0
+            && p.rtt.srtt() > p.rtt.min().saturating_add(target);
+        if queued && !ce {
+            self.stats.delay_signals = self.stats.delay_signals.saturating_add(1);
+        }
+        if ce || queued {
             let srtt = p.rtt.srtt();
             p.cc.on_congestion(now, srtt);
             if self.cc.on_congestion(now, conn_rtt.max(self.min_rtt)) {
@@ -1938,6 +1955,41 @@ mod tests {
             }
             assert!(a.conn_window().0 > 8 * mss);
         }
+    }
+
+    /// The delay signal (`delay_target_ns`): a path whose ACKs start taking
+    /// 400 us instead of 10 us has its window cut, as on ECN; with the target
+    /// 0 (the default) nothing happens, as the window grows on.
+    #[test]
+    fn delay_target_cuts_a_queued_path() {
+        let mut cwnd = [0u32; 2];
+        for (i, target) in [0u64, 100_000].into_iter().enumerate() {
+            let mut cfg = ConnConfig::new(11);
+            cfg.mss = MSS;
+            cfg.paths = 4;
+            cfg.delay_target_ns = target;
+            // An RTO well above the slow ACKs' 400 us: the path keeps its
+            // RTT samples (a timed-out transmission gives none).
+            cfg.rto_min_ns = 2_000_000;
+            let mut a = C::new(cfg);
+            cfg.conn_id = 22;
+            let mut b = C::new(cfg);
+            assert!(a.open_stream(0, 100, 200));
+            assert!(b.open_stream(0, 200, 100));
+            let now = transfer(&mut a, &mut b, 0, (8, 8), [10_000; 4], 0);
+            assert_eq!(a.stats.delay_signals, 0, "target {target}: no queue yet");
+            transfer(&mut a, &mut b, now, (32, 8), [400_000, 10_000, 10_000, 10_000], 0);
+            cwnd[i] = a.path_rtt(0).unwrap().0;
+            let signals = a.stats.delay_signals;
+            if target == 0 {
+                assert_eq!(signals, 0);
+            } else {
+                assert!(signals > 0, "no delay signal");
+            }
+            // The fast paths never cross the target.
+            assert_eq!(a.path_info(1).unwrap().2.timeouts, 0);
+        }
+        assert!(cwnd[1] < cwnd[0], "path 0's window: {} with the target, {} without", cwnd[1], cwnd[0]);
     }
 
     #[test]
