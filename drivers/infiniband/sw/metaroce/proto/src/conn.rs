@@ -1824,9 +1824,15 @@ mod tests {
     const WIRE: usize = 512;
 
     fn pair() -> (C, C) {
+        pair_with(|_| {})
+    }
+
+    /// Two connected connections, `tune` applied to both configurations.
+    fn pair_with(tune: impl Fn(&mut ConnConfig)) -> (C, C) {
         let mut cfg = ConnConfig::new(11);
         cfg.mss = MSS;
         cfg.paths = 4;
+        tune(&mut cfg);
         let mut a = C::new(cfg);
         cfg.conn_id = 22;
         let mut b = C::new(cfg);
@@ -1964,18 +1970,12 @@ mod tests {
     fn delay_target_cuts_a_queued_path() {
         let mut cwnd = [0u32; 2];
         for (i, target) in [0u64, 100_000].into_iter().enumerate() {
-            let mut cfg = ConnConfig::new(11);
-            cfg.mss = MSS;
-            cfg.paths = 4;
-            cfg.delay_target_ns = target;
-            // An RTO well above the slow ACKs' 400 us: the path keeps its
-            // RTT samples (a timed-out transmission gives none).
-            cfg.rto_min_ns = 2_000_000;
-            let mut a = C::new(cfg);
-            cfg.conn_id = 22;
-            let mut b = C::new(cfg);
-            assert!(a.open_stream(0, 100, 200));
-            assert!(b.open_stream(0, 200, 100));
+            let (mut a, mut b) = pair_with(|cfg| {
+                cfg.delay_target_ns = target;
+                // An RTO well above the slow ACKs' 400 us: the path keeps
+                // its RTT samples (a timed-out transmission gives none).
+                cfg.rto_min_ns = 2_000_000;
+            });
             let now = transfer(&mut a, &mut b, 0, (8, 8), [10_000; 4], 0);
             assert_eq!(a.stats.delay_signals, 0, "target {target}: no queue yet");
             transfer(&mut a, &mut b, now, (32, 8), [400_000, 10_000, 10_000, 10_000], 0);
