@@ -205,10 +205,15 @@ impl<const N: usize> RateAlloc<N> {
     /// grows, so the window only shrinks towards the fixed point from
     /// above and every sender at its share is found).
     pub fn active(&self, now: u64) -> u32 {
-        let mut n = self.seen_within(now, self.active_ns);
+        let (mut known, mut within) = (0u32, 0u32);
+        for t in self.seen() {
+            known = known.saturating_add(1);
+            within = within.saturating_add(u32::from(now.saturating_sub(t) <= self.active_ns));
+        }
+        let mut n = within;
         // Every sender known is in the fixed window (the usual case): no
         // wider window can find more.
-        if usize::try_from(n).is_ok_and(|n| n == self.seen().count()) {
+        if n == known {
             return n;
         }
         for _ in 0..ACTIVE_ROUNDS {

@@ -7,7 +7,7 @@
 use super::cc::Aimd;
 use super::mrc_wire::AckPkt;
 use super::offload::CongestionEngine;
-use super::sack::{highest_bit, seq_diff, SeqWindow};
+use super::sack::{highest_bit, seq_diff, set_bits, SeqWindow};
 
 /// Path sequence numbers a path may have outstanding (the SACK span).
 pub const PATH_WINDOW: u32 = 256;
@@ -394,6 +394,19 @@ impl<C: CongestionEngine> TxPath<C> {
         }
     }
 
+    /// Resolves `seq` as acknowledged if it is in flight: the window grows and `ev` hears of
+    /// it. Returns whether it was.
+    fn acked(&mut self, seq: u32, now: u64, ev: &mut impl FnMut(PathEvent)) -> bool {
+        let Some(s) = self.resolve(seq, SlotState::Acked) else { return false };
+        self.cc.on_ack(now, s.len);
+        ev(PathEvent::Acked {
+            dsn: s.dsn,
+            seq,
+            len: s.len,
+        });
+        true
+    }
+
     fn advance_base(&mut self) {
         while self.base != self.next {
             match self.slots.get(slot_index(self.base)) {
@@ -435,35 +448,13 @@ impl<C: CongestionEngine> TxPath<C> {
             if test && seq_diff(seq, ack.cum) >= 0 {
                 continue;
             }
-            if let Some(s) = self.resolve(seq, SlotState::Acked) {
-                any = true;
-                self.cc.on_ack(now, s.len);
-                ev(PathEvent::Acked {
-                    dsn: s.dsn,
-                    seq,
-                    len: s.len,
-                });
-            }
+            any |= self.acked(seq, now, &mut ev);
         }
-        // Selective part.
         // Selective part: the set bits only, in ascending order.
         let cum1 = ack.cum.wrapping_add(1);
-        for (w, word) in (0u32..).zip(ack.sack.iter()) {
-            let mut bits = *word;
-            while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros();
-                bits &= bits - 1;
-                let seq = cum1.wrapping_add(i);
-                if let Some(s) = self.resolve(seq, SlotState::Acked) {
-                    any = true;
-                    self.cc.on_ack(now, s.len);
-                    ev(PathEvent::Acked {
-                        dsn: s.dsn,
-                        seq,
-                        len: s.len,
-                    });
-                }
-            }
+        for i in set_bits(&ack.sack) {
+            let seq = cum1.wrapping_add(i);
+            any |= self.acked(seq, now, &mut ev);
         }
         // Newest sequence number the receiver has seen on this path.
         let mut newest = ack.cum.wrapping_sub(1);

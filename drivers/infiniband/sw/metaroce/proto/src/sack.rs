@@ -145,6 +145,21 @@ fn set_bit(bits: &mut [u64], i: u32) {
     }
 }
 
+/// Indices of the set bits, ascending.
+pub fn set_bits(bits: &[u64]) -> impl Iterator<Item = u32> + '_ {
+    (0u32..).zip(bits.iter()).flat_map(|(w, &word)| {
+        let mut rest = word;
+        core::iter::from_fn(move || {
+            if rest == 0 {
+                return None;
+            }
+            let i = w.saturating_mul(64).saturating_add(rest.trailing_zeros());
+            rest &= rest - 1;
+            Some(i)
+        })
+    })
+}
+
 /// Index of the highest set bit, if any.
 pub fn highest_bit(bits: &[u64]) -> Option<u32> {
     let mut top = None;
@@ -203,6 +218,22 @@ fn shift_down(bits: &mut [u64], n: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_bits_in_order() {
+        let bits = [1u64 | 1 << 63, 0, 1 << 5, 1 << 63];
+        let mut got = [0u32; 8];
+        let mut n = 0;
+        for i in set_bits(&bits) {
+            got[n] = i;
+            n += 1;
+        }
+        assert_eq!(&got[..n], &[0, 63, 133, 255]);
+        assert_eq!(set_bits(&[0u64; 4]).count(), 0);
+        for i in 0..256u32 {
+            assert!(set_bits(&bits).any(|b| b == i) == bit_of(&bits, i), "bit {i}");
+        }
+    }
 
     /// A naive model: a set of received numbers relative to a start.
     fn check(w: &SeqWindow<4>, start: u32, rcv: &[bool]) {
