@@ -7,6 +7,7 @@
 //!              [--burst MEAN:LEN] [--reorder P] [--ecn N] [--buf N]
 //!              [--fail-plane J@US] [--senders M] [--bytes N] [--msg N]
 //!              [--paths N] [--ecmp mod|hash] [--ack-loss P] [--no-hint]
+//!              [--rx-stall PERIOD_US:LEN_US]
 //! ```
 //!
 //! `--senders M` (M > 1) switches to the incast topology: M senders with
@@ -128,6 +129,14 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
                 }
             }
             "--ack-loss" => sc.ack_loss = prob(val)?,
+            "--rx-stall" => {
+                let (p, l) = val.split_once(':').ok_or("--rx-stall takes PERIOD_US:LEN_US")?;
+                let (p, l) = (num(p)? as u64 * 1000, num(l)? as u64 * 1000);
+                if p == 0 || l >= p {
+                    return Err("--rx-stall: 0 < LEN < PERIOD".into());
+                }
+                sc.rx_stall = Some((p, l));
+            }
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -149,7 +158,7 @@ fn show(name: &str, r: &Report, base: &Report) {
     let ratio = r.goodput_mbps / base.goodput_mbps.max(1e-9);
     let rates = r.rates_while_all_active(2 * r.base_rtt_ns);
     println!(
-        "{name:<9} goodput {:>8.2} Gbit/s ({:>5.1}% of lossless {:.2}) | time {:>7} us | pkts {:>6} retx {:>5} rto {:>3} repath {:>3} | queue max {:>4} avg {:>6.2} | jain {:.3}{}",
+        "{name:<9} goodput {:>8.2} Gbit/s ({:>5.1}% of lossless {:.2}) | time {:>7} us | pkts {:>6} retx {:>5} rto {:>3} (spurious {:>3}, late acks {:>5}) repath {:>3} | queue max {:>4} avg {:>6.2} | jain {:.3}{}",
         r.goodput_mbps / 1000.0,
         ratio * 100.0,
         base.goodput_mbps / 1000.0,
@@ -157,6 +166,8 @@ fn show(name: &str, r: &Report, base: &Report) {
         r.packets,
         r.retransmits,
         r.timeouts,
+        r.spurious_rtos,
+        r.late_acks,
         r.repaths,
         r.max_queue(),
         r.avg_queue(),

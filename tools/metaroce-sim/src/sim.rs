@@ -81,6 +81,10 @@ pub struct Scenario {
     pub max_time_ns: u64,
     /// Width of the goodput timeline buckets.
     pub bucket_ns: u64,
+    /// Receiver stalls `(period, length)`: during `[k period, k period +
+    /// length)` the receiver takes no packets (they wait, in order, and it
+    /// sends no ACKs), like a descheduled vCPU under TCG.
+    pub rx_stall: Option<(u64, u64)>,
 }
 
 impl Scenario {
@@ -109,6 +113,7 @@ impl Scenario {
             active_ns: metaroce_proto::cc::ACTIVE_NS,
             max_time_ns: 2_000_000_000,
             bucket_ns: 20_000,
+            rx_stall: None,
         }
     }
 
@@ -221,6 +226,10 @@ pub struct Report {
     pub retransmits: u64,
     /// RTOs.
     pub timeouts: u64,
+    /// RTOs proven spurious.
+    pub spurious_rtos: u64,
+    /// Transmissions declared lost and later proven received.
+    pub late_acks: u64,
     /// Repaths.
     pub repaths: u64,
     /// ECN echoes acted on by paths.
@@ -611,7 +620,12 @@ fn run_inner(sc: Scenario) -> Report {
         match ev.kind {
             Kind::LinkDone(l) => w.link_done(now, l),
             Kind::Arrive(p, hop) => w.arrive(now, p, hop),
-            Kind::ToRecv(p) => w.deliver_rx(now, p),
+            Kind::ToRecv(p) => match w.sc.rx_stall {
+                Some((period, len)) if period > 0 && now % period < len => {
+                    w.push(now - now % period + len, Kind::ToRecv(p));
+                }
+                _ => w.deliver_rx(now, p),
+            },
             Kind::ToSend(i, bytes) => {
                 match &mut w.snd[i] {
                     Snd::Meta(s) => s.on_packet(now, &bytes),
@@ -674,6 +688,8 @@ fn report(w: &World, now: u64, base_rtt: u64) -> Report {
                 for p in 0..usize::from(w.sc.paths) {
                     if let Some((_, _, st)) = s.conn.path_info(p) {
                         r.timeouts += st.timeouts;
+                        r.spurious_rtos += st.spurious_rtos;
+                        r.late_acks += st.late_acks;
                         r.ecn_echoes += st.ecn_echoes;
                     }
                 }

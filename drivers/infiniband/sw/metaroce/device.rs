@@ -130,6 +130,12 @@ pub(crate) enum Counter {
     /// Native ACKs that found their path's smoothed RTT beyond the delay target
     /// (`native_delay_target_us`) without an ECN echo: treated as one.
     NativeDelaySignals,
+    /// Native DATA packets declared lost (SACK gap or RTO) that a later ACK proved received:
+    /// their retransmission is not sent if it is still queued.
+    NativeLateAcks,
+    /// Native RTOs proven spurious (an original transmission acknowledged before anything
+    /// sent after the RTO): the path's window reduction was undone.
+    NativeSpuriousRtos,
     /// Gauge, not a count: the smallest RTT sample of any native path, in microseconds.
     NativeRttMinUs,
     /// Gauge: the mean RTT of the native paths with samples (each path's mean), in microseconds.
@@ -174,6 +180,8 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_ecn_echoes"),
     StatDesc::new(c"native_rate_hint_changes"),
     StatDesc::new(c"native_delay_signals"),
+    StatDesc::new(c"native_late_acks"),
+    StatDesc::new(c"native_spurious_rtos"),
     StatDesc::new(c"native_rtt_min_us"),
     StatDesc::new(c"native_rtt_avg_us"),
 ];

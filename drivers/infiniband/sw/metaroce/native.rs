@@ -184,6 +184,8 @@ struct Figures {
     sack_losses: u64,
     timeouts: u64,
     ecn_echoes: u64,
+    late_acks: u64,
+    spurious_rtos: u64,
     rnr_drops: u64,
 }
 
@@ -195,6 +197,8 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
             now.sack_losses = now.sack_losses.wrapping_add(p.sack_losses);
             now.timeouts = now.timeouts.wrapping_add(p.timeouts);
             now.ecn_echoes = now.ecn_echoes.wrapping_add(p.ecn_echoes);
+            now.late_acks = now.late_acks.wrapping_add(p.late_acks);
+            now.spurious_rtos = now.spurious_rtos.wrapping_add(p.spurious_rtos);
         }
     }
     let was = core::mem::replace(&mut inner.counted, now);
@@ -213,6 +217,8 @@ fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
     dev.count(Counter::NativeRateHintChanges, d(n.rate_hint_changes, w.rate_hint_changes));
     dev.count(Counter::NativeDelaySignals, d(n.delay_signals, w.delay_signals));
+    dev.count(Counter::NativeLateAcks, d(now.late_acks, was.late_acks));
+    dev.count(Counter::NativeSpuriousRtos, d(now.spurious_rtos, was.spurious_rtos));
     trace_paths(dev, inner);
 }
 

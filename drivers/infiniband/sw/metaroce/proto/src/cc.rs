@@ -27,6 +27,9 @@ pub struct Aimd {
     md_q16: u32,
     /// No further decrease before this time (once per RTT).
     hold_until: u64,
+    /// `(cwnd, ssthresh)` before the first timeout since the last
+    /// acknowledgment or decrease, for [`Aimd::undo_timeout`].
+    prior: Option<(u32, u32)>,
 }
 
 impl Aimd {
@@ -51,6 +54,7 @@ impl Aimd {
             max,
             md_q16: if md_q16 > Q16_ONE { Q16_ONE } else { md_q16 },
             hold_until: 0,
+            prior: None,
         }
     }
 
@@ -67,6 +71,7 @@ impl Aimd {
     /// `bytes` were acknowledged: slow start below `ssthresh`, then one MSS
     /// per window's worth of acknowledged bytes.
     pub fn on_ack(&mut self, bytes: u32) {
+        self.prior = None;
         if self.cwnd < self.ssthresh {
             self.cwnd = self.cwnd.saturating_add(bytes).min(self.ssthresh);
         } else {
@@ -85,6 +90,7 @@ impl Aimd {
         if now < self.hold_until {
             return false;
         }
+        self.prior = None;
         let reduced = (u64::from(self.cwnd) * u64::from(self.md_q16)) >> 16;
         self.cwnd = u32::try_from(reduced)
             .unwrap_or(u32::MAX)
@@ -97,9 +103,21 @@ impl Aimd {
 
     /// A retransmission timeout: restart from one MSS in slow start.
     pub fn on_timeout(&mut self) {
+        if self.prior.is_none() {
+            self.prior = Some((self.cwnd, self.ssthresh));
+        }
         self.ssthresh = (self.cwnd / 2).max(self.mss.saturating_mul(2));
         self.cwnd = self.mss;
         self.acc = 0;
+    }
+
+    /// The timeouts since the last acknowledgment or decrease were spurious:
+    /// the window and threshold from before the first of them come back.
+    pub fn undo_timeout(&mut self) {
+        if let Some((cwnd, ssthresh)) = self.prior.take() {
+            self.cwnd = cwnd.clamp(self.mss, self.max);
+            self.ssthresh = ssthresh;
+        }
     }
 }
 

@@ -1816,6 +1816,7 @@ fn push_retx(q: &mut [u32], head: &mut usize, len: &mut usize, dsn: u32) {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::super::mrc_wire::DATA_HDR_LEN;
     use super::*;
 
@@ -1927,6 +1928,62 @@ mod tests {
             while b.poll_completion().is_some() {}
         }
         now
+    }
+
+    /// An RTO that fires while the ACKs are only late (a descheduled
+    /// sender): the ACKs that arrive before the retransmissions leave prove
+    /// the originals received, so nothing is sent again and the paths'
+    /// windows come back.
+    #[test]
+    fn late_acks_cancel_a_spurious_rto() {
+        let (mut a, mut b) = pair();
+        let m = MsgDesc {
+            op: MrcOp::Write,
+            len: 8 * u32::from(MSS),
+            va: 0x1000,
+            rkey: 5,
+            imm: 0,
+            se: false,
+        };
+        assert!(a.post(0, m).is_ok());
+        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
+        let mut acks = std::vec::Vec::new();
+        let mut sent = 0;
+        // Everything the windows allow reaches b; b's ACKs are held back.
+        while let Some(t) = a.poll_transmit(0, &mut buf) {
+            let len = t.hdr_len + t.payload.map_or(0, |d| usize::from(d.len));
+            assert!(b.on_packet(1_000, &buf[..len], false, 50_000, 0).is_ok());
+            sent += 1;
+        }
+        assert!(sent >= 4, "{sent} packets");
+        let mut ack = [0u8; DATA_HDR_LEN + MSS as usize];
+        while let Some(t) = b.poll_transmit(1_000, &mut ack) {
+            acks.push(ack[..t.hdr_len].to_vec());
+        }
+        assert!(!acks.is_empty());
+        // Every path with packets in flight times out.
+        let rto = a.next_deadline().expect("an RTO is armed");
+        a.on_timer(rto);
+        let timeouts: u64 = (0..4).filter_map(|i| a.path_info(i)).map(|p| p.2.timeouts).sum();
+        assert!(timeouts > 0);
+        // The held ACKs arrive before anything is sent again.
+        for ack in &acks {
+            assert!(a.on_packet(rto + 1, ack, false, 50_000, 0).is_ok());
+        }
+        let spurious: u64 = (0..4).filter_map(|i| a.path_info(i)).map(|p| p.2.spurious_rtos).sum();
+        assert_eq!(spurious, timeouts);
+        let mut resent = 0;
+        while let Some(t) = a.poll_transmit(rto + 2, &mut buf) {
+            if t.retx {
+                resent += 1;
+            }
+        }
+        assert_eq!(resent, 0, "retransmissions after the late ACKs");
+        assert_eq!(a.stats.retransmits, 0);
+        assert!(matches!(
+            a.poll_completion(),
+            Some(Completion::Send { status: SendStatus::Ok, .. })
+        ));
     }
 
     #[test]

@@ -86,6 +86,12 @@ pub trait CongestionEngine {
     /// The path's retransmission timer fired (path windows only: the
     /// connection's window sees no timeouts).
     fn on_timeout(&mut self);
+
+    /// The timeouts since the last [`Self::on_ack`] proved spurious (an
+    /// original transmission was acknowledged before anything sent after
+    /// them): the window from before the first of them comes back, unless
+    /// a congestion signal came since.
+    fn undo_timeout(&mut self);
 }
 
 /// The software engine: the AIMD of `transport.rst`, sections 6.2–6.3.
@@ -112,6 +118,10 @@ impl CongestionEngine for Aimd {
 
     fn on_timeout(&mut self) {
         Aimd::on_timeout(self);
+    }
+
+    fn undo_timeout(&mut self) {
+        Aimd::undo_timeout(self);
     }
 }
 

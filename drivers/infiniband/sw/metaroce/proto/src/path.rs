@@ -102,7 +102,16 @@ pub enum PathState {
 enum SlotState {
     InFlight,
     Acked,
+    /// Declared lost by a SACK gap.
     Lost,
+    /// Declared lost by a retransmission timeout.
+    TimedOut,
+}
+
+impl SlotState {
+    const fn lost(self) -> bool {
+        matches!(self, SlotState::Lost | SlotState::TimedOut)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -111,6 +120,10 @@ struct Slot {
     len: u32,
     sent_at: u64,
     state: SlotState,
+    /// For a lost transmission: the path's next sequence number when it was
+    /// declared lost. Every DATA packet whose PathFloor skips it was sent
+    /// later, so carries a PathSeq at or after this ([`TxPath::proven`]).
+    lost_next: u32,
 }
 
 const EMPTY: Slot = Slot {
@@ -118,6 +131,7 @@ const EMPTY: Slot = Slot {
     len: 0,
     sent_at: 0,
     state: SlotState::Acked,
+    lost_next: 0,
 };
 
 /// What happened to a transmission, reported by [`TxPath::on_ack`] and
@@ -168,6 +182,11 @@ pub struct PathStats {
     pub rto_losses: u64,
     /// RTOs.
     pub timeouts: u64,
+    /// Transmissions declared lost that an ACK later proved received.
+    pub late_acks: u64,
+    /// RTOs proven spurious (an original transmission acknowledged before
+    /// anything sent after the RTO), their window reduction undone.
+    pub spurious_rtos: u64,
     /// ECN echo increases seen.
     pub ecn_echoes: u64,
     /// Source port changes.
@@ -187,6 +206,8 @@ impl PathStats {
         sack_losses: 0,
         rto_losses: 0,
         timeouts: 0,
+        late_acks: 0,
+        spurious_rtos: 0,
         ecn_echoes: 0,
         repaths: 0,
         acks: 0,
@@ -221,6 +242,13 @@ pub struct TxPath<C = Aimd> {
     epoch_sent: u16,
     epoch_lost: u16,
     new_route: bool,
+    /// Slots in a lost state whose sequence number is still recent (within
+    /// `PATH_WINDOW` of `next`): 0 skips the search for late proofs.
+    lost_slots: u32,
+    /// CumSeq up to which lost slots were already checked for proof.
+    late_cum: u32,
+    /// `next` at the last RTO, while that RTO may still prove spurious.
+    undo_next: Option<u32>,
 }
 
 fn slot_index(seq: u32) -> usize {
@@ -249,6 +277,9 @@ impl<C: CongestionEngine> TxPath<C> {
             epoch_sent: 0,
             epoch_lost: 0,
             new_route: false,
+            lost_slots: 0,
+            late_cum: 0,
+            undo_next: None,
         }
     }
 
@@ -324,11 +355,16 @@ impl<C: CongestionEngine> TxPath<C> {
     pub fn on_send(&mut self, dsn: u32, len: u32, now: u64, retx: bool) -> u32 {
         let seq = self.next;
         if let Some(s) = self.slots.get_mut(slot_index(seq)) {
+            if s.state.lost() {
+                // Its seq (seq - PATH_WINDOW) is no longer recent.
+                self.lost_slots = self.lost_slots.saturating_sub(1);
+            }
             *s = Slot {
                 dsn,
                 len,
                 sent_at: now,
                 state: SlotState::InFlight,
+                lost_next: 0,
             };
         }
         self.next = seq.wrapping_add(1);
@@ -360,10 +396,108 @@ impl<C: CongestionEngine> TxPath<C> {
             return None;
         }
         slot.state = state;
+        slot.lost_next = self.next;
         let s = *slot;
+        if state.lost() {
+            self.lost_slots = self.lost_slots.saturating_add(1);
+        }
         self.inflight_bytes = self.inflight_bytes.saturating_sub(s.len);
         self.inflight_pkts = self.inflight_pkts.saturating_sub(1);
         Some(s)
+    }
+
+    /// True if `seq`'s slot still describes its transmission: one of the
+    /// last `PATH_WINDOW` sequence numbers sent.
+    fn recent(&self, seq: u32) -> bool {
+        let d = self.next.wrapping_sub(seq);
+        d >= 1 && d <= PATH_WINDOW
+    }
+
+    /// Whether `ack`'s CumSeq proves the lost transmission at `seq` (before
+    /// CumSeq) received rather than skipped through PathFloor. A receiver
+    /// skips `seq` only after a DATA packet whose PathFloor is past it;
+    /// such a packet was sent after `seq` was declared lost, so its PathSeq
+    /// `m` is at or after the slot's `lost_next`, and once the receiver
+    /// took it, CumSeq is past `m` or `m`'s SACK bit is set. So a CumSeq not
+    /// after `lost_next` with no SACK bit at or after it (`newest`, the
+    /// highest bit, before it) shows that no such packet was taken.
+    fn proven(ack: &AckPkt, newest_sacked: Option<u32>, lost_next: u32) -> bool {
+        seq_diff(ack.cum, lost_next) <= 0
+            && newest_sacked.map_or(true, |m| seq_diff(m, lost_next) < 0)
+    }
+
+    /// A lost transmission at `seq` was proven received: it counts as
+    /// acknowledged (no window growth: its bytes left the window when it was
+    /// declared lost) and `ev` hears of it, so that its retransmission, if
+    /// still queued, is not sent. A proof for the last RTO's transmissions
+    /// before anything sent after that RTO is acknowledged shows the RTO
+    /// spurious: its window reduction is undone. Returns whether `seq` was
+    /// lost.
+    fn late(&mut self, seq: u32, ev: &mut impl FnMut(PathEvent)) -> bool {
+        if !self.recent(seq) {
+            return false;
+        }
+        let Some(slot) = self.slots.get_mut(slot_index(seq)) else { return false };
+        if !slot.state.lost() {
+            return false;
+        }
+        let timed_out = slot.state == SlotState::TimedOut;
+        slot.state = SlotState::Acked;
+        let s = *slot;
+        self.lost_slots = self.lost_slots.saturating_sub(1);
+        self.stats.late_acks = self.stats.late_acks.saturating_add(1);
+        if timed_out && self.undo_next.is_some_and(|n| seq_diff(seq, n) < 0) {
+            self.undo_next = None;
+            self.cc.undo_timeout();
+            self.backoff = 0;
+            self.rto_in_row = 0;
+            self.state = PathState::Active;
+            self.stats.spurious_rtos = self.stats.spurious_rtos.saturating_add(1);
+        }
+        ev(PathEvent::Acked {
+            dsn: s.dsn,
+            seq,
+            len: s.len,
+        });
+        true
+    }
+
+    /// Finds the lost transmissions `ack` proves received (AckSeq, SACK
+    /// bits, and CumSeq where [`Self::proven`] allows) and reports them
+    /// through [`Self::late`].
+    fn late_proofs(&mut self, ack: &AckPkt, ev: &mut impl FnMut(PathEvent)) -> bool {
+        if self.lost_slots == 0 {
+            self.late_cum = ack.cum;
+            return false;
+        }
+        let mut any = self.late(ack.ack_seq, ev);
+        let cum1 = ack.cum.wrapping_add(1);
+        for i in set_bits(&ack.sack) {
+            if self.lost_slots == 0 {
+                break;
+            }
+            any |= self.late(cum1.wrapping_add(i), ev);
+        }
+        let newest = highest_bit(&ack.sack).map(|h| cum1.wrapping_add(h));
+        // CumSeq: the recent seqs from the last CumSeq checked up to this one.
+        let oldest = self.next.wrapping_sub(PATH_WINDOW);
+        let from = if seq_diff(self.late_cum, oldest) > 0 {
+            self.late_cum
+        } else {
+            oldest
+        };
+        if seq_diff(ack.cum, from) > 0 {
+            let mut seq = from;
+            while seq != ack.cum && self.lost_slots > 0 {
+                let lost_next = self.slots.get(slot_index(seq)).map_or(0, |s| s.lost_next);
+                if self.recent(seq) && Self::proven(ack, newest, lost_next) {
+                    any |= self.late(seq, ev);
+                }
+                seq = seq.wrapping_add(1);
+            }
+            self.late_cum = ack.cum;
+        }
+        any
     }
 
     /// The offsets from `base` of the outstanding seqs before `limit`
@@ -398,6 +532,10 @@ impl<C: CongestionEngine> TxPath<C> {
     /// it. Returns whether it was.
     fn acked(&mut self, seq: u32, now: u64, ev: &mut impl FnMut(PathEvent)) -> bool {
         let Some(s) = self.resolve(seq, SlotState::Acked) else { return false };
+        if self.undo_next.is_some_and(|n| seq_diff(seq, n) >= 0) {
+            // Something sent after the last RTO arrived first: not spurious.
+            self.undo_next = None;
+        }
         self.cc.on_ack(now, s.len);
         ev(PathEvent::Acked {
             dsn: s.dsn,
@@ -440,7 +578,10 @@ impl<C: CongestionEngine> TxPath<C> {
                 }
             }
         }
-        let mut any = false;
+        // Transmissions declared lost that this ACK proves received; first,
+        // so that an RTO proven spurious is undone before acknowledgments of
+        // later transmissions could disarm that.
+        let mut any = self.late_proofs(ack, &mut ev);
         // Cumulative part: every seq before CumSeq.
         let (offs, test) = self.before(ack.cum);
         for off in offs {
@@ -528,13 +669,14 @@ impl<C: CongestionEngine> TxPath<C> {
     pub fn on_timeout(&mut self, mut ev: impl FnMut(PathEvent)) {
         let mut seq = self.base;
         while self.in_window(seq) {
-            if let Some(s) = self.resolve(seq, SlotState::Lost) {
+            if let Some(s) = self.resolve(seq, SlotState::TimedOut) {
                 self.count_loss(true);
                 ev(PathEvent::Lost { dsn: s.dsn, seq });
             }
             seq = seq.wrapping_add(1);
         }
         self.advance_base();
+        self.undo_next = Some(self.next);
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.probe = Probe::Armed;
         self.cc.on_timeout();
@@ -600,6 +742,7 @@ impl RxPath {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::super::cc::MD_ECN_PATH;
     use super::*;
 
@@ -832,6 +975,157 @@ mod tests {
         #[test]
         fn before_is_exact(base: u32, outstanding in 0..=PATH_WINDOW, limit: u32) {
             check_before(base, outstanding, limit);
+        }
+    }
+
+    /// Every Acked event of one ACK: (seq, dsn) pairs.
+    fn acked_seqs(p: &mut TxPath, ack: &AckPkt, now: u64) -> std::vec::Vec<u32> {
+        let mut v = std::vec::Vec::new();
+        p.on_ack(ack, now, |e| {
+            if let PathEvent::Acked { seq, .. } = e {
+                v.push(seq);
+            }
+        });
+        v
+    }
+
+    /// The receiver takes DATA packet `seq` sent with PathFloor `floor`.
+    fn take(rx: &mut RxPath, seq: u32, floor: u32) {
+        rx.win.advance_to(floor);
+        rx.win.mark(seq);
+        rx.ack_seq = seq;
+    }
+
+    #[test]
+    fn spurious_rto_is_undone() {
+        let mut p = path();
+        let mut rx = RxPath::default();
+        let mut floors = [0u32; 8];
+        for d in 0..8 {
+            floors[d as usize] = p.floor();
+            p.on_send(100 + d, 1000, 0, false);
+        }
+        let cwnd = p.cc.cwnd();
+        p.on_timeout(|_| {});
+        assert_eq!(p.cc.cwnd(), 1000);
+        assert_eq!(p.state, PathState::Recovering);
+        // The originals were only late: the first ACK proves seq 0 received
+        // before anything sent after the RTO.
+        take(&mut rx, 0, floors[0]);
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 5), [0]);
+        assert_eq!(p.stats.spurious_rtos, 1);
+        assert_eq!(p.cc.cwnd(), cwnd);
+        assert_eq!(p.state, PathState::Active);
+        // The rest arrive together: CumSeq 8 proves them all (no DATA sent
+        // after the RTO reached the receiver, so nothing was skipped).
+        for s in 1..8 {
+            take(&mut rx, s, floors[s as usize]);
+        }
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 6), [7, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(p.stats.late_acks, 8);
+        assert_eq!(p.lost_slots, 0);
+        // Once only.
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 7), []);
+    }
+
+    #[test]
+    fn genuine_rto_is_kept_and_skips_prove_nothing() {
+        let mut p = path();
+        let mut rx = RxPath::default();
+        for d in 0..8 {
+            p.on_send(100 + d, 1000, 0, false);
+        }
+        p.on_timeout(|_| {});
+        // Only the retransmission (seq 8, floor 8) arrives: the receiver
+        // skips 0..8 through the floor. CumSeq 9 proves nothing about them.
+        let floor = p.floor();
+        assert_eq!(floor, 8);
+        p.on_send(100, 1000, 10, true);
+        take(&mut rx, 8, floor);
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 20), [8]);
+        assert_eq!(p.stats.late_acks, 0);
+        assert_eq!(p.stats.spurious_rtos, 0);
+        // An original arriving after that is proven by its AckSeq, but the
+        // RTO is not undone: a later transmission was acknowledged first.
+        take(&mut rx, 3, 0);
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 21), [3]);
+        assert_eq!(p.stats.late_acks, 1);
+        assert_eq!(p.stats.spurious_rtos, 0);
+        assert!(p.cc.cwnd() < 4000);
+    }
+
+    #[test]
+    fn sack_loss_then_late_arrival() {
+        let mut p = path();
+        let mut rx = RxPath::default();
+        for d in 0..4 {
+            p.on_send(100 + d, 1000, 0, false);
+        }
+        take(&mut rx, 2, 0);
+        assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 5), [1, 2]);
+        // 0 and 1 were reordered, not lost.
+        take(&mut rx, 1, 0);
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 6), [1]);
+        take(&mut rx, 0, 0);
+        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 7), [0]);
+        assert_eq!(p.stats.late_acks, 2);
+        assert_eq!(p.stats.spurious_rtos, 0);
+    }
+
+    proptest::proptest! {
+        /// Whatever the network does to DATA and ACKs and whenever RTOs
+        /// fire, a transmission is reported acknowledged only if the
+        /// receiver took it, and once.
+        #[test]
+        fn acknowledged_only_if_received(ops in proptest::collection::vec((0u8..6, 0u16..512), 1..400)) {
+            let mut p = path();
+            let mut rx = RxPath::default();
+            let mut wire: std::vec::Vec<(u32, u32)> = std::vec::Vec::new();
+            let mut acks: std::vec::Vec<AckPkt> = std::vec::Vec::new();
+            let mut received = std::collections::BTreeSet::new();
+            let mut reported = std::collections::BTreeSet::new();
+            let mut now = 0u64;
+            for (op, arg) in ops {
+                now += 1;
+                match op {
+                    0 | 1 => if p.can_send(1000) {
+                        let floor = p.floor();
+                        let seq = p.on_send(u32::from(arg), 1000, now, false);
+                        wire.push((seq, floor));
+                    },
+                    2 => if !wire.is_empty() {
+                        let (seq, floor) = wire.remove(usize::from(arg) % wire.len());
+                        // As the connection takes DATA (transport.rst, section 4): a
+                        // packet below CumSeq is still delivered (deduplicated by Dsn).
+                        rx.win.advance_to(floor);
+                        if !rx.win.fits(seq) {
+                            continue;
+                        }
+                        rx.win.mark(seq);
+                        received.insert(seq);
+                        rx.ack_seq = seq;
+                        if arg % 3 != 0 {
+                            acks.push(rx.ack(0, 1, 0));
+                        }
+                    },
+                    3 => if !acks.is_empty() {
+                        let ack = acks.remove(usize::from(arg) % acks.len());
+                        let mut bad = None;
+                        p.on_ack(&ack, now, |e| if let PathEvent::Acked { seq, .. } = e {
+                            if !received.contains(&seq) || !reported.insert(seq) {
+                                bad = Some(seq);
+                            }
+                        });
+                        proptest::prop_assert!(bad.is_none(), "seq {:?} reported but not received, or twice", bad);
+                    },
+                    4 => if p.inflight_pkts() > 0 && arg % 4 == 0 {
+                        p.on_timeout(|_| {});
+                    },
+                    _ => if !wire.is_empty() && arg % 2 == 0 {
+                        wire.remove(usize::from(arg) % wire.len());
+                    },
+                }
+            }
         }
     }
 }

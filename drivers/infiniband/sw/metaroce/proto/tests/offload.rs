@@ -45,6 +45,7 @@ struct NicEngine {
     acked: u32,
     marked: bool,
     hold_until: u64,
+    prior: Option<u32>,
     hooks: Hooks,
 }
 
@@ -59,6 +60,7 @@ impl CongestionEngine for NicEngine {
             acked: 0,
             marked: false,
             hold_until: 0,
+            prior: None,
             hooks: Hooks::default(),
         }
     }
@@ -70,6 +72,7 @@ impl CongestionEngine for NicEngine {
 
     fn on_ack(&mut self, _now: u64, bytes: u32) {
         self.hooks.acks += 1;
+        self.prior = None;
         self.hooks.acked_bytes += u64::from(bytes);
         self.acked = self.acked.saturating_add(bytes);
         if self.acked >= self.cwnd {
@@ -84,6 +87,7 @@ impl CongestionEngine for NicEngine {
 
     fn on_congestion(&mut self, now: u64, rtt_ns: u64) -> bool {
         self.hooks.congestions += 1;
+        self.prior = None;
         self.marked = true;
         if now < self.hold_until {
             return false;
@@ -97,8 +101,15 @@ impl CongestionEngine for NicEngine {
 
     fn on_timeout(&mut self) {
         self.hooks.timeouts += 1;
+        self.prior.get_or_insert(self.cwnd);
         self.cwnd = (self.cwnd / 2).max(self.mss);
         self.acked = 0;
+    }
+
+    fn undo_timeout(&mut self) {
+        if let Some(cwnd) = self.prior.take() {
+            self.cwnd = cwnd;
+        }
     }
 }
 
