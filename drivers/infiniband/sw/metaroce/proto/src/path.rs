@@ -410,7 +410,7 @@ impl<C: CongestionEngine> TxPath<C> {
     /// last `PATH_WINDOW` sequence numbers sent.
     fn recent(&self, seq: u32) -> bool {
         let d = self.next.wrapping_sub(seq);
-        d >= 1 && d <= PATH_WINDOW
+        (1..=PATH_WINDOW).contains(&d)
     }
 
     /// Whether `ack`'s CumSeq proves the lost transmission at `seq` (before
