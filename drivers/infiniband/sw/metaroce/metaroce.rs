@@ -56,6 +56,13 @@ kernel::prelude::module! {
                 its smallest by more than this many microseconds decreases its window as on an \
                 ECN echo (0: off, ECN only), read when a connection is created",
         },
+        native_late_acks: u32 {
+            default: 1,
+            description: "1: native connections count a transmission declared lost as \
+                acknowledged when an ACK proves it received, and undo an RTO proven spurious \
+                (Documentation/metaroce/transport.rst 5.5.1); 0: off (to measure what it \
+                changes); read when a connection is created",
+        },
         rc_max_unacked: u32 {
             default: 1024,
             description: "Most unacknowledged PSNs an RC requester of a RoCEv2 device keeps in \

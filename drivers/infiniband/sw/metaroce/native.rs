@@ -421,6 +421,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     cfg.rto_min_ns = u64::from(rto_min_ms) * 1_000_000;
     cfg.rto_init_ns = cfg.rto_min_ns.max(4 * tick);
     cfg.delay_target_ns = u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
+    cfg.late_acks = crate::module_parameters::native_late_acks.value() != 0;
     cfg.pto_min_ns = tick;
     // A software device may sit behind slow or deeply queued links (or a loaded host): an RTO
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464

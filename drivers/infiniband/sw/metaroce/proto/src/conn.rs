@@ -138,6 +138,9 @@ pub struct ConnConfig {
     /// as if its ACK had echoed ECN marks (section 6.2), for links that mark
     /// nothing and queue instead.
     pub delay_target_ns: u64,
+    /// Late acknowledgments and spurious-RTO undo (section 5.5.1, **our
+    /// choice**, on by default); off only to measure what they change.
+    pub late_acks: bool,
 }
 
 impl ConnConfig {
@@ -157,6 +160,7 @@ impl ConnConfig {
             init_cwnd_conn: 8,
             max_cwnd_conn: 4096,
             delay_target_ns: 0,
+            late_acks: true,
         }
     }
 }
@@ -563,9 +567,14 @@ impl<
     }
 
     /// The connection of `cfg` with these paths and connection window.
-    const fn assemble(cfg: ConnConfig, paths: [TxPath<C>; P], cc: C) -> Self {
+    const fn assemble(cfg: ConnConfig, mut paths: [TxPath<C>; P], cc: C) -> Self {
         let () = SizeCheck::<D, DW>::OK;
         let () = ShapeCheck::<P, S, K>::OK;
+        let mut i = 0;
+        while i < P {
+            paths[i].late_acks = cfg.late_acks;
+            i += 1;
+        }
         Conn {
             cfg,
             state: ConnState::Idle,
@@ -619,6 +628,7 @@ impl<
         for (i, p) in self.paths.iter_mut().enumerate() {
             p.port = initial_port(cfg.port_seed, u32::try_from(i).unwrap_or(0));
             p.cc = C::start(Window::Path, mss, cfg.init_cwnd_path, PATH_WINDOW);
+            p.late_acks = cfg.late_acks;
         }
         self.cc = C::start(Window::Conn, mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn);
         self.port_rng = cfg.port_seed | 1;
@@ -1934,9 +1944,10 @@ mod tests {
     /// sender): the ACKs that arrive before the retransmissions leave prove
     /// the originals received, so nothing is sent again and the paths'
     /// windows come back.
-    #[test]
-    fn late_acks_cancel_a_spurious_rto() {
-        let (mut a, mut b) = pair();
+    /// Returns the retransmissions sent after the late ACKs and the RTOs
+    /// found spurious, with `late_acks` on or off.
+    fn spurious_rto(late_acks: bool) -> (u32, u64) {
+        let (mut a, mut b) = pair_with(|c| c.late_acks = late_acks);
         let m = MsgDesc {
             op: MrcOp::Write,
             len: 8 * u32::from(MSS),
@@ -1971,19 +1982,28 @@ mod tests {
             assert!(a.on_packet(rto + 1, ack, false, 50_000, 0).is_ok());
         }
         let spurious: u64 = (0..4).filter_map(|i| a.path_info(i)).map(|p| p.2.spurious_rtos).sum();
-        assert_eq!(spurious, timeouts);
+        assert_eq!(spurious, if late_acks { timeouts } else { 0 });
         let mut resent = 0;
         while let Some(t) = a.poll_transmit(rto + 2, &mut buf) {
             if t.retx {
                 resent += 1;
             }
         }
-        assert_eq!(resent, 0, "retransmissions after the late ACKs");
-        assert_eq!(a.stats.retransmits, 0);
-        assert!(matches!(
-            a.poll_completion(),
-            Some(Completion::Send { status: SendStatus::Ok, .. })
-        ));
+        if late_acks {
+            assert_eq!(a.stats.retransmits, 0);
+            assert!(matches!(
+                a.poll_completion(),
+                Some(Completion::Send { status: SendStatus::Ok, .. })
+            ));
+        }
+        (resent, spurious)
+    }
+
+    #[test]
+    fn late_acks_cancel_a_spurious_rto() {
+        assert_eq!(spurious_rto(true).0, 0, "retransmissions after the late ACKs");
+        // Without them every packet in flight at the RTO is sent again.
+        assert!(spurious_rto(false).0 >= 4);
     }
 
     #[test]

@@ -229,6 +229,8 @@ pub struct TxPath<C = Aimd> {
     pub rtt: Rtt,
     /// Counters.
     pub stats: PathStats,
+    /// Late acknowledgments and spurious-RTO undo on (section 5.5.1).
+    pub late_acks: bool,
     base: u32,
     next: u32,
     slots: [Slot; PATH_WINDOW as usize],
@@ -264,6 +266,7 @@ impl<C: CongestionEngine> TxPath<C> {
             cc,
             rtt: Rtt::NONE,
             stats: PathStats::ZERO,
+            late_acks: true,
             base: 0,
             next: 0,
             slots: [EMPTY; PATH_WINDOW as usize],
@@ -466,7 +469,7 @@ impl<C: CongestionEngine> TxPath<C> {
     /// bits, and CumSeq where [`Self::proven`] allows) and reports them
     /// through [`Self::late`].
     fn late_proofs(&mut self, ack: &AckPkt, ev: &mut impl FnMut(PathEvent)) -> bool {
-        if self.lost_slots == 0 {
+        if self.lost_slots == 0 || !self.late_acks {
             self.late_cum = ack.cum;
             return false;
         }
