@@ -21,6 +21,8 @@ result() { # ok|not-ok|skip NAME [DETAIL]
 }
 step() { echo "# === $* ($(( $(date +%s) - t_start )) s)"; }
 finish() {
+  # Failing tests' output again at the end, where a truncated CI log still shows it.
+  if [ -s "$OUT/failures.log" ]; then echo "# --- output of the failing tests (also above) ---"; tail -n 80 "$OUT/failures.log"; fi
   echo "# total $(( $(date +%s) - t_start )) s; logs in $OUT"
   echo "1..$n"
   echo "$passed passed, $failed failed, $skipped skipped"
@@ -68,8 +70,9 @@ collect() { # GUEST_DIR
   local d=$1 g line st rest; g=$(basename "$1")
   if [ -f "$d/output.log" ]; then
     # A failing test's own output (the '# ' lines before its result) is shown, the rest kept in the log.
-    awk '/^# / { buf = buf "#   " substr($0, 3) "\n"; next } /^not ok / { printf "%s", buf } /^(ok|not ok) / { buf = "" }' \
-      "$d/output.log" | tail -n 40
+    awk -v g="$g" '/^# / { buf = buf "#   " substr($0, 3) "\n"; next }
+      /^not ok / { printf "%s# (the output above is %s: %s)\n", buf, g, $0 } /^(ok|not ok) / { buf = "" }' \
+      "$d/output.log" | tail -n 40 | tee -a "$OUT/failures.log"
     while read -r line; do
       st=${line%% [0-9]*}; rest=$(echo "$line" | sed -E 's/^(ok|not ok) [0-9]+ //')
       case "$st:$rest" in

@@ -57,11 +57,11 @@ kernel::prelude::module! {
                 ECN echo (0: off, ECN only), read when a connection is created",
         },
         native_late_acks: u32 {
-            default: 1,
+            default: 0,
             description: "1: native connections count a transmission declared lost as \
                 acknowledged when an ACK proves it received, and undo an RTO proven spurious \
-                (Documentation/metaroce/transport.rst 5.5.1); 0: off (to measure what it \
-                changes); read when a connection is created",
+                (Documentation/metaroce/transport.rst 5.5.1); 0 (default until a stall seen \
+                once in CI is ruled out): off; read when a connection is created",
         },
         rc_max_unacked: u32 {
             default: 1024,
