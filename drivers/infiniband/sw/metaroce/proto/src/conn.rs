@@ -1839,6 +1839,18 @@ mod tests {
     }
 
     /// Two connected connections, `tune` applied to both configurations.
+    /// A WRITE of `len` bytes to 0x1000 under rkey 5.
+    fn write_at_0x1000(len: u32) -> MsgDesc {
+        MsgDesc {
+            op: MrcOp::Write,
+            len,
+            va: 0x1000,
+            rkey: 5,
+            imm: 0,
+            se: false,
+        }
+    }
+
     fn pair_with(tune: impl Fn(&mut ConnConfig)) -> (C, C) {
         let mut cfg = ConnConfig::new(11);
         cfg.mss = MSS;
@@ -1877,14 +1889,7 @@ mod tests {
         while done < msgs {
             assert!(now < 1_000_000_000, "stuck after {done} messages");
             while posted < msgs {
-                let m = MsgDesc {
-                    op: MrcOp::Write,
-                    len: pkts * u32::from(MSS),
-                    va: 0x1000,
-                    rkey: 5,
-                    imm: 0,
-                    se: false,
-                };
+                let m = write_at_0x1000(pkts * u32::from(MSS));
                 if a.post(0, m).is_err() {
                     break;
                 }
@@ -1948,14 +1953,7 @@ mod tests {
     /// found spurious, with `late_acks` on or off.
     fn spurious_rto(late_acks: bool) -> (u32, u64) {
         let (mut a, mut b) = pair_with(|c| c.late_acks = late_acks);
-        let m = MsgDesc {
-            op: MrcOp::Write,
-            len: 8 * u32::from(MSS),
-            va: 0x1000,
-            rkey: 5,
-            imm: 0,
-            se: false,
-        };
+        let m = write_at_0x1000(8 * u32::from(MSS));
         assert!(a.post(0, m).is_ok());
         let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
         let mut acks = std::vec::Vec::new();
@@ -2086,14 +2084,7 @@ mod tests {
         assert_eq!(a.new_route_rto_floor(), slow);
         // A packet sent on the new route is not declared lost after the
         // path's own (fast) RTO, only after the slow path's.
-        let m = MsgDesc {
-            op: MrcOp::Write,
-            len: 16 * u32::from(MSS),
-            va: 0x1000,
-            rkey: 5,
-            imm: 0,
-            se: false,
-        };
+        let m = write_at_0x1000(16 * u32::from(MSS));
         a.post(0, m).unwrap();
         let mut buf = [0u8; DATA_HDR_LEN];
         while a.poll_transmit(now, &mut buf).is_some() {}
