@@ -271,7 +271,7 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     assert!(!refusing.contains(&(p.stream, p.msn)), "refused message placed: {p:?}");
                     let key_ok = p.rkey == RKEY || live.contains(&p.rkey);
                     let bad = p.op.is_write()
-                        && (!key_ok || p.va.checked_sub(BASE).is_none_or(|o| o + u64::from(lens[&(p.stream, p.msn)]) > 2 * REGION));
+                        && (!key_ok || !p.va.checked_sub(BASE).is_some_and(|o| o + u64::from(lens[&(p.stream, p.msn)]) <= 2 * REGION));
                     assert!(p.invalidate.is_none() || p.op == MrcOp::SendInv, "{p:?}");
                     if let Some(k) = p.invalidate {
                         // The glue: invalidate the window, or refuse the message.
