@@ -21,7 +21,7 @@ result() { # ok|not-ok|skip NAME [DETAIL]
 }
 step() { echo "# === $* ($(( $(date +%s) - t_start )) s)"; }
 finish() {
-  # Failing tests' output again at the end, where a truncated CI log still shows it.
+  # Failing tests' output and console bug lines again at the end, where a truncated CI log still shows it.
   if [ -s "$OUT/failures.log" ]; then echo "# --- output of the failing tests (also above) ---"; tail -n 80 "$OUT/failures.log"; fi
   echo "# total $(( $(date +%s) - t_start )) s; logs in $OUT"
   echo "1..$n"
@@ -89,7 +89,7 @@ collect() { # GUEST_DIR
   else result ok "$g: guest finished"; fi
   local bugs; bugs=$(console_bugs "$d/console.log" 2>/dev/null)
   if [ -z "$bugs" ]; then result ok "$g: console clean"
-  else echo "$bugs" | head -20 | sed 's/^/# /'; result not-ok "$g: console clean" "$(echo "$bugs" | wc -l) bug line(s) in $d/console.log"; fi
+  else echo "$bugs" | head -20 | sed "s/^/# $g console: /" | tee -a "$OUT/failures.log"; result not-ok "$g: console clean" "$(echo "$bugs" | wc -l) bug line(s) in $d/console.log"; fi
 }
 
 step "shape (a): one test-kernel guest, namespaces as hosts"

@@ -1838,8 +1838,8 @@ mod tests {
         pair_with(|_| {})
     }
 
-    /// Two connected connections, `tune` applied to both configurations.
-    /// A WRITE of `len` bytes to 0x1000 under rkey 5.
+    /// A WRITE of `len` bytes to 0x1000 under rkey 5 (tests/common's `write`, which
+    /// the crate's own unit tests cannot reach).
     fn write_at_0x1000(len: u32) -> MsgDesc {
         MsgDesc {
             op: MrcOp::Write,
@@ -1851,6 +1851,7 @@ mod tests {
         }
     }
 
+    /// Two connected connections, `tune` applied to both configurations.
     fn pair_with(tune: impl Fn(&mut ConnConfig)) -> (C, C) {
         let mut cfg = ConnConfig::new(11);
         cfg.mss = MSS;
