@@ -423,6 +423,11 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     cfg.delay_target_ns = u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
     cfg.late_acks = crate::module_parameters::native_late_acks.value() != 0;
     cfg.pto_min_ns = tick;
+    // The pacer is polled on ACKs, doorbells and the timer tick: with no credit a sender
+    // polled late (a tick after its gap ended) sent one packet per poll, one per ACK, and a
+    // lone 1 MiB SEND crawled at one packet per RTT (5.5 s under TCG). A tick of credit
+    // keeps the hinted rate with the tick's granularity.
+    cfg.pace_burst_ns = tick;
     // A software device may sit behind slow or deeply queued links (or a loaded host): an RTO
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464
     // RTOs for 1793 packets over four 300 kbit/s links, whose queues hold 400 ms).

@@ -141,6 +141,10 @@ pub struct ConnConfig {
     /// Late acknowledgments and spurious-RTO undo (section 5.5.1, **our
     /// choice**, on by default); off only to measure what they change.
     pub late_acks: bool,
+    /// Pacer credit (section 6.4, **our choice**, 0 by default): a sender
+    /// polled later than its pacing schedule allows (a coarse timer, an
+    /// idle spell) may catch up on at most this much sending time at once.
+    pub pace_burst_ns: u64,
 }
 
 impl ConnConfig {
@@ -161,6 +165,7 @@ impl ConnConfig {
             max_cwnd_conn: 4096,
             delay_target_ns: 0,
             late_acks: true,
+            pace_burst_ns: 0,
         }
     }
 }
@@ -1705,7 +1710,8 @@ impl<
         };
         let src_port = p.port;
         if let Some(gap) = pace_gap_ns(wire_len, self.paced_rate()) {
-            self.pace_from = self.pace_next.max(now);
+            // A sender behind its schedule catches up by at most the burst.
+            self.pace_from = self.pace_next.max(now.saturating_sub(self.cfg.pace_burst_ns));
             self.pace_len = wire_len;
             self.pace_next = self.pace_from.saturating_add(gap);
         }
@@ -2003,6 +2009,61 @@ mod tests {
         assert_eq!(spurious_rto(true).0, 0, "retransmissions after the late ACKs");
         // Without them every packet in flight at the RTO is sent again.
         assert!(spurious_rto(false).0 >= 4);
+    }
+
+    /// Data packets a sends at the rate hint `hint` (kbit/s) with pacer
+    /// credit `burst`, polled once every 5 ms tick (a kernel timer's
+    /// granularity) for ticks 1..=100, none in 41..=60 (a descheduled
+    /// sender). The lossless network delivers and acknowledges within the
+    /// tick, so the windows never limit. Asserts that no poll round sent
+    /// more than one packet plus `burst` worth at the rate.
+    fn coarse_polls(burst: u64, hint: u32) -> u64 {
+        const TICK: u64 = 5_000_000;
+        let (mut a, mut b) = pair_with(|c| {
+            c.pace_burst_ns = burst;
+            c.init_cwnd_path = 256;
+            c.init_cwnd_conn = 1024;
+        });
+        let gap = pace_gap_ns(u32::from(MSS), hint).expect("a hint paces");
+        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
+        let mut ack = [0u8; DATA_HDR_LEN + MSS as usize];
+        let mut sent = 0u64;
+        // Tick 0 sends a window unpaced: the hint comes with its ACKs.
+        for k in (0..=40).chain(61..=100) {
+            let now = k * TICK;
+            let mut round = 0;
+            while a.post(0, write_at_0x1000(64 * u32::from(MSS))).is_ok() {}
+            while let Some(t) = a.poll_transmit(now, &mut buf) {
+                assert!(!t.retx && t.payload.is_some());
+                round += 1;
+                let len = t.hdr_len + t.payload.map_or(0, |d| usize::from(d.len));
+                assert!(b.on_packet(now, &buf[..len], false, 50_000, hint).is_ok());
+            }
+            while let Some(t) = b.poll_transmit(now, &mut ack) {
+                assert!(a.on_packet(now, &ack[..t.hdr_len], false, 50_000, 0).is_ok());
+            }
+            while a.poll_completion().is_some() {}
+            while b.poll_completion().is_some() {}
+            if k > 0 {
+                assert!(round <= 1 + burst / gap, "{round} packets at tick {k}");
+                sent += round;
+            }
+        }
+        sent
+    }
+
+    /// Section 6.4, pacer credit: a sender polled only every 5 ms (the
+    /// kernel's timer tick) keeps its paced rate with a tick of credit;
+    /// strict pacing lets one packet out per poll.
+    #[test]
+    fn pacer_credit_keeps_the_rate_under_coarse_polls() {
+        const TICK: u64 = 5_000_000;
+        // 10 Mbit/s: (256 + 126) bytes every 305.6 us, 16.4 packets a tick.
+        let gap = pace_gap_ns(u32::from(MSS), 10_000).unwrap();
+        let ideal = 80 * TICK / gap;
+        let sent = coarse_polls(TICK, 10_000);
+        assert!(sent + 1 >= ideal, "{sent} packets in 80 ticks, {ideal} at the rate");
+        assert_eq!(coarse_polls(0, 10_000), 80);
     }
 
     #[test]
