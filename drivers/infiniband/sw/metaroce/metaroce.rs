@@ -63,6 +63,13 @@ kernel::prelude::module! {
                 (Documentation/metaroce/transport.rst 5.5.1); 0 (default until a stall seen \
                 once in CI is ruled out): off; read when a connection is created",
         },
+        native_pace_burst_us: u32 {
+            default: 5000,
+            description: "Pacer credit of native connections in microseconds \
+                (Documentation/metaroce/transport.rst 6.4): a sender polled late may catch up on \
+                this much sending time at once (default: one 5 ms timer tick; 0: exact pacing, \
+                one packet per poll when polls come late); read when a connection is created",
+        },
         rc_max_unacked: u32 {
             default: 1024,
             description: "Most unacknowledged PSNs an RC requester of a RoCEv2 device keeps in \

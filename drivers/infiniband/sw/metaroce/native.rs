@@ -28,7 +28,7 @@
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::cc::{RateAlloc, ACTIVE_NS};
 use crate::proto::path::{PathState, PathStats};
-use crate::proto::conn::{Completion, Conn, ConnConfig, ConnStats, RxDrop, RxEvent};
+use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, ConnStats, RxDrop, RxEvent};
 use crate::proto::offload::{native_rx, NicIntegrity};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::qp::{self, BuildError, Notify, OutPacket};
@@ -403,10 +403,26 @@ fn conn_id(dev: &Device<MetaRoceDriver>) -> u32 {
     }
 }
 
-/// The connection of `dev` from `sgid` to `dgid`, created if there is none. Process context.
+impl Peer {
+    /// Whether the connection failed (a packet exceeded its retransmissions): it carries
+    /// nothing more, and the next QP bound towards its peer gets a new connection ([`peer`]).
+    fn failed(&self) -> bool {
+        self.inner.lock().conn.state() == ConnState::Failed
+    }
+}
+
+/// The connection of `dev` from `sgid` to `dgid`, created if there is none or if the one there
+/// failed. Process context.
+///
+/// A failed connection stays with the QPs still bound to it (their requests have completed in
+/// error, they only wait to be reset or destroyed) but leaves the table: a new connection (new
+/// ConnId, fresh paths and windows) takes its slot, and the peer's receive half accepts it as a
+/// restarted sender (section 7).
 pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> Result<Arc<Peer>> {
     if let Some(p) = dev.peers.lock().find(&av.sgid, &av.dgid) {
-        return Ok(p);
+        if !p.failed() {
+            return Ok(p);
+        }
     }
     let mut conn = VBox::new(BLANK, GFP_KERNEL)?;
     let mut cfg = ConnConfig::new(conn_id(dev));
@@ -424,10 +440,9 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     cfg.late_acks = crate::module_parameters::native_late_acks.value() != 0;
     cfg.pto_min_ns = tick;
     // The pacer is polled on ACKs, doorbells and the timer tick: with no credit a sender
-    // polled late (a tick after its gap ended) sent one packet per poll, one per ACK, and a
-    // lone 1 MiB SEND crawled at one packet per RTT (5.5 s under TCG). A tick of credit
-    // keeps the hinted rate with the tick's granularity.
-    cfg.pace_burst_ns = tick;
+    // polled late (after its gap ended) sends one packet per poll, one per ACK. A tick of
+    // credit (the default) keeps the hinted rate at the tick's granularity.
+    cfg.pace_burst_ns = u64::from(crate::module_parameters::native_pace_burst_us.value()) * 1000;
     // A software device may sit behind slow or deeply queued links (or a loaded host): an RTO
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464
     // RTOs for 1793 packets over four 300 kbit/s links, whose queues hold 400 ms).
@@ -457,9 +472,16 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
         GFP_KERNEL,
     )?;
     let mut t = dev.peers.lock();
-    // Another QP may have created it meanwhile.
-    if let Some(old) = t.find(&av.sgid, &av.dgid) {
-        return Ok(old);
+    if let Some((slot, old)) = t.find_slot(&av.sgid, &av.dgid) {
+        // Another QP may have replaced it meanwhile.
+        if !old.failed() {
+            return Ok(old);
+        }
+        let old = core::mem::replace(&mut t.peers[slot], p.clone());
+        // Possibly the last reference (its connection is vfree'd): dropped with the lock released.
+        drop(t);
+        drop(old);
+        return Ok(p);
     }
     if t.peers.len() >= MAX_PEERS {
         return Err(ENOSPC);
