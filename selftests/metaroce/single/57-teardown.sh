@@ -205,8 +205,18 @@ run_case() { # CASE TYPE TOOL
   echo "ok $c rep $rep ($type, $tool): action $took s; $how"
 }
 
+# Kernel memory in KiB after dropping caches: slab objects in use (/proc/slabinfo) plus vmalloc
+# (a native connection lives in vmalloc). Measured after every repetition, at the same point of the
+# rotation, so that a leak shows as growth over many repetitions where kmemleak is absent (the
+# release kernel); its noise is the rest of the kernel's churn, hence only printed.
+kmem_kib() {
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  awk 'FNR == 1 { f++ } f == 1 && $1 !~ /^(#|slabinfo)/ { s += $2 * $4 }
+       f == 2 && $1 == "VmallocUsed:" { v = $2 } END { printf "%d\n", s / 1024 + v }' /proc/slabinfo /proc/meminfo
+}
 t_all=$SECONDS
 types=(metaroce metaroce-native) tools=(ib_write_bw ib_send_bw ib_read_bw)
+kmem=()
 i=0 done_reps=0
 for ((rep = 1; rep <= reps; rep++)); do
   # make check-full stops starting repetitions when its time budget is spent (the suite's
@@ -219,8 +229,13 @@ for ((rep = 1; rep <= reps; rep++)); do
     i=$((i + 1)) k=$((k + 1))
   done
   done_reps=$rep
+  [ -r /proc/slabinfo ] && kmem+=("$(kmem_kib)")
 done
 echo "$i teardowns under load ($done_reps of $reps repetitions of each case) in $((SECONDS - t_all)) s"
+# Repetition 1 warms caches; the growth from the end of repetition 2 on is what a leak would add.
+[ ${#kmem[@]} -ge 3 ] && echo "kernel memory (slab + vmalloc) after repetitions 2..$done_reps: ${kmem[1]} .. ${kmem[-1]} KiB" \
+  "($(( (kmem[-1] - kmem[1]) * 1024 / ((done_reps - 2) * $(echo $cases | wc -w)) )) bytes per teardown;" \
+  "every 10th: $(for ((j = 1; j < ${#kmem[@]}; j += 10)); do printf '%s ' ${kmem[j]}; done))"
 [ "$done_reps" -ge 1 ] || fail "no repetition ran"
 
 # The last devices serve a fresh transfer.
