@@ -48,7 +48,8 @@
 //!   accepted ACK, and with a hint no new packet (other than a tail-loss
 //!   probe, 5.4) leaves before the pacer's gaps at that hint allow (6.4:
 //!   the sender paces at `RateHint * scale`, `scale <= 1`, so the gaps at
-//!   the hint itself are a lower bound);
+//!   the hint itself are a lower bound; a gap starts at most the pacer
+//!   credit before the packet left);
 //! * while nothing forged or corrupted has been accepted by either side
 //!   (the UDP checksum of section 2 is the glue's, so a flipped bit that
 //!   still parses is indistinguishable from the truth for the core):
@@ -124,7 +125,8 @@ fn dst_stream(side: usize, qpn: u32) -> usize {
 pub struct Cfg {
     /// MSS: 16, 64, 256 or 1000 (modulo 4).
     pub mss: u8,
-    /// Paths in use (modulo 4, plus one).
+    /// Paths in use (modulo 4, plus one); bit 7: a pacer credit of 5 ms (the
+    /// kernel's), else exact pacing.
     pub paths: u8,
     /// `max_retx` (modulo 4; bit 7: 16).
     pub max_retx: u8,
@@ -362,6 +364,10 @@ struct TxModel {
     /// least (section 6.4 with `scale` = 1: a smaller scale only makes the
     /// gaps longer).
     pace_earliest: u64,
+    /// Where the gap now running began and the packet length it is for:
+    /// a new hint re-times it (section 6.4).
+    pace_from: u64,
+    pace_len: u32,
     /// The timers ran since the last transmission on the path (so a
     /// tail-loss probe, which the pacer does not hold, may be due).
     timer_since_send: [bool; 4],
@@ -422,8 +428,17 @@ struct World {
     now: u64,
     mss: u32,
     paths: usize,
+    /// The pacer credit both sides use (`ConnConfig::pace_burst_ns`).
+    pace_burst: u64,
     /// Something forged or corrupted was accepted.
     tainted: bool,
+}
+
+/// The pacing gap of a packet with `len` payload bytes at `kbps` (section
+/// 6.4; 126 bytes of headers and framing), in ns.
+fn pace_gap(len: u32, kbps: u32) -> u64 {
+    let bits = (u128::from(len) + 126) * 8_000_000;
+    u64::try_from(bits.div_ceil(u128::from(kbps.max(1)))).unwrap_or(u64::MAX)
 }
 
 fn seq_diff(a: u32, b: u32) -> i64 {
@@ -443,11 +458,13 @@ pub fn run_input(input: &Input) {
     let mss = [16u16, 64, 256, 1000][usize::from(input.cfg.mss % 4)];
     let paths = input.cfg.paths % 4 + 1;
     let max_retx = if input.cfg.max_retx & 0x80 != 0 { 16 } else { input.cfg.max_retx % 4 };
+    let pace_burst = if input.cfg.paths & 0x80 != 0 { 5_000_000 } else { 0 };
     let mk = |side: usize| {
         let mut cfg = ConnConfig::new(IDS[side]);
         cfg.mss = mss;
         cfg.paths = paths;
         cfg.max_retx = max_retx;
+        cfg.pace_burst_ns = pace_burst;
         let mut c = Box::new(C::new(cfg));
         for s in 0..S {
             assert!(c.open_stream(s, local_qpn(side, s), local_qpn(1 - side, s)));
@@ -462,6 +479,7 @@ pub fn run_input(input: &Input) {
         now: 1,
         mss: u32::from(mss),
         paths: usize::from(paths),
+        pace_burst,
         tainted: false,
     };
     for step in &input.steps {
@@ -725,9 +743,10 @@ impl World {
             );
         }
         if tm.hint != 0 {
-            let bits = (u128::from(h.len) + 126) * 8_000_000;
-            let gap = bits.div_ceil(u128::from(tm.hint));
-            tm.pace_earliest = u64::try_from(u128::from(tm.pace_earliest.max(now)) + gap).unwrap_or(u64::MAX);
+            let from = tm.pace_earliest.max(now.saturating_sub(self.pace_burst));
+            tm.pace_earliest = from.saturating_add(pace_gap(h.len.into(), tm.hint));
+            tm.pace_from = from;
+            tm.pace_len = h.len.into();
         }
         tm.timer_since_send[pi] = false;
     }
@@ -855,7 +874,18 @@ impl World {
         }
         match (parsed, r) {
             (Ok(MrcPacket::Ack(a)), Ok(RxEvent::Ack)) => {
-                self.tx[side].hint = a.rate_hint_kbps;
+                let tm = &mut self.tx[side];
+                // Section 6.4: a new hint re-times the gap running (it ends
+                // the packet's length at the new rate after it began, if
+                // that is sooner).
+                if a.rate_hint_kbps != tm.hint {
+                    let end = match a.rate_hint_kbps {
+                        0 => tm.pace_from,
+                        kbps => tm.pace_from.saturating_add(pace_gap(tm.pace_len, kbps)),
+                    };
+                    tm.pace_earliest = tm.pace_earliest.min(end);
+                }
+                tm.hint = a.rate_hint_kbps;
             }
             (Ok(MrcPacket::Data(h, payload)), Ok(ev)) => self.data_accepted(side, &h, payload, ce, hint, genuine, ev),
             (p, r) => panic!("packet {p:?} gave {r:?}"),

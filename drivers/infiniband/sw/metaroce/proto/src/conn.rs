@@ -952,7 +952,8 @@ impl<
         if !win.fits(h.path_seq) {
             return Err(RxDrop::PathWindow);
         }
-        let dup = match seq_diff(h.dsn, self.rx_dsn.cum()) {
+        let behind = seq_diff(h.dsn, self.rx_dsn.cum());
+        let dup = match behind {
             d if d < 0 => true,
             0 => false,
             d if d.unsigned_abs() > DSN_REACH => return Err(RxDrop::DsnWindow),
@@ -1027,9 +1028,14 @@ impl<
         // The peer sent this Dsn only once every Dsn `W` or more before it
         // was settled: acknowledged, or abandoned with its stream
         // (`close_stream`) and never to be sent again. Those left
-        // unreceived must not hold the window (section 4).
-        self.rx_dsn
-            .advance_to(h.dsn.wrapping_sub(SeqWindow::<DW>::SPAN.saturating_sub(1)));
+        // unreceived must not hold the window (section 4). A Dsn behind the
+        // cumulative point proves nothing new: near half the space behind,
+        // "its Dsn - W" would be ahead and move the window that far (found by
+        // fuzzing: a genuine retransmission was then placed twice).
+        if behind >= 0 {
+            self.rx_dsn
+                .advance_to(h.dsn.wrapping_sub(SeqWindow::<DW>::SPAN.saturating_sub(1)));
+        }
         self.peer = Some(h.conn);
         self.rx_hint = hint;
         win.mark(h.path_seq);

@@ -333,3 +333,46 @@ fn atomic_operand_block_counts_as_payload() {
     let (_, _, stats) = c.path_info(0).unwrap();
     assert_eq!((stats.sent, stats.bytes), (1, 16));
 }
+
+/// Found by the `conn` target: a forged DATA packet whose Dsn was half the
+/// sequence space from the receiver's cumulative Dsn (`seq_diff` =
+/// i32::MIN: behind, a duplicate) still moved the Dsn window to "its" Dsn
+/// − W, which is 2^31 − W *ahead*, every bit cleared; the same forgery
+/// again, now within the bitmap, was taken as new, and a genuine
+/// retransmission of a Dsn already placed was placed twice (a SEND could
+/// consume a second receive, an atomic execute twice). A Dsn behind the
+/// cumulative point no longer moves the window.
+#[test]
+fn native_forged_dsn_half_space_away_moves_nothing() {
+    use metaroce_proto::conn::RxEvent;
+    use metaroce_proto::mrc_wire::{parse, MrcPacket, DATA_HDR_LEN};
+    let (mut a, mut b) = one_path_pair();
+    let mut buf = [0u8; DATA_HDR_LEN + 4];
+    let mut sent = Vec::new();
+    for _ in 0..2 {
+        a.post(0, tiny_send()).unwrap();
+        let t = a.poll_transmit(0, &mut buf).unwrap();
+        let mut p = buf[..t.hdr_len].to_vec();
+        p.resize(t.hdr_len + 4, 0);
+        sent.push(p);
+    }
+    for p in &sent {
+        assert!(matches!(b.on_packet(10, p, false, 50_000, 0), Ok(RxEvent::Data(_))));
+    }
+    // The same forgery twice, Dsn 2 + 2^31 (the cumulative Dsn is 2), then
+    // one just inside half the space behind.
+    let Ok(MrcPacket::Data(mut h, _)) = parse(&sent[1]) else { panic!() };
+    let mut forged_results = Vec::new();
+    for dsn in [2 + (1u32 << 31), 2 + (1 << 31), 2 + (1 << 31) + 10] {
+        h.dsn = dsn;
+        h.path_seq = 1;
+        let mut forged = vec![0u8; DATA_HDR_LEN + 4];
+        h.write(&mut forged).unwrap();
+        forged_results.push(b.on_packet(20, &forged, false, 50_000, 0));
+    }
+    // The genuine packets again (retransmissions after a lost ACK): duplicates.
+    for (i, p) in sent.iter().enumerate() {
+        assert_eq!(b.on_packet(30, p, false, 50_000, 0), Ok(RxEvent::Duplicate), "Dsn {i} placed twice");
+    }
+    assert_eq!(forged_results, [Ok(RxEvent::Duplicate); 3]);
+}
