@@ -1,0 +1,1 @@
+../single/57-teardown.sh
