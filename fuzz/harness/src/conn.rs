@@ -435,7 +435,8 @@ struct World {
 }
 
 /// The pacing gap of a packet with `len` payload bytes at `kbps` (section
-/// 6.4; 126 bytes of headers and framing), in ns.
+/// 6.4; 126 bytes of headers and framing), in ns: written from the spec, not
+/// the core's `cc::pace_gap_ns`, so that the model checks that function too.
 fn pace_gap(len: u32, kbps: u32) -> u64 {
     let bits = (u128::from(len) + 126) * 8_000_000;
     u64::try_from(bits.div_ceil(u128::from(kbps.max(1)))).unwrap_or(u64::MAX)

@@ -1,11 +1,12 @@
 # A native connection that fails is replaced (Documentation/metaroce/transport.rst, section 7):
 # two `metaroce-native` devices, a pingpong, then everything mrb sends on vb is dropped (netem
 # loss 100 %; the pingpong's TCP exchange goes over a second veth pair, 192.0.2.200/30) while a
-# new pingpong's client sends: its connection retransmits until a packet exceeds its retransmissions, the
-# client's SEND completes with "transport retry counter exceeded" and debugfs shows the
-# connection Failed. With the filter gone, a new pingpong between the same devices must work: its
-# QPs get a new connection (another ConnId, Active) and mra0 accepts it as a restarted sender.
-# Before this was fixed the new QPs were bound to the failed connection and sent nothing.
+# new pingpong's client sends: its connection retransmits until a packet exceeds its
+# retransmissions, the client's SEND completes with "transport retry counter exceeded" and
+# debugfs shows the connection Failed. With netem gone, a new pingpong between the same devices
+# must work: its QPs get a new connection (another ConnId, Active) and mra0 accepts it as a
+# restarted sender. Before the fix the new QPs were bound to the failed connection and their
+# first work request was flushed.
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh

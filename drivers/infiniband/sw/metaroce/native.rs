@@ -473,14 +473,14 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     )?;
     let mut t = dev.peers.lock();
     if let Some((slot, old)) = t.find_slot(&av.sgid, &av.dgid) {
-        // Another QP may have replaced it meanwhile.
+        // Another QP may have created or replaced it meanwhile.
         if !old.failed() {
             return Ok(old);
         }
-        let old = core::mem::replace(&mut t.peers[slot], p.clone());
+        let replaced = core::mem::replace(&mut t.peers[slot], p.clone());
         // Possibly the last reference (its connection is vfree'd): dropped with the lock released.
         drop(t);
-        drop(old);
+        drop(replaced);
         return Ok(p);
     }
     if t.peers.len() >= MAX_PEERS {

@@ -952,8 +952,8 @@ impl<
         if !win.fits(h.path_seq) {
             return Err(RxDrop::PathWindow);
         }
-        let behind = seq_diff(h.dsn, self.rx_dsn.cum());
-        let dup = match behind {
+        let ahead = seq_diff(h.dsn, self.rx_dsn.cum());
+        let dup = match ahead {
             d if d < 0 => true,
             0 => false,
             d if d.unsigned_abs() > DSN_REACH => return Err(RxDrop::DsnWindow),
@@ -1032,7 +1032,7 @@ impl<
         // cumulative point proves nothing new: near half the space behind,
         // "its Dsn - W" would be ahead and move the window that far (found by
         // fuzzing: a genuine retransmission was then placed twice).
-        if behind >= 0 {
+        if ahead >= 0 {
             self.rx_dsn
                 .advance_to(h.dsn.wrapping_sub(SeqWindow::<DW>::SPAN.saturating_sub(1)));
         }
@@ -2017,6 +2017,9 @@ mod tests {
         assert!(spurious_rto(false).0 >= 4);
     }
 
+    /// The kernel's timer tick.
+    const TICK: u64 = 5_000_000;
+
     /// Data packets a sends at the rate hint `hint` (kbit/s) with pacer
     /// credit `burst`, polled once every 5 ms tick (a kernel timer's
     /// granularity) for ticks 1..=100, none in 41..=60 (a descheduled
@@ -2024,7 +2027,6 @@ mod tests {
     /// tick, so the windows never limit. Asserts that no poll round sent
     /// more than one packet plus `burst` worth at the rate.
     fn coarse_polls(burst: u64, hint: u32) -> u64 {
-        const TICK: u64 = 5_000_000;
         let (mut a, mut b) = pair_with(|c| {
             c.pace_burst_ns = burst;
             c.init_cwnd_path = 256;
@@ -2063,7 +2065,6 @@ mod tests {
     /// strict pacing lets one packet out per poll.
     #[test]
     fn pacer_credit_keeps_the_rate_under_coarse_polls() {
-        const TICK: u64 = 5_000_000;
         // 10 Mbit/s: (256 + 126) bytes every 305.6 us, 16.4 packets a tick.
         let gap = pace_gap_ns(u32::from(MSS), 10_000).unwrap();
         let ideal = 80 * TICK / gap;
