@@ -394,7 +394,7 @@ pub fn run_input(input: &Input) {
                 }
                 let floor = p.floor();
                 assert_eq!(floor, pm.base(), "PathFloor is not the oldest in flight");
-                let seq = p.on_send(dsn, len, now, false);
+                let seq = p.on_send(dsn, len, now, 0);
                 assert_eq!(seq, pm.next(), "sequence numbers not contiguous");
                 pm.tx.push(Tx { dsn, len, at: now, floor, st: St::InFlight, delivered: false });
                 pm.epoch_sent += 1;

@@ -26,6 +26,8 @@
 #   with a bad RKey, a WRITE past the MR's end and a FETCH_ADD at an odd address leave the MR's
 #   canary bytes untouched, and a forged WRITE with the valid key (the positive control) is
 #   placed: the canary check sees writes, and a packet with the right ids is accepted by design;
+# * a connection whose QPs are all gone still acknowledges DATA (forged duplicates after the
+#   pingpong), its ACKs carried by another QP of the device;
 # * no kernel warning.
 #
 # Not covered: forged DATA with a new Dsn on a live connection (it would take that Dsn from the
@@ -162,6 +164,17 @@ conn mra0 $MR_ADDR_B | grep -q "^connection .* Failed" && fail "mra0's connectio
 mr_pingpong ibv_rc_pingpong "64 KiB after injection" mra mra0 $ga mrb mrb0 $gb -s 65536 -n 20
 h=$(hint mra0 $MR_ADDR_B); [ "$h" = 9687500 ] || fail "mra0's rate hint is $h after genuine ACKs, not 9687500"
 conn mra0 $MR_ADDR_B | head -n 3
+
+# A connection no QP is bound to any more still acknowledges DATA (section 4): a peer whose last
+# message's ACK was lost, or came after an RTO, retransmits into a connection whose receiving QP
+# has gone (a ping-pong client exits after its last receive). The pingpong's QPs are gone; forged
+# DATA from mrb (a duplicate Dsn) must make mra0 send ACKs, carried by another QP of the device.
+[ -z "$(streams | tr -d ' ')" ] || fail "mra0 still has streams bound after the pingpong: $(streams)"
+sent0=$(field mra0 $MR_ADDR_B acks_sent)
+ip netns exec mrb /usr/bin/python3 "$INJ" $S4 5 data-unknown-stream:conn=$B || fail "native_inject.py: DATA to an unbound connection"
+acked() { [ "$(field mra0 $MR_ADDR_B acks_sent)" -gt "$sent0" ]; }
+mr_wait 20 acked || { conn mra0 $MR_ADDR_B; fail "mra0 sent no ACK for DATA to a connection without QPs"; }
+echo "DATA to a connection without QPs: mra0 acks_sent $sent0 -> $(field mra0 $MR_ADDR_B acks_sent)"
 
 # Forged WRITEs and an atomic that reach placement, on a disposable connection (IPv6 GIDs; only the
 # injector talks to it: its first DATA packet gives it its peer's connection id).

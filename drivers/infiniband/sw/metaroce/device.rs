@@ -254,6 +254,9 @@ pub(crate) struct MetaRoceDev {
     pub(crate) native: bool,
     /// The native connections, one per (our GID, remote GID); any context.
     pub(crate) peers: Arc<Peers>,
+    /// Native connections (bit: slot in `peers`) that owe their peer packets while no QP is
+    /// bound to them; the next transmission of any QP sends those ([`crate::native::pull_orphans`]).
+    pub(crate) orphans: AtomicU64,
     /// `/sys/kernel/debug/metaroce_DEV/connections`: the native connections and their paths.
     _debugfs: Pin<KBox<File<ConnView>>>,
 }
@@ -312,6 +315,7 @@ impl MetaRoceDev {
             mcast_update <- new_mutex!((), "metaroce_mcast_update"),
             native,
             peers,
+            orphans: AtomicU64::new(0),
             _debugfs: debugfs,
         }))
     }
@@ -364,6 +368,12 @@ impl MetaRoceDev {
     /// A counted reference to QP `qpn`, if it exists and was published. Any context.
     pub(crate) fn lookup_qp(&self, qpn: u32) -> Option<ARef<Qp<MetaRoceDriver>>> {
         self.qps.lock().get(qpn as usize).and_then(Clone::clone)
+    }
+
+    /// A published QP to carry a transmission that belongs to no QP: the lowest-numbered, the
+    /// GSI QP (QP1) while it exists. Any context.
+    pub(crate) fn any_qp(&self) -> Option<ARef<Qp<MetaRoceDriver>>> {
+        self.qps.lock().iter().flatten().next().cloned()
     }
 
     /// Nanoseconds since the device was created (the transport's monotonic clock).

@@ -53,8 +53,9 @@ const DESCS: usize = 512;
 pub(crate) const STREAMS: usize = 16;
 /// Messages per stream outstanding (`K`).
 pub(crate) const MSGS: usize = 32;
-/// Peers per device.
+/// Peers per device (a bit each in the device's `orphans`).
 const MAX_PEERS: usize = 64;
+const _: () = assert!(MAX_PEERS <= 64);
 /// Completions handled per peer lock hold (their QPs are notified after it).
 const NOTES: usize = 16;
 /// A connection whose peer sent no DATA for this long accepts DATA with a new connection id:
@@ -790,7 +791,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     let now = dev.now_ns();
     // Receive state exists only towards devices our QPs talk to. A DATA packet makes its
     // sender active in the fair share that every ACK carries (spec 6.4).
-    let (peer, hint) = {
+    let (slot, peer, hint) = {
         let mut t = dev.peers.lock();
         let Some((slot, peer)) = t.find_slot(&dst, &src) else {
             drop(t);
@@ -801,7 +802,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
             MrcPacket::Data(..) => t.hint(slot, now),
             MrcPacket::Ack(_) => 0,
         };
-        (peer, hint)
+        (slot, peer, hint)
     };
     dev.count(Counter::RcvdPkts, 1);
     dev.count(Counter::RcvdBytes, payload.len() as u64);
@@ -890,5 +891,36 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
             timer::arm(&q);
         }
         xmit::schedule(&q);
+    } else if let Some(q) = dev.any_qp() {
+        // No QP is bound to the connection any more (a ping-pong client exits after its last
+        // receive), yet it owes the ACK: the peer retransmits when that message's ACK was lost
+        // or came after an RTO, and without an answer fails its own QP after `max_retx`.
+        dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
+        xmit::schedule(&q);
     }
+}
+
+/// Pulls up to `out.len()` packets from the connections no QP is bound to (the device's
+/// `orphans`, marked by [`receive`]): the ACKs they owe. Returns the number of packets. Called
+/// by whichever QP transmits; a connection that may have more stays marked. Any context.
+pub(crate) fn pull_orphans(dev: &Device<MetaRoceDriver>, headroom: usize, out: &mut [Option<OutPacket>]) -> usize {
+    if dev.orphans.load(Ordering::Acquire) == 0 {
+        return 0;
+    }
+    let mut bits = dev.orphans.swap(0, Ordering::AcqRel);
+    let mut got = 0;
+    while bits != 0 {
+        let slot = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if got == out.len() {
+            dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
+            continue;
+        }
+        let Some(peer) = dev.peers.lock().peers.get(slot).cloned() else { continue };
+        got += pull_tx(dev, &peer, headroom, &mut out[got..]);
+        if got == out.len() {
+            dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
+        }
+    }
+    got
 }

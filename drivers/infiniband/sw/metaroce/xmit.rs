@@ -232,7 +232,11 @@ fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
         return false;
     };
     let mut batch: [Option<OutPacket>; BATCH] = [const { None }; BATCH];
-    let n = pull_tx(qp, HEADROOM, &mut batch);
+    let mut n = pull_tx(qp, HEADROOM, &mut batch);
+    if dev.native && n < BATCH {
+        // What native connections without a QP owe their peers travels with this QP's batch.
+        n += crate::native::pull_orphans(&dev, HEADROOM, &mut batch[n..]);
+    }
     for p in batch.iter_mut().take(n) {
         let Some(p) = p.take() else { continue };
         let len = p.skb.len() as u64;

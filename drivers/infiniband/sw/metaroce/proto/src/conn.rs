@@ -1645,7 +1645,10 @@ impl<
         };
         let p = self.paths.get_mut(pi)?;
         let floor = p.floor();
-        let seq = p.on_send(dsn, wire_len, now, retx);
+        // Every earlier transmission counts, also those of a retransmission
+        // that never arrived: each one's RTO doubles (path.rs `deadline`).
+        let tries = if retx { d.tx_count.max(1) } else { 0 };
+        let seq = p.on_send(dsn, wire_len, now, tries);
         let path = u8::try_from(pi).ok()?;
         let mut h = DataHdr {
             retx,

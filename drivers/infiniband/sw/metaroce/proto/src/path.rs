@@ -124,6 +124,11 @@ struct Slot {
     /// declared lost. Every DATA packet whose PathFloor skips it was sent
     /// later, so carries a PathSeq at or after this ([`TxPath::proven`]).
     lost_next: u32,
+    /// An ACK named this transmission (its AckSeq) and gave an RTT sample.
+    sampled: bool,
+    /// Earlier transmissions of its Dsn (0: the first), at most
+    /// [`MAX_BACKOFF`]: its own RTO backoff ([`TxPath::deadline`]).
+    tries: u8,
 }
 
 const EMPTY: Slot = Slot {
@@ -132,6 +137,8 @@ const EMPTY: Slot = Slot {
     sent_at: 0,
     state: SlotState::Acked,
     lost_next: 0,
+    sampled: false,
+    tries: 0,
 };
 
 /// What happened to a transmission, reported by [`TxPath::on_ack`] and
@@ -251,6 +258,9 @@ pub struct TxPath<C = Aimd> {
     late_cum: u32,
     /// `next` at the last RTO, while that RTO may still prove spurious.
     undo_next: Option<u32>,
+    /// The in-flight retransmission with the most earlier transmissions of
+    /// its Dsn, if any: its RTO is backed off by those ([`Self::deadline`]).
+    held: Option<u32>,
 }
 
 fn slot_index(seq: u32) -> usize {
@@ -283,6 +293,7 @@ impl<C: CongestionEngine> TxPath<C> {
             lost_slots: 0,
             late_cum: 0,
             undo_next: None,
+            held: None,
         }
     }
 
@@ -354,8 +365,12 @@ impl<C: CongestionEngine> TxPath<C> {
         room > 0 && (self.inflight_pkts == 0 || room >= len)
     }
 
-    /// Records a transmission of `dsn` and returns its sequence number.
-    pub fn on_send(&mut self, dsn: u32, len: u32, now: u64, retx: bool) -> u32 {
+    /// Records a transmission of `dsn`, which was sent `tries` times before
+    /// (on any path; 0: this is its first transmission), and returns its
+    /// sequence number.
+    pub fn on_send(&mut self, dsn: u32, len: u32, now: u64, tries: u8) -> u32 {
+        let retx = tries > 0;
+        let tries = tries.min(MAX_BACKOFF);
         let seq = self.next;
         if let Some(s) = self.slots.get_mut(slot_index(seq)) {
             if s.state.lost() {
@@ -368,7 +383,12 @@ impl<C: CongestionEngine> TxPath<C> {
                 sent_at: now,
                 state: SlotState::InFlight,
                 lost_next: 0,
+                sampled: false,
+                tries,
             };
+        }
+        if tries > 0 && self.held_tries() < tries {
+            self.held = Some(seq);
         }
         self.next = seq.wrapping_add(1);
         self.inflight_bytes = self.inflight_bytes.saturating_add(len);
@@ -572,12 +592,22 @@ impl<C: CongestionEngine> TxPath<C> {
             return None;
         }
         self.stats.acks = self.stats.acks.saturating_add(1);
-        // RTT from the triggering transmission (never reused: no Karn rule).
-        if self.in_window(ack.ack_seq) {
-            if let Some(s) = self.slots.get(slot_index(ack.ack_seq)) {
-                if s.state == SlotState::InFlight {
+        // RTT from the triggering transmission. Its own PathSeq names it, so
+        // the sample is exact (no Karn rule) also for a transmission already
+        // declared lost: an ACK slower than the RTO must raise the RTO, or a
+        // growing queue leaves only the ACKs that beat it to be sampled and
+        // every later transmission times out (seen under TCG: no sample for
+        // seconds, the same packet resent on path after path). One sample per
+        // transmission. One declared lost may have been sent before the
+        // path's latest repath: it does not end a new route's probation.
+        if self.recent(ack.ack_seq) {
+            if let Some(s) = self.slots.get_mut(slot_index(ack.ack_seq)) {
+                if !s.sampled && s.state != SlotState::Acked {
+                    s.sampled = true;
+                    if s.state == SlotState::InFlight {
+                        self.new_route = false;
+                    }
                     self.rtt.sample(now.saturating_sub(s.sent_at));
-                    self.new_route = false;
                 }
             }
         }
@@ -656,14 +686,39 @@ impl<C: CongestionEngine> TxPath<C> {
         bad
     }
 
-    /// When the oldest transmission times out, if any is in flight.
+    /// The held retransmission's earlier transmissions (0: none held or
+    /// no longer in flight).
+    fn held_tries(&self) -> u8 {
+        self.held
+            .filter(|&seq| self.in_window(seq))
+            .and_then(|seq| self.slots.get(slot_index(seq)))
+            .filter(|s| s.state == SlotState::InFlight)
+            .map_or(0, |s| s.tries)
+    }
+
+    /// When the path times out, if anything is in flight: the RTO after
+    /// the oldest transmission, backed off by the path's RTOs in a row; and
+    /// not before the RTO after the held retransmission backed off by the
+    /// earlier transmissions of its Dsn (section 5.5, **our choice**). A
+    /// Dsn resent after an RTO moves to another path, whose own backoff
+    /// knows nothing of it: without its own, a peer slower than the RTO
+    /// (a queue growing faster than the RTT estimate follows) sees the same
+    /// packet again every RTO until `max_retx` fails a live connection.
     pub fn deadline(&self, init: u64, min: u64, max: u64) -> Option<u64> {
         if self.inflight_pkts == 0 {
             return None;
         }
+        let rto = self.rtt.rto(init, min, max);
+        let cap = max.max(min);
+        let after = |sent_at: u64, shift: u8| sent_at.saturating_add((rto << shift.min(MAX_BACKOFF)).min(cap));
         let s = self.slots.get(slot_index(self.base))?;
-        let rto = self.rtt.rto(init, min, max) << self.backoff.min(MAX_BACKOFF);
-        Some(s.sent_at.saturating_add(rto.min(max.max(min))))
+        let oldest = after(s.sent_at, self.backoff);
+        let held = self
+            .held
+            .filter(|_| self.held_tries() > 0)
+            .and_then(|seq| self.slots.get(slot_index(seq)))
+            .map_or(0, |h| after(h.sent_at, h.tries));
+        Some(oldest.max(held))
     }
 
     /// The retransmission timer fired: every transmission in flight is
@@ -766,7 +821,7 @@ mod tests {
     fn sack_gap_is_loss_and_rtt() {
         let mut p = path();
         for d in 0..8 {
-            assert_eq!(p.on_send(100 + d, 1000, 1000, false), d);
+            assert_eq!(p.on_send(100 + d, 1000, 1000, 0), d);
         }
         assert_eq!(p.inflight_bytes(), 8000);
         // Receiver got 0, 1, then 3 and 5 (2 and 4 missing): cum 2.
@@ -794,7 +849,7 @@ mod tests {
         let mut p = path();
         let mut n = 0;
         while p.can_send(1000) {
-            p.on_send(n, 1000, 0, false);
+            p.on_send(n, 1000, 0, 0);
             n += 1;
         }
         assert_eq!(n, 4);
@@ -807,15 +862,73 @@ mod tests {
             (4, PathState::Recovering, 1000)
         );
         assert_eq!(p.deadline(1_000_000, 50_000, 100_000_000), None);
-        p.on_send(9, 1000, 0, true);
+        p.on_send(9, 1000, 0, 1);
         assert_eq!(p.deadline(1_000_000, 50_000, 100_000_000), Some(2_000_000));
         p.on_timeout(|_| {});
         p.on_timeout(|_| {});
         assert_eq!(p.state, PathState::Failed);
         // FAILED: one packet at a time.
         assert!(p.can_send(1000));
-        p.on_send(10, 1000, 0, true);
+        p.on_send(10, 1000, 0, 1);
         assert!(!p.can_send(1000));
+    }
+
+    /// An ACK naming a transmission already declared lost (late
+    /// acknowledgments on or off) still times it: the RTO must learn of a
+    /// queue growing faster than it, or every transmission times out before
+    /// its ACK and none is ever sampled. Once per transmission.
+    #[test]
+    fn an_ack_late_for_the_rto_is_sampled_once() {
+        for late_acks in [true, false] {
+            let mut p = path();
+            p.late_acks = late_acks;
+            let mut rx = RxPath::default();
+            p.on_send(100, 1000, 1_000, 0);
+            p.on_send(101, 1000, 2_000, 0);
+            p.on_timeout(|_| {});
+            assert_eq!(p.rtt.srtt(), 0);
+            // Seq 1 arrives 300 us after it was sent; its ACK names it.
+            take(&mut rx, 0, 0);
+            take(&mut rx, 1, 0);
+            rx.ack_seq = 1;
+            collect(&mut p, &rx.ack(0, 1, 0), 302_000);
+            assert_eq!(p.rtt.srtt(), 300_000, "late_acks {late_acks}");
+            // The same AckSeq again (a duplicate ACK) is no second sample.
+            collect(&mut p, &rx.ack(0, 1, 0), 900_000);
+            assert_eq!(p.rtt.srtt(), 300_000);
+            // A new route learns nothing from a transmission sent before it.
+            assert!(!p.new_route());
+        }
+    }
+
+    /// A retransmission's RTO is backed off by the earlier transmissions of
+    /// its Dsn, also on a path with no RTO of its own, and only while it is
+    /// in flight; the oldest transmission's deadline still counts when it is
+    /// later.
+    #[test]
+    fn a_retransmission_keeps_its_own_backoff() {
+        let (init, min, max) = (1_000_000, 50_000, 100_000_000);
+        let mut p = path();
+        p.on_send(100, 1000, 0, 0);
+        assert_eq!(p.deadline(init, min, max), Some(1_000_000));
+        // Sent for the fourth time (three before, on other paths).
+        p.on_send(7, 1000, 500_000, 3);
+        assert_eq!(p.deadline(init, min, max), Some(500_000 + 8_000_000));
+        // Capped by the largest RTO.
+        let mut q = path();
+        q.on_send(7, 1000, 0, 9);
+        assert_eq!(q.deadline(init, min, 100_000_000), Some(100_000_000));
+        // Acknowledged: the path's own deadline again.
+        let mut p = path();
+        p.on_send(7, 1000, 0, 3);
+        p.on_send(100, 1000, 500_000, 0);
+        assert_eq!(p.deadline(init, min, max), Some(8_000_000));
+        let mut rx = RxPath::default();
+        take(&mut rx, 0, 0);
+        collect(&mut p, &rx.ack(0, 1, 0), 600_000);
+        assert_eq!(p.inflight_pkts(), 1);
+        let rto = p.rtt.rto(init, min, max);
+        assert_eq!(p.deadline(init, min, max), Some(500_000 + rto));
     }
 
     #[test]
@@ -824,7 +937,7 @@ mod tests {
         let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
         for round in 0..2u32 {
             for d in 0..64 {
-                p.on_send(d, 1, 0, false);
+                p.on_send(d, 1, 0, 0);
             }
             let base = round * 64;
             let mut rx = RxPath {
@@ -850,7 +963,7 @@ mod tests {
     fn acknowledged_bytes_grow_the_window() {
         let mut p = path();
         for d in 0..6 {
-            p.on_send(d, 1000, 0, false);
+            p.on_send(d, 1000, 0, 0);
         }
         // Cumulative part: 0 and 1 acknowledged, slow start 4000 -> 6000.
         let mut rx = RxPath::default();
@@ -872,7 +985,7 @@ mod tests {
         p.on_timeout(|_| {});
         assert_eq!((p.cc.cwnd(), p.cc.ssthresh()), (1000, 3500));
         for d in 0..8 {
-            assert_eq!(p.on_send(d, 1000, 40, true), 6 + d);
+            assert_eq!(p.on_send(d, 1000, 40, 1), 6 + d);
         }
         for s in 6..14 {
             rx.win.mark(s);
@@ -889,7 +1002,7 @@ mod tests {
         // the epoch's 64 packets; the next epoch starts empty.
         let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
         for d in 0..20 {
-            p.on_send(d, 1, 0, false);
+            p.on_send(d, 1, 0, 0);
         }
         let mut rx = RxPath::default();
         rx.win.mark(16);
@@ -899,7 +1012,7 @@ mod tests {
         assert!(!p.loss_epoch_says_repath());
         // 15 losses are not enough, neither in 64 packets.
         for d in 20..84 {
-            p.on_send(d, 1, 20, false);
+            p.on_send(d, 1, 20, 0);
         }
         for s in 17..84 {
             if s % 4 != 0 || s > 76 {
@@ -915,7 +1028,7 @@ mod tests {
     fn new_route_until_an_rtt_sample() {
         let mut p = path();
         assert!(!p.new_route());
-        p.on_send(0, 1000, 0, false);
+        p.on_send(0, 1000, 0, 0);
         p.repath(2);
         assert!(p.new_route());
         // An ACK without a sample (AckSeq not in flight) keeps it.
@@ -937,7 +1050,7 @@ mod tests {
         let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
         for d in 0..PATH_WINDOW {
             assert!(p.can_send(1));
-            p.on_send(d, 1, 0, false);
+            p.on_send(d, 1, 0, 0);
         }
         assert!(!p.can_send(1));
     }
@@ -1006,7 +1119,7 @@ mod tests {
         let mut floors = [0u32; 8];
         for d in 0..8 {
             floors[d as usize] = p.floor();
-            p.on_send(100 + d, 1000, 0, false);
+            p.on_send(100 + d, 1000, 0, 0);
         }
         let cwnd = p.cc.cwnd();
         p.on_timeout(|_| {});
@@ -1036,14 +1149,14 @@ mod tests {
         let mut p = path();
         let mut rx = RxPath::default();
         for d in 0..8 {
-            p.on_send(100 + d, 1000, 0, false);
+            p.on_send(100 + d, 1000, 0, 0);
         }
         p.on_timeout(|_| {});
         // Only the retransmission (seq 8, floor 8) arrives: the receiver
         // skips 0..8 through the floor. CumSeq 9 proves nothing about them.
         let floor = p.floor();
         assert_eq!(floor, 8);
-        p.on_send(100, 1000, 10, true);
+        p.on_send(100, 1000, 10, 1);
         take(&mut rx, 8, floor);
         assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 20), [8]);
         assert_eq!(p.stats.late_acks, 0);
@@ -1062,7 +1175,7 @@ mod tests {
         let mut p = path();
         let mut rx = RxPath::default();
         for d in 0..4 {
-            p.on_send(100 + d, 1000, 0, false);
+            p.on_send(100 + d, 1000, 0, 0);
         }
         take(&mut rx, 2, 0);
         assert_eq!(collect(&mut p, &rx.ack(0, 1, 0), 5), [1, 2]);
@@ -1093,7 +1206,7 @@ mod tests {
                 match op {
                     0 | 1 => if p.can_send(1000) {
                         let floor = p.floor();
-                        let seq = p.on_send(u32::from(arg), 1000, now, false);
+                        let seq = p.on_send(u32::from(arg), 1000, now, 0);
                         wire.push((seq, floor));
                     },
                     2 => if !wire.is_empty() {

@@ -297,7 +297,7 @@ fn native_forged_cum_half_space_away_is_judged_per_seq() {
     use metaroce_proto::path::{PathEvent, TxPath};
     let mut p = TxPath::new(50_000, Aimd::new(1000, 8, 256, MD_ECN_PATH));
     for d in 0..6 {
-        p.on_send(d, 1000, 0, false);
+        p.on_send(d, 1000, 0, 0);
     }
     let ack = AckPkt {
         path: 0,
