@@ -36,8 +36,10 @@
 //! * in-flight packets and bytes, PathFloor (the oldest in flight) and
 //!   the next sequence number follow the model; never more than 256
 //!   outstanding (`can_send` refuses at the limit);
-//! * the smallest RTT is the smallest `now - sent_at` of an AckSeq still in
-//!   flight; the RTO deadline exists exactly while packets are in flight;
+//! * the smallest RTT is the smallest `now - sent_at` of an AckSeq among the
+//!   last 256 sent and not acknowledged, in flight or declared lost (5.2),
+//!   one sample per transmission; the RTO deadline exists exactly while
+//!   packets are in flight;
 //! * states: an ACK that acknowledges something makes the path ACTIVE; an
 //!   RTO makes it RECOVERING, the third in a row FAILED (6.1); the window
 //!   restarts at one MSS after an RTO (6.2), always within `[MSS, 256
@@ -298,6 +300,8 @@ struct Tx {
     floor: u32,
     st: St,
     delivered: bool,
+    /// An ACK's AckSeq named it and it gave an RTT sample.
+    sampled: bool,
 }
 
 struct PathModel {
@@ -346,6 +350,10 @@ pub fn run_input(input: &Input) {
     let mut m16 = WinModel { span: 1024, cum: c.start, got: BTreeSet::new() };
     // The path.
     let mut p = TxPath::new(50_000, Aimd::new(mss, init, PATH_WINDOW, MD_ECN_PATH));
+    // The model below knows the rules of sections 5.2-5.5, not the late
+    // acknowledgments of 5.5.1 (added after it; the path's property test
+    // `acknowledged_only_if_received` covers those): off, as in the kernel.
+    p.late_acks = false;
     let mut rx = RxPath::default();
     let mut pm = PathModel {
         tx: Vec::new(),
@@ -396,7 +404,7 @@ pub fn run_input(input: &Input) {
                 assert_eq!(floor, pm.base(), "PathFloor is not the oldest in flight");
                 let seq = p.on_send(dsn, len, now, 0);
                 assert_eq!(seq, pm.next(), "sequence numbers not contiguous");
-                pm.tx.push(Tx { dsn, len, at: now, floor, st: St::InFlight, delivered: false });
+                pm.tx.push(Tx { dsn, len, at: now, floor, st: St::InFlight, delivered: false, sampled: false });
                 pm.epoch_sent += 1;
                 dsn = dsn.wrapping_add(1);
             }
@@ -513,10 +521,16 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
     if ack_seq_sent && diff(a.ack_seq, newest) > 0 {
         newest = a.ack_seq;
     }
-    // RTT sample from AckSeq if it is in flight.
-    if ack_seq_sent && pm.tx[a.ack_seq as usize].st == St::InFlight {
-        let rtt = now.saturating_sub(pm.tx[a.ack_seq as usize].at).max(1);
-        pm.min_rtt = if pm.min_rtt == 0 { rtt } else { pm.min_rtt.min(rtt) };
+    // RTT sample from AckSeq if it is recent and not acknowledged, once.
+    // (Numbers before the first ever sent: the core's slots for them are
+    // empty, i.e. acknowledged.)
+    if a.ack_seq < next && next - a.ack_seq <= 256 {
+        let t = &mut pm.tx[a.ack_seq as usize];
+        if t.st != St::Acked && !t.sampled {
+            t.sampled = true;
+            let rtt = now.saturating_sub(t.at).max(1);
+            pm.min_rtt = if pm.min_rtt == 0 { rtt } else { pm.min_rtt.min(rtt) };
+        }
     }
     let mut want = Vec::new();
     let mut acked_bytes = 0u32;
