@@ -6,28 +6,14 @@
 //! ignored), and the requester's stream is closed at its first completion
 //! that is not `Ok`.
 
-use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, RxEvent, SendStatus};
+use metaroce_proto::conn::{Completion, ConnState, RxEvent, SendStatus};
 use metaroce_proto::mrc_wire::{parse, DataHdr, MrcPacket, NakCode, MAX_HDR_LEN};
 
 mod common;
-use common::{write, Rand};
-
-/// `native.rs`: 8 paths, 512 descriptors, 16 streams, K = 32.
-type NativeConn = Conn<8, 512, 8, 16, 32>;
-
-const MS: u64 = 1_000_000;
-/// The kernel's timer tick (`timer::TICK_MS`).
-const TICK: u64 = 5 * MS;
+use common::{kernel_config, write, NativeConn, Rand, MS, TICK};
 
 fn kernel_conn() -> Box<NativeConn> {
-    let mut cfg = ConnConfig::new(0x5EED);
-    cfg.mss = 1024;
-    cfg.paths = 8;
-    cfg.rto_min_ns = 2 * TICK;
-    cfg.rto_init_ns = 4 * TICK;
-    cfg.pto_min_ns = TICK;
-    cfg.rto_max_ns = 2_000 * MS;
-    Box::new(NativeConn::new(cfg))
+    Box::new(NativeConn::new(kernel_config(0x5EED)))
 }
 
 /// What happened to the requester's messages.

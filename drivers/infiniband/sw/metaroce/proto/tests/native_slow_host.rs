@@ -13,35 +13,22 @@
 //! so the same packet was sent 17 times within ~300 ms while the peer took
 //! ~250 ms to answer, and `max_retx` failed a live connection.
 
-use metaroce_proto::conn::{Completion, Conn, ConnConfig, SendStatus};
+use metaroce_proto::conn::{Completion, ConnConfig, SendStatus};
 use metaroce_proto::mrc_wire::{MrcOp, MAX_HDR_LEN};
 use metaroce_proto::stream::MsgDesc;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 mod common;
-use common::Rand;
+use common::{kernel_config, NativeConn as C, Rand, MS, TICK};
 
-/// `native.rs`'s connection shape.
-type C = Conn<8, 512, 8, 16, 32>;
-
-const MS: u64 = 1_000_000;
-/// The kernel's timer tick.
-const TICK: u64 = 5 * MS;
 /// veth's 10 Gbit/s less 1/32: the receiver's share for one sender.
 const HINT_KBPS: u32 = 9_687_500;
 const MSG: u32 = 1 << 20;
 
-/// `native.rs`'s configuration: MTU 1500, 10 ms RTO floor, a tick of
-/// pacer credit, RTO up to 2 s.
+/// `native.rs`'s configuration with its tick of pacer credit.
 fn config(id: u32, late_acks: bool) -> ConnConfig {
-    let mut c = ConnConfig::new(id);
-    c.mss = 1024;
-    c.paths = 8;
-    c.rto_min_ns = 10 * MS;
-    c.rto_init_ns = 4 * TICK;
-    c.pto_min_ns = TICK;
-    c.rto_max_ns = 2000 * MS;
+    let mut c = kernel_config(id);
     c.late_acks = late_acks;
     c.pace_burst_ns = TICK;
     c

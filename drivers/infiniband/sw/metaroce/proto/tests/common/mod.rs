@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use metaroce_proto::bth::Bth;
+use metaroce_proto::conn::{Conn, ConnConfig};
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, NakCode, Reth, Syndrome};
 use metaroce_proto::opcode::{ExtSet, Opcode};
 use metaroce_proto::packet::Headers;
@@ -68,6 +69,30 @@ prop_compose! {
         h.ieth = has(ExtSet::IETH).then_some(imm.rotate_left(3));
         h
     }
+}
+
+/// The kernel's connection shape (`native.rs`: 8 paths, 512 descriptors,
+/// 16 streams, K = 32).
+pub type NativeConn = Conn<8, 512, 8, 16, 32>;
+
+/// Nanoseconds per millisecond.
+pub const MS: u64 = 1_000_000;
+/// The kernel's timer tick (`timer::TICK_MS`).
+pub const TICK: u64 = 5 * MS;
+
+/// `native.rs`'s connection parameters on an MTU-1500 netdev with the
+/// module's defaults (RTO floor two ticks, initial RTO four, probe timeout
+/// one, RTO up to 2 s); pacer credit and late acknowledgments as the core's
+/// defaults (the caller sets the kernel's where it matters).
+pub fn kernel_config(conn_id: u32) -> ConnConfig {
+    let mut cfg = ConnConfig::new(conn_id);
+    cfg.mss = 1024;
+    cfg.paths = 8;
+    cfg.rto_min_ns = 2 * TICK;
+    cfg.rto_init_ns = 4 * TICK;
+    cfg.pto_min_ns = TICK;
+    cfg.rto_max_ns = 2_000 * MS;
+    cfg
 }
 
 /// xorshift64 for the loopback tests' impairments (loss, delay, corruption).
