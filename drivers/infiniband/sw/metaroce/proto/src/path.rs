@@ -387,7 +387,7 @@ impl<C: CongestionEngine> TxPath<C> {
                 tries,
             };
         }
-        if tries > 0 && self.held_tries() < tries {
+        if tries > 0 && self.held().map_or(0, |h| h.tries) < tries {
             self.held = Some(seq);
         }
         self.next = seq.wrapping_add(1);
@@ -686,14 +686,12 @@ impl<C: CongestionEngine> TxPath<C> {
         bad
     }
 
-    /// The held retransmission's earlier transmissions (0: none held or
-    /// no longer in flight).
-    fn held_tries(&self) -> u8 {
+    /// The held retransmission's slot while it is in flight.
+    fn held(&self) -> Option<&Slot> {
         self.held
             .filter(|&seq| self.in_window(seq))
             .and_then(|seq| self.slots.get(slot_index(seq)))
             .filter(|s| s.state == SlotState::InFlight)
-            .map_or(0, |s| s.tries)
     }
 
     /// When the path times out, if anything is in flight: the RTO after
@@ -713,11 +711,7 @@ impl<C: CongestionEngine> TxPath<C> {
         let after = |sent_at: u64, shift: u8| sent_at.saturating_add((rto << shift.min(MAX_BACKOFF)).min(cap));
         let s = self.slots.get(slot_index(self.base))?;
         let oldest = after(s.sent_at, self.backoff);
-        let held = self
-            .held
-            .filter(|_| self.held_tries() > 0)
-            .and_then(|seq| self.slots.get(slot_index(seq)))
-            .map_or(0, |h| after(h.sent_at, h.tries));
+        let held = self.held().map_or(0, |h| after(h.sent_at, h.tries));
         Some(oldest.max(held))
     }
 
