@@ -389,7 +389,7 @@ def case_malformed_send():
         ("opcode 0xff", LOCAL_ERR, dict(opcode=0xFF, sges=[ok_sge])),
         ("opcode 0xffffffff", LOCAL_ERR, dict(opcode=0xFFFFFFFF, sges=[ok_sge])),
         ("opcode 11 (IBV_WR_DRIVER1)", LOCAL_ERR, dict(opcode=11, sges=[ok_sge])),
-        ("opcode 14 (IBV_WR_FLUSH, not offered)", LOCAL_ERR | REMOTE_ERR, dict(opcode=14, sges=[ok_sge])),
+        ("opcode 14 (IBV_WR_FLUSH) carrying an SGE", LOCAL_ERR | REMOTE_ERR, dict(opcode=14, sges=[ok_sge])),
         ("num_sge 17 > the QP's max_send_sge 16 (all 17 valid)", LOCAL_ERR, dict(opcode=S, sges=[ok_sge] * 17)),
         ("num_sge 33 > device max_sge 32", LOCAL_ERR, dict(opcode=S, sges=[ok_sge], num_sge=33)),
         ("num_sge 0xffffffff", LOCAL_ERR, dict(opcode=S, sges=[ok_sge], num_sge=0xFFFFFFFF)),

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Target `headers`: structured build/parse round trips for every opcode.
 //!
-//! The input picks an opcode out of the 39 supported ones, every header
+//! The input picks an opcode out of the 40 supported ones, every header
 //! field, a payload and optionally one inconsistency. A consistent packet
 //! must build to exactly `wire_len` bytes and parse back to the same headers
 //! and payload; each inconsistency must be refused with its own error, and
@@ -11,7 +11,7 @@ use super::enc::{Enc, Wire};
 use super::packet::check_parsed;
 use arbitrary::{Result, Unstructured};
 use metaroce_proto::bth::{Bth, QPN_MASK};
-use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Reth, Syndrome};
+use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Reth, Syndrome};
 use metaroce_proto::opcode::{ExtSet, Opcode};
 use metaroce_proto::packet::{build, pad_for, parse, wire_len, BuildError, Headers};
 use metaroce_proto::psn::Psn;
@@ -42,7 +42,8 @@ pub struct Input {
     pub rkey: u32,
     /// RETH length.
     pub len: u32,
-    /// AtomicETH swap/add.
+    /// AtomicETH swap/add; FETH: bits 0-3 the placement type, bits 4-5
+    /// the selectivity level.
     pub swap: u64,
     /// AtomicETH compare.
     pub compare: u64,
@@ -64,8 +65,11 @@ pub struct Input {
     pub plen: u16,
     /// Payload fill byte.
     pub fill: u8,
-    /// 1: an extra header, 2: a wrong pad, 3: payload on an opcode without
-    /// one, 4: a required header missing; anything else: consistent.
+    /// 1: an extra header (a FETH if bit 7 of `fill` is set and the opcode
+    /// has none, else ImmDt or IETH), 2: a wrong pad, 3: payload on an
+    /// opcode without one, 4: required headers missing (all of them, or
+    /// only the FETH if bit 7 of `fill` is set and there is one); anything
+    /// else: consistent.
     pub tweak: u8,
 }
 
@@ -128,6 +132,7 @@ pub fn headers_of(i: &Input) -> (Headers, usize) {
         psn: Psn::new(i.psn),
     });
     let has = |x| info.exts.contains(x);
+    h.feth = has(ExtSet::FETH).then_some(feth_of(i.swap));
     h.deth = has(ExtSet::DETH).then_some(Deth { qkey: i.qkey, src_qp: i.src_qp & QPN_MASK });
     h.reth = has(ExtSet::RETH).then_some(Reth { va: i.va, rkey: i.rkey, len: i.len });
     h.atomic_eth = has(ExtSet::ATOMIC_ETH).then_some(AtomicEth {
@@ -144,6 +149,12 @@ pub fn headers_of(i: &Input) -> (Headers, usize) {
     (h, plen)
 }
 
+/// The FETH the low bits of `v` stand for: every placement type (0-15)
+/// and selectivity level (0-3), valid or not (the codec does not judge).
+pub fn feth_of(v: u64) -> Feth {
+    Feth { placement: (v & 0xF) as u8, selectivity: ((v >> 4) & 3) as u8 }
+}
+
 /// Runs one input.
 pub fn run(data: &[u8]) {
     let Ok(i) = Input::decode(&mut Unstructured::new(data)) else {
@@ -156,7 +167,9 @@ pub fn run(data: &[u8]) {
     match i.tweak {
         1 => {
             // A header the opcode does not have.
-            if h.imm.is_none() {
+            if i.fill & 0x80 != 0 && h.feth.is_none() {
+                h.feth = Some(feth_of(i.swap));
+            } else if h.imm.is_none() {
                 h.imm = Some(i.imm);
             } else {
                 h.ieth = Some(i.ieth);
@@ -173,13 +186,19 @@ pub fn run(data: &[u8]) {
             assert_eq!(build(&h, &extra, &mut out), Err(BuildError::UnexpectedPayload));
         }
         4 if !info.exts.is_empty() => {
-            h.deth = None;
-            h.reth = None;
-            h.atomic_eth = None;
-            h.aeth = None;
-            h.atomic_ack_eth = None;
-            h.imm = None;
-            h.ieth = None;
+            if i.fill & 0x80 != 0 && h.feth.is_some() {
+                // Only the FETH (a FLUSH keeps its RETH).
+                h.feth = None;
+            } else {
+                h.feth = None;
+                h.deth = None;
+                h.reth = None;
+                h.atomic_eth = None;
+                h.aeth = None;
+                h.atomic_ack_eth = None;
+                h.imm = None;
+                h.ieth = None;
+            }
             assert_eq!(build(&h, &payload, &mut out), Err(BuildError::HeaderMismatch));
         }
         _ => {

@@ -6,6 +6,8 @@
 //! data is only ever placed in, or read from, memory that was checked.
 //! Atomics run on a sparse word map; the model asserts the core's own
 //! preconditions (8-byte alignment) instead of checking them itself.
+//! FLUSH is checked like the rest (key, rights, range unless the whole
+//! region is asked for) and every approved one is recorded.
 
 use metaroce_proto::resp::{AccessError, MemAccess, RecvQueue};
 use metaroce_proto::wr::{Access, AtomicOp, RecvWqe};
@@ -24,10 +26,16 @@ pub struct Mr {
     pub access: Access,
 }
 
-/// The two regions: a read/write/atomic one and a read-only one that ends
-/// at the top of the 64-bit address space.
+/// The two regions: a read/write/atomic one that may also be flushed to
+/// global visibility (not to persistence), and a read-only one that ends at
+/// the top of the 64-bit address space.
 pub const MRS: [Mr; 2] = [
-    Mr { rkey: 0x100, base: 0x1_0000, len: 0x4000, access: Access::READ.with(Access::WRITE).with(Access::ATOMIC) },
+    Mr {
+        rkey: 0x100,
+        base: 0x1_0000,
+        len: 0x4000,
+        access: Access::READ.with(Access::WRITE).with(Access::ATOMIC).with(Access::FLUSH_GLOBAL),
+    },
     Mr { rkey: 0x200, base: 0xFFFF_FFFF_FFFF_E000, len: 0x2000, access: Access::READ },
 ];
 
@@ -56,6 +64,24 @@ impl Range {
     }
 }
 
+/// An approved FLUSH, as the core asked for it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Flush {
+    /// Key.
+    pub rkey: u32,
+    /// Start (not checked if `whole_mr`).
+    pub va: u64,
+    /// Length, possibly 0 (not checked if `whole_mr`).
+    pub len: u32,
+    /// The whole region of `rkey`.
+    pub whole_mr: bool,
+    /// Rights asked: `FLUSH_GLOBAL` and/or `FLUSH_PERSISTENT`.
+    pub access: Access,
+}
+
+/// The rights a FLUSH may ask for.
+pub const FLUSH_RIGHTS: Access = Access::FLUSH_GLOBAL.with(Access::FLUSH_PERSISTENT);
+
 /// Memory model.
 #[derive(Default, Debug)]
 pub struct Mem {
@@ -69,7 +95,9 @@ pub struct Mem {
     pub atomics: Vec<(u32, u64, u64)>,
     /// ATOMIC WRITEs executed: (rkey, va, value).
     pub atomic_writes: Vec<(u32, u64, u64)>,
-    /// Memory calls made (checks and atomics, approved or not).
+    /// FLUSHes approved, oldest first.
+    pub flushes: Vec<Flush>,
+    /// Memory calls made (checks, atomics and flushes, approved or not).
     pub calls: u64,
     words: BTreeMap<u64, u64>,
 }
@@ -133,6 +161,24 @@ impl MemAccess for Mem {
         let v = u64::from_ne_bytes(value);
         self.words.insert(va, v);
         self.atomic_writes.push((rkey, va, v));
+        Ok(())
+    }
+    fn flush(&mut self, rkey: u32, va: u64, len: u32, whole_mr: bool, access: Access) -> Result<(), AccessError> {
+        self.calls += 1;
+        assert!(
+            access != Access::NONE && FLUSH_RIGHTS.contains(access),
+            "flush asking for {access:?}"
+        );
+        if std::mem::take(&mut self.fail_next) {
+            return Err(AccessError::Operational);
+        }
+        let ok = MRS.iter().any(|m| {
+            m.rkey == rkey && m.access.contains(access) && (whole_mr || inside(m, va, u64::from(len)))
+        });
+        if !ok {
+            return Err(AccessError::Access);
+        }
+        self.flushes.push(Flush { rkey, va, len, whole_mr, access });
         Ok(())
     }
 }

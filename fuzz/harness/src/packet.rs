@@ -10,12 +10,14 @@
 //! * re-encoding (`build`, `write_headers`, `wire_len`) gives back the same
 //!   bytes (the pad as zeros) and parsing those gives the same packet.
 //!
-//! Each header reader (BTH, RETH, AETH, AtomicETH, AtomicAckETH, DETH) is
-//! also run on the front of the bytes: what it accepts must re-encode to
-//! the identical bytes.
+//! Each header reader (BTH, RETH, AETH, AtomicETH, AtomicAckETH, DETH,
+//! FETH) is also run on the front of the bytes: what it accepts must
+//! re-encode to the identical bytes (for the FETH: only bits 0-5 may be
+//! set, placement in 0-15, selectivity in 0-3).
 
 use metaroce_proto::bth::{Bth, BTH_LEN};
-use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Reth, Syndrome};
+use metaroce_proto::opcode::Opcode;
+use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Reth, Syndrome};
 use metaroce_proto::packet::{
     build, pad_for, parse, wire_len, write_headers, Packet, ParseError, ICRC_LEN,
 };
@@ -79,6 +81,7 @@ fn check_error(data: &[u8], e: ParseError) {
         ParseError::Truncated => {}
         ParseError::UnknownOpcode(op) | ParseError::UnsupportedOpcode(op) => {
             assert_eq!(Some(&op), data.first(), "opcode error names another byte");
+            assert!(Opcode::from_u8(op).is_none(), "supported opcode {op:#x} refused as {e:?}");
         }
         ParseError::BadTver(v) => assert!(v != 0 && v < 16),
         ParseError::BadSyndrome(s) => assert!(Syndrome::decode(s).is_err()),
@@ -120,6 +123,21 @@ fn codecs(data: &[u8]) {
     }
     if let Ok(h) = Deth::read(&mut Reader::new(data)) {
         same_bytes::<{ Deth::LEN }>(data, |w| h.write(w));
+    }
+    // FETH: accepted exactly when the reserved bits (31-6) are zero.
+    let feth = Feth::read(&mut Reader::new(data));
+    match data.get(..Feth::LEN) {
+        None => assert_eq!(feth, Err(ParseError::Truncated)),
+        Some(b) => {
+            let v = u32::from_be_bytes(b.try_into().unwrap());
+            if v & !0x3F != 0 {
+                assert_eq!(feth, Err(ParseError::ReservedBits), "FETH {v:#x}");
+            } else {
+                let h = feth.expect("FETH with clear reserved bits refused");
+                assert_eq!((h.placement, h.selectivity), ((v & 0xF) as u8, (v >> 4) as u8));
+                same_bytes::<{ Feth::LEN }>(data, |w| h.write(w));
+            }
+        }
     }
     if let Some(&b) = data.first() {
         match Syndrome::decode(b) {

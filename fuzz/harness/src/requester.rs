@@ -15,17 +15,19 @@
 //!   past the WR's data), RETH / AtomicETH / immediate / IETH / DETH, AckReq
 //!   on a message's last packet, solicited bit; new PSNs are contiguous (no
 //!   gap) and, on RC, within `max_inflight` of the oldest PSN that could
-//!   still be unacknowledged, and a READ, atomic or ATOMIC WRITE only while
-//!   fewer than `max_rd_atomic` earlier ones wait for their response;
+//!   still be unacknowledged, and a READ, atomic, ATOMIC WRITE or FLUSH only
+//!   while fewer than `max_rd_atomic` earlier ones wait for their response;
+//!   a FLUSH is one RC FLUSH packet (one PSN) with the WR's FETH and RETH
+//!   (its range length, not the WR's length, which is 0) and no payload;
 //!   nothing is sent in the error state;
 //! * READ response data is placed only into a READ's buffer, in order,
 //!   never past its length, and an atomic result only into its atomic WR,
 //!   once; an ATOMIC WRITE (RETH length 8, its 8 bytes from the send queue)
-//!   is accepted as answered only by an empty READ RESPONSE Only with an
-//!   ACK at its PSN, and nothing is placed for it;
+//!   or a FLUSH is accepted as answered only by an empty READ RESPONSE Only
+//!   with an ACK at its PSN, and nothing is placed for it;
 //! * send completions come in posting order, each WR at most once, with its
 //!   length; a success needs an acknowledgement covering the WR (RC), its
-//!   complete READ data, atomic result or ATOMIC WRITE response, or its
+//!   complete READ data, atomic result or ATOMIC WRITE / FLUSH response, or its
 //!   full transmission (UC/UD);
 //!   signaled successes and every error are reported, unsignaled successes
 //!   retired silently; after the first error only flushes follow;
@@ -43,7 +45,7 @@ use super::packet::check_parsed;
 use super::responder::{check_encodes, pmtu_of};
 use arbitrary::{Result, Unstructured};
 use metaroce_proto::bth::Bth;
-use metaroce_proto::ext::{Aeth, AtomicAckEth, NakCode, Syndrome};
+use metaroce_proto::ext::{Aeth, AtomicAckEth, Feth, NakCode, Syndrome};
 use metaroce_proto::opcode::{OpKind, Opcode, Position, Transport};
 use metaroce_proto::packet::{build, pad_for, parse, Headers, Packet, PayloadRef, TxDesc};
 use metaroce_proto::psn::Psn;
@@ -88,19 +90,22 @@ pub struct Cfg {
 /// A work request to post.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Post {
-    /// 0 SEND, 1 SEND imm, 2 SEND inv, 3 WRITE, 4 WRITE imm, 5 READ, 6
-    /// CmpSwap, 7 FetchAdd, 8 ATOMIC WRITE, 9 local (modulo 10).
+    /// 0xE0-0xFF: FLUSH (see [`flush_of`]); else, modulo 10: 0 SEND, 1
+    /// SEND imm, 2 SEND inv, 3 WRITE, 4 WRITE imm, 5 READ, 6 CmpSwap, 7
+    /// FetchAdd, 8 ATOMIC WRITE, 9 local.
     pub op: u8,
     /// Length (modulo 1100 unless bit 7 of `flags`; atomics and ATOMIC
-    /// WRITE: 8 unless bit 5; local: 0 unless bit 5).
+    /// WRITE: 8 unless bit 5; local and FLUSH: 0 unless bit 5). FLUSH: also
+    /// the length of the range (inverted if bit 7 of `flags`).
     pub len: u16,
     /// Bit 0 signaled, 1 fence, 2 solicited, 3 UD: use the QP's Q_Key, 4
-    /// a length above 2^31, 5 atomics keep `len`, 6 UD: no destination, 7
-    /// `len` as is (else modulo 1100).
+    /// a length above 2^31, 5 atomics, local and FLUSH keep `len`, 6 UD: no
+    /// destination, 7 `len` as is (else modulo 1100).
     pub flags: u8,
     /// Remote address (atomics and ATOMIC WRITE: aligned down unless odd).
     pub va: u64,
-    /// Remote key, immediate data, invalidate key.
+    /// Remote key, immediate data, invalidate key; FLUSH: bits 24-29 may
+    /// give the FETH ([`flush_of`]).
     pub key: u32,
 }
 
@@ -275,10 +280,37 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
     q
 }
 
+/// The FETH of a FLUSH post (`op` 0xE0-0xFF): bit 4 of `op` clear, a
+/// valid one (placement GLOBAL, PERSISTENT, both, GLOBAL for bits 0-1 of
+/// `op`, selectivity range or whole region for bit 2); set, the raw fields
+/// from `key` (bits 24-27 placement 0-15, bits 28-29 selectivity 0-3).
+pub fn flush_of(p: &Post) -> Feth {
+    if p.op & 0x10 == 0 {
+        Feth { placement: [1, 2, 3, 1][usize::from(p.op & 3)], selectivity: (p.op >> 2) & 1 }
+    } else {
+        Feth { placement: (p.key >> 24) as u8 & 0xF, selectivity: (p.key >> 28) as u8 & 3 }
+    }
+}
+
+/// True for operations that get a response of their own: READ, atomics,
+/// ATOMIC WRITE and FLUSH (they count against `max_rd_atomic`).
+pub fn needs_response(op: &SendOp) -> bool {
+    matches!(op, SendOp::Read { .. } | SendOp::Atomic { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+}
+
+/// True for operations answered by an empty READ RESPONSE Only at their
+/// (single) PSN: ATOMIC WRITE and FLUSH.
+pub fn empty_read(op: &SendOp) -> bool {
+    matches!(op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+}
+
 /// The work request a `Post` stands for.
 pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
     let atomic_va = if p.va & 1 != 0 { p.va } else { p.va & !7 };
-    let op = match p.op % 10 {
+    let flush = flush_of(p);
+    let range = if p.flags & 0x80 != 0 { !u32::from(p.len) } else { u32::from(p.len) };
+    let sel = if p.op >= 0xE0 { 10 } else { p.op % 10 };
+    let op = match sel {
         0 => SendOp::Send,
         1 => SendOp::SendImm { imm: p.key },
         2 => SendOp::SendInv { rkey: p.key },
@@ -292,14 +324,21 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
         },
         7 => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
         8 => SendOp::AtomicWrite { va: atomic_va, rkey: p.key },
-        _ => SendOp::Local,
+        9 => SendOp::Local,
+        _ => SendOp::Flush {
+            va: p.va,
+            rkey: p.key,
+            len: range,
+            placement: flush.placement,
+            selectivity: flush.selectivity,
+        },
     };
     // Mostly messages of up to four 256-byte packets (bit 7: up to 64 KiB).
     let mut len = if p.flags & 0x80 != 0 { u32::from(p.len) } else { u32::from(p.len) % 1100 };
     if matches!(op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && p.flags & 0x20 == 0 {
         len = 8;
     }
-    if op == SendOp::Local && p.flags & 0x20 == 0 {
+    if (op == SendOp::Local || matches!(op, SendOp::Flush { .. })) && p.flags & 0x20 == 0 {
         len = 0;
     }
     if p.flags & 0x10 != 0 {
@@ -342,9 +381,16 @@ pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Re
     if matches!(wr.op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && wr.len != 8 {
         return Err(PostError::InvalidLength);
     }
-    // A local WQE carries no data.
-    if wr.op == SendOp::Local && wr.len != 0 {
+    // A local WQE carries no data, nor does a FLUSH (its range is in the op).
+    if (wr.op == SendOp::Local || matches!(wr.op, SendOp::Flush { .. })) && wr.len != 0 {
         return Err(PostError::InvalidLength);
+    }
+    // FLUSH: placement GLOBAL (1) and/or PERSISTENT (2), nothing else;
+    // selectivity range (0) or whole region (1).
+    if let SendOp::Flush { placement, selectivity, .. } = wr.op {
+        if !(1..=3).contains(&placement) || selectivity > 1 {
+            return Err(PostError::InvalidOp);
+        }
     }
     if cfg.transport == Transport::Ud {
         if wr.ud.is_none() {
@@ -368,8 +414,8 @@ struct Wr {
     /// READ: bytes placed, contiguously from 0.
     covered: u32,
     atomic_placed: bool,
-    /// READ: its last response was accepted; ATOMIC WRITE: its empty READ
-    /// RESPONSE Only was accepted.
+    /// READ: its last response was accepted; ATOMIC WRITE and FLUSH: its
+    /// empty READ RESPONSE Only was accepted.
     answered: bool,
     /// Every packet went out at least once.
     tx_done: bool,
@@ -528,13 +574,14 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
     let want = expected_post(&m.cfg, qp.sq_used(), &wr);
     let in_error = qp.is_error();
     let got = qp.post_send(sq, wr);
+    super::count(|| format!("post {} -> {got:?}", format!("{:?}", wr.op).split([' ', '{']).next().unwrap_or("?")), 1);
     assert_eq!(got, want, "post_send of {wr:?}");
     if got.is_ok() {
         let npsn = match wr.op {
             // A local WQE takes no PSN: its (empty) range starts where the
             // next WR's starts.
             SendOp::Local => 0,
-            SendOp::Atomic { .. } | SendOp::AtomicWrite { .. } => 1,
+            SendOp::Atomic { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => 1,
             _ => m.cfg.pmtu.packets(wr.len),
         };
         let first = m.wrs.last().map_or(0, |w| w.end());
@@ -564,8 +611,9 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
             // starts at (the next WR's first).
             let n = w.npsn.max(1);
             let j = if r.j & 0x8000 != 0 { n - 1 } else { u32::from(r.j) % n };
-            // An ATOMIC WRITE's right answer is an empty READ RESPONSE Only.
-            let aw = matches!(w.wr.op, SendOp::AtomicWrite { .. });
+            // An ATOMIC WRITE's or FLUSH's right answer is an empty READ
+            // RESPONSE Only.
+            let aw = empty_read(&w.wr.op);
             let left = if aw { 0 } else { w.wr.len.saturating_sub(j.saturating_mul(mtu)) };
             let fit = match (j == 0, j + 1 == w.npsn) {
                 _ if aw => 3,
@@ -647,7 +695,7 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
 
 /// What a correct responder sends next for live WR `r.k`: the next READ
 /// response, the atomic ACK, the empty READ RESPONSE Only of an ATOMIC
-/// WRITE, or the ACK of the WR's last PSN.
+/// WRITE or FLUSH, or the ACK of the WR's last PSN.
 fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
     let live = &m.wrs[m.next_report.min(m.wrs.len())..];
     let w = live.get(usize::from(r.k) % live.len().max(1))?;
@@ -664,7 +712,7 @@ fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
             (op, m.psn(w.first + j), w.wr.len.saturating_sub(j * mtu).min(mtu))
         }
         SendOp::Atomic { .. } => (Opcode::RcAtomicAck, m.psn(w.first), 0),
-        SendOp::AtomicWrite { .. } => (Opcode::RcReadRespOnly, m.psn(w.first), 0),
+        SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => (Opcode::RcReadRespOnly, m.psn(w.first), 0),
         // A local WQE: the ACK of the PSN before its empty range.
         _ => (Opcode::RcAck, m.psn(w.end()).sub(1), 0),
     })
@@ -689,6 +737,11 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
     let b = d.hdr.bth;
     let info = b.opcode.info();
     assert!(info.kind.is_request(), "requester sent {:?}", b.opcode);
+    assert!(
+        d.hdr.feth.is_none() || matches!(m.find(m.lin(b.psn)).map(|(k, _)| m.wrs[k].wr.op), Some(SendOp::Flush { .. })),
+        "FETH on {:?}",
+        b.opcode
+    );
     assert_eq!(info.transport, m.cfg.transport, "wrong transport");
     assert_eq!(b.pkey, m.cfg.pkey);
     let l = m.lin(b.psn);
@@ -706,12 +759,13 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
         _ => 1,
     };
     let last = j + covers == w.npsn;
-    if rc && wr.op.needs_response() {
-        // max_rd_atomic: READs, atomics and ATOMIC WRITEs sent before this
-        // one (in posting order) and still without their response.
+    if rc && needs_response(&wr.op) {
+        // max_rd_atomic: READs, atomics, ATOMIC WRITEs and FLUSHes sent
+        // before this one (in posting order) and still without their
+        // response.
         let open = m.wrs[..k]
             .iter()
-            .filter(|o| o.wr.op.needs_response() && !o.reported && !o.answered && !o.atomic_placed)
+            .filter(|o| needs_response(&o.wr.op) && !o.reported && !o.answered && !o.atomic_placed)
             .count();
         assert!(
             open < usize::from(m.cfg.max_rd_atomic),
@@ -751,6 +805,17 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
             assert_eq!(wr.len, 8);
             // The WR's 8 bytes, from its own send queue slot.
             assert_eq!(d.payload, PayloadRef::Sq { slot: k as u32 % depth, offset: 0, len: 8 });
+            assert_eq!(b.pad, 0);
+            assert_eq!((b.dest_qp, b.solicited), (DEST_QPN, false));
+            assert!(d.hdr.atomic_eth.is_none() && d.hdr.imm.is_none() && d.hdr.ieth.is_none());
+        }
+        SendOp::Flush { va, rkey, len, placement, selectivity } => {
+            assert_eq!((j, b.opcode), (0, Opcode::RcFlush));
+            assert_eq!(d.hdr.feth, Some(Feth { placement, selectivity }), "FLUSH FETH");
+            let reth = d.hdr.reth.expect("FLUSH without RETH");
+            assert_eq!((reth.va, reth.rkey, reth.len), (va, rkey, len), "FLUSH RETH");
+            assert_eq!(wr.len, 0);
+            assert_eq!(d.payload, PayloadRef::None, "FLUSH with payload");
             assert_eq!(b.pad, 0);
             assert_eq!((b.dest_qp, b.solicited), (DEST_QPN, false));
             assert!(d.hdr.atomic_eth.is_none() && d.hdr.imm.is_none() && d.hdr.ieth.is_none());
@@ -848,21 +913,22 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) 
         if matches!(w.wr.op, SendOp::Read { .. }) && read_resp && out.drop.is_none() && j + 1 == w.npsn {
             w.answered = true;
         }
-        if matches!(w.wr.op, SendOp::AtomicWrite { .. }) && pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp {
+        if empty_read(&w.wr.op) && pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp {
             if out.drop.is_none() {
-                // Accepted as the ATOMIC WRITE's answer: it must be one.
+                // Accepted as the ATOMIC WRITE's or FLUSH's answer: it must
+                // be one.
                 let ack = pkt.hdr.aeth.map(|a| a.syndrome);
                 assert!(
                     j == 0
                         && pkt.hdr.bth.opcode == Opcode::RcReadRespOnly
                         && pkt.payload.is_empty()
                         && matches!(ack, Some(Syndrome::Ack { .. })),
-                    "ATOMIC WRITE {k} answered by {:?} with {} bytes, {ack:?}",
+                    "ATOMIC WRITE/FLUSH {k} answered by {:?} with {} bytes, {ack:?}",
                     pkt.hdr.bth.opcode,
                     pkt.payload.len()
                 );
-                assert!(out.place.is_none(), "placement for an ATOMIC WRITE: {out:?}");
-                assert!(!w.reported, "ATOMIC WRITE {k} answered after its completion was reported");
+                assert!(out.place.is_none(), "placement for an ATOMIC WRITE/FLUSH: {out:?}");
+                assert!(!w.reported, "ATOMIC WRITE/FLUSH {k} answered after its completion was reported");
                 w.answered = true;
             }
         }
@@ -906,7 +972,15 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
         eprintln!("completion {c:?}");
     }
     let k = c.wr_id as usize;
-    super::count(|| format!("completion {:?} {:?}", c.status, m.wrs.get(k).map(|w| core::mem::discriminant(&w.wr.op))), 1);
+    super::count(
+        || {
+            // The operation's name, without its fields.
+            let op = m.wrs.get(k).map(|w| format!("{:?}", w.wr.op));
+            let name = op.as_deref().map(|s| s.split([' ', '{']).next().unwrap_or(s));
+            format!("completion {:?} {}", c.status, name.unwrap_or("?"))
+        },
+        1,
+    );
     assert!(k < m.wrs.len() && k >= m.next_report, "completion {k} out of order (next {})", m.next_report);
     for s in m.next_report..k {
         assert!(!m.error_reported, "WR {s} skipped after an error");
@@ -956,6 +1030,10 @@ fn check_success(m: &Model, k: usize) {
                 SendOp::Read { .. } => assert_eq!(w.covered, w.wr.len, "READ {k} completed without its data"),
                 SendOp::Atomic { .. } => assert!(w.atomic_placed, "atomic {k} completed without its result"),
                 SendOp::AtomicWrite { .. } => assert!(w.answered, "ATOMIC WRITE {k} completed without its response"),
+                SendOp::Flush { .. } => {
+                    assert!(w.answered, "FLUSH {k} completed without its response");
+                    assert_eq!(w.wr.len, 0);
+                }
                 _ => {}
             }
         }
@@ -986,6 +1064,16 @@ impl metaroce_proto::resp::MemAccess for NoMem {
     }
     fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
         panic!("requester target ran an ATOMIC WRITE")
+    }
+    fn flush(
+        &mut self,
+        _: u32,
+        _: u64,
+        _: u32,
+        _: bool,
+        _: metaroce_proto::wr::Access,
+    ) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
+        panic!("requester target ran a FLUSH")
     }
 }
 

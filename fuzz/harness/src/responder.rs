@@ -16,6 +16,16 @@
 //!   8, no pad), placing nothing and taking no receive WQE; a duplicate
 //!   executes nothing; a wrong length or alignment is refused with an
 //!   Invalid Request NAK before any memory call;
+//! * FLUSH: approved by the memory model (key, rights, and the range unless
+//!   the whole region is asked for) at most once per packet, only for an
+//!   accepted RC FLUSH at the expected PSN with a known placement type
+//!   (1-3) and selectivity level (0-1) that the QP's access grants, and
+//!   exactly as the FETH/RETH ask (key, address, length, whole region for
+//!   selectivity 1, `FLUSH_GLOBAL`/`FLUSH_PERSISTENT` for placement bits 0
+//!   and 1); an accepted FLUSH was approved, placed nothing, took no
+//!   receive WQE; a duplicate makes no memory call; an unknown placement or
+//!   selectivity, or one the QP does not grant, is refused before any
+//!   memory call and moves the QP to the error state;
 //! * a dropped packet places nothing, and sequence errors and duplicates
 //!   take no receive WQE;
 //! * receive completions come in the order the WQEs were taken, each WQE
@@ -24,8 +34,8 @@
 //! * RC: only the expected PSN executes (model of the expected PSN), ACKs
 //!   acknowledge only PSNs before it, NAKs name it, READ responses and
 //!   atomic ACKs belong to an accepted request and carry the value the
-//!   atomic returned, an ATOMIC WRITE is answered by an empty READ RESPONSE
-//!   Only with an ACK AETH at its PSN carrying its MSN, MSNs never exceed
+//!   atomic returned, an ATOMIC WRITE or FLUSH is answered by an empty READ
+//!   RESPONSE Only with an ACK AETH at its PSN carrying its MSN, MSNs never exceed
 //!   the messages completed, and in the error state only the final NAK is
 //!   sent, with the code of the refusal that caused it (access: Remote
 //!   Access, operational: Remote Operational, else Invalid Request); UC and
@@ -33,11 +43,11 @@
 //! * everything sent encodes and parses back.
 
 use super::enc::{bytes, steps, Enc, Wire};
-use super::mem::{Mem, Rq, MRS};
+use super::mem::{Flush, Mem, Rq, MRS};
 use super::packet::check_parsed;
 use arbitrary::{Result, Unstructured};
 use metaroce_proto::bth::Bth;
-use metaroce_proto::ext::{AtomicEth, Deth, NakCode, Reth, Syndrome};
+use metaroce_proto::ext::{AtomicEth, Deth, Feth, NakCode, Reth, Syndrome};
 use metaroce_proto::opcode::{ExtSet, OpKind, Opcode, Position, Transport};
 use metaroce_proto::packet::{build, pad_for, parse, Headers, Packet, PayloadRef, Pmtu, TxDesc};
 use metaroce_proto::psn::Psn;
@@ -63,8 +73,8 @@ pub struct Cfg {
     pub pmtu: u8,
     /// First expected PSN.
     pub rq_psn: u32,
-    /// Bit 0 READ, bit 1 WRITE, bit 2 ATOMIC; bit 7 inverts (all enabled
-    /// unless set).
+    /// Bit 0 READ, bit 1 WRITE, bit 2 ATOMIC, bit 3 FLUSH_GLOBAL, bit 4
+    /// FLUSH_PERSISTENT; only if bit 7 is set (else all of them).
     pub access: u8,
     /// RNR timer code.
     pub min_rnr_timer: u8,
@@ -78,7 +88,7 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pkt {
     /// Bit 7 clear: a request opcode of the QP's transport (index in the
-    /// low bits); set: any of the 39 opcodes.
+    /// low bits); set: any of the 40 opcodes.
     pub op: u8,
     /// PSN offset from the expected PSN (signed).
     pub dpsn: i8,
@@ -98,7 +108,7 @@ pub struct Pkt {
     pub off: u16,
     /// RETH length value.
     pub rlen: u32,
-    /// Atomic operands.
+    /// Atomic operands; FLUSH: the FETH ([`feth_of`]).
     pub swap: u64,
     /// Atomic compare operand.
     pub compare: u64,
@@ -225,9 +235,15 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
     q.sq_psn = Psn::new(c.rq_psn ^ 0x5A_5A5A);
     q.qkey = QKEY;
     q.sq_depth = 4;
-    let bits = if c.access & 0x80 == 0 { 7 } else { c.access & 7 };
+    let bits = if c.access & 0x80 == 0 { 0x1F } else { c.access & 0x1F };
     let mut a = Access::NONE;
-    for (bit, r) in [(1, Access::READ), (2, Access::WRITE), (4, Access::ATOMIC)] {
+    for (bit, r) in [
+        (1, Access::READ),
+        (2, Access::WRITE),
+        (4, Access::ATOMIC),
+        (8, Access::FLUSH_GLOBAL),
+        (16, Access::FLUSH_PERSISTENT),
+    ] {
         if bits & bit != 0 {
             a = a.with(r);
         }
@@ -236,6 +252,37 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
     q.min_rnr_timer = c.min_rnr_timer & 0x1F;
     q.ack_every = u32::from(c.ack_every % 8) + 1;
     q
+}
+
+/// The FETH of a FLUSH description: bit 7 clear, a valid one (placement
+/// GLOBAL, PERSISTENT or both from bits 0-1, 0 counting as GLOBAL;
+/// selectivity from bit 4: range or whole region); set, the raw fields
+/// (bits 0-3 placement 0-15, bits 4-5 selectivity 0-3).
+pub fn feth_of(v: u64) -> Feth {
+    if v & 0x80 == 0 {
+        Feth { placement: ((v & 3) as u8).max(1), selectivity: ((v >> 4) & 1) as u8 }
+    } else {
+        Feth { placement: (v & 0xF) as u8, selectivity: ((v >> 4) & 3) as u8 }
+    }
+}
+
+/// The rights a FLUSH of `placement` asks for (the unknown bits ask for
+/// none), on the QP and on the region.
+pub fn flush_rights(placement: u8) -> Access {
+    let mut a = Access::NONE;
+    if placement & 1 != 0 {
+        a = a.with(Access::FLUSH_GLOBAL);
+    }
+    if placement & 2 != 0 {
+        a = a.with(Access::FLUSH_PERSISTENT);
+    }
+    a
+}
+
+/// True for a FETH the responder must execute: placement GLOBAL and/or
+/// PERSISTENT and nothing else, selectivity range or whole region.
+pub fn feth_valid(f: &Feth) -> bool {
+    (1..=3).contains(&f.placement) && f.selectivity <= 1
 }
 
 /// Builds the packet a description stands for, given the expected PSN.
@@ -295,6 +342,7 @@ pub fn build_pkt(p: &Pkt, cfg: &QpConfig, epsn: Psn) -> Vec<u8> {
         psn: epsn.add(p.dpsn as i32 as u32),
     });
     let has = |x| info.exts.contains(x);
+    h.feth = has(ExtSet::FETH).then_some(feth_of(p.swap));
     h.deth = has(ExtSet::DETH).then_some(Deth {
         qkey: if p.flags & 8 != 0 { !cfg.qkey } else { cfg.qkey },
         src_qp: p.imm & 0xFF_FFFF,
@@ -343,8 +391,9 @@ struct Model {
     reads: Vec<(Psn, u32)>,
     /// Executed atomics: PSN and original value.
     atomics: Vec<(Psn, u64)>,
-    /// Executed ATOMIC WRITEs: PSN and the MSN that completed them.
-    atomic_writes: Vec<(Psn, u32)>,
+    /// Executed ATOMIC WRITEs and FLUSHes (answered by an empty READ
+    /// RESPONSE Only): PSN and the MSN that completed them.
+    empty_reads: Vec<(Psn, u32)>,
     /// RC: the NAK code the request that moved the QP to the error state
     /// must be answered with.
     nak: Option<NakCode>,
@@ -380,7 +429,7 @@ fn run_with<const R: usize>(input: &Input) {
         msn: 0,
         reads: Vec::new(),
         atomics: Vec::new(),
-        atomic_writes: Vec::new(),
+        empty_reads: Vec::new(),
         nak: None,
     };
     let mut now = 0u64;
@@ -424,6 +473,8 @@ fn run_with<const R: usize>(input: &Input) {
     super::count(|| "stat rnr_naks".into(), st.rnr_naks);
     super::count(|| "stat atomics executed".into(), mem.atomics.len() as u64);
     super::count(|| "stat atomic writes executed".into(), mem.atomic_writes.len() as u64);
+    super::count(|| "stat flushes executed".into(), mem.flushes.len() as u64);
+    super::count(|| "stat whole-region flushes executed".into(), mem.flushes.iter().filter(|f| f.whole_mr).count() as u64);
     super::count(|| "input ended in error state".into(), u64::from(qp.is_error()));
     qp.set_error();
     assert!(qp.poll_tx(now, &mut sq).is_none(), "sent after the error transition");
@@ -483,18 +534,19 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
                 assert!(matches!(a.syndrome, Syndrome::Ack { .. }), "READ response with {syn:?}");
             }
             let empty_only = b.opcode == Opcode::RcReadRespOnly && d.payload == PayloadRef::None;
-            if empty_only && m.atomic_writes.iter().any(|&(p, _)| p == b.psn) {
-                // The answer to an ATOMIC WRITE (first or replayed): its
-                // own PSN and MSN, an ACK AETH, no payload, no pad.
-                let a = aeth.expect("ATOMIC WRITE response without AETH");
+            if empty_only && m.empty_reads.iter().any(|&(p, _)| p == b.psn) {
+                // The answer to an ATOMIC WRITE or FLUSH (first or
+                // replayed): its own PSN and MSN, an ACK AETH, no payload,
+                // no pad.
+                let a = aeth.expect("ATOMIC WRITE/FLUSH response without AETH");
                 assert!(
-                    m.atomic_writes.iter().any(|&(p, msn)| p == b.psn && msn & 0xFF_FFFF == a.msn),
-                    "ATOMIC WRITE response {:?} with MSN {} (executed: {:?})",
+                    m.empty_reads.iter().any(|&(p, msn)| p == b.psn && msn & 0xFF_FFFF == a.msn),
+                    "ATOMIC WRITE/FLUSH response {:?} with MSN {} (executed: {:?})",
                     b.psn,
                     a.msn,
-                    m.atomic_writes
+                    m.empty_reads
                 );
-                assert_eq!(b.pad, 0, "ATOMIC WRITE response with pad");
+                assert_eq!(b.pad, 0, "ATOMIC WRITE/FLUSH response with pad");
                 return true;
             }
             assert!(
@@ -535,6 +587,7 @@ fn receive<const R: usize>(
     let was_error = qp.is_error();
     let (calls, taken, atomics) = (mem.calls, rq.taken, mem.atomics.len());
     let atomic_writes = mem.atomic_writes.len();
+    let flushes = mem.flushes.len();
     let epsn = m.epsn;
     let info = pkt.hdr.bth.opcode.info();
     let p = pkt.hdr.bth.psn;
@@ -617,6 +670,54 @@ fn receive<const R: usize>(
             assert!(qp.is_error(), "malformed ATOMIC WRITE left the QP working");
         }
     }
+    let fl_executed = mem.flushes.len() - flushes;
+    if fl_executed > 0 {
+        assert_eq!(fl_executed, 1, "one packet, several FLUSHes");
+        assert!(out.drop.is_none(), "FLUSH approved for a dropped packet: {out:?}");
+        assert_eq!(info.kind, OpKind::Flush, "{:?} executed a FLUSH", pkt.hdr.bth.opcode);
+        assert_eq!(executed + aw_executed, 0);
+        let feth = pkt.hdr.feth.expect("FLUSH without FETH");
+        let reth = pkt.hdr.reth.expect("FLUSH without RETH");
+        assert!(feth_valid(&feth), "FLUSH executed with {feth:?}");
+        let want = Flush {
+            rkey: reth.rkey,
+            va: reth.va,
+            len: reth.len,
+            whole_mr: feth.selectivity == 1,
+            access: flush_rights(feth.placement),
+        };
+        assert_eq!(mem.flushes[flushes], want, "FLUSH executed otherwise than the FETH/RETH ask");
+        assert!(m.cfg.access.contains(want.access), "FLUSH beyond the QP's rights {:?}", m.cfg.access);
+    }
+    if info.kind == OpKind::Flush && info.transport == m.cfg.transport {
+        let feth = pkt.hdr.feth.expect("FLUSH without FETH");
+        let granted = feth_valid(&feth) && m.cfg.access.contains(flush_rights(feth.placement));
+        if out.drop.is_none() {
+            assert!(granted, "FLUSH accepted with {feth:?}, QP access {:?}", m.cfg.access);
+            assert_eq!(fl_executed, 1, "FLUSH accepted but not approved by memory");
+            assert!(
+                out.place.is_none() && out.completion.is_none() && rq.taken == taken,
+                "FLUSH placed or completed: {out:?}"
+            );
+        }
+        if out.drop == Some(DropReason::Duplicate) {
+            assert_eq!(mem.calls, calls, "duplicate FLUSH executed again");
+        }
+        if p == epsn && !granted {
+            let ok = if feth_valid(&feth) {
+                matches!(out.drop, Some(DropReason::QpAccess | DropReason::OpSequence))
+            } else {
+                matches!(out.drop, Some(DropReason::BadFlush | DropReason::QpAccess | DropReason::OpSequence))
+            };
+            assert!(ok, "FLUSH with {feth:?}, QP access {:?}: {out:?}", m.cfg.access);
+            assert_eq!(mem.calls, calls, "refused FLUSH reached memory");
+            assert!(qp.is_error(), "refused FLUSH left the QP working");
+        }
+    }
+    if out.drop == Some(DropReason::BadFlush) {
+        assert_eq!(info.kind, OpKind::Flush, "BadFlush for {:?}", pkt.hdr.bth.opcode);
+        assert!(!feth_valid(&pkt.hdr.feth.expect("FLUSH without FETH")));
+    }
     if m.cfg.transport == Transport::Rc && info.transport == Transport::Rc && info.kind.is_request() && qp.is_error() {
         if p == epsn && out.drop.is_some() {
             // Class C: the QP is in the error state and answers with one
@@ -652,8 +753,8 @@ fn receive<const R: usize>(
                 if info.pos.is_end() {
                     m.msn += 1;
                 }
-                if info.kind == OpKind::AtomicWrite {
-                    m.atomic_writes.push((p, m.msn));
+                if matches!(info.kind, OpKind::AtomicWrite | OpKind::Flush) {
+                    m.empty_reads.push((p, m.msn));
                 }
             }
         }

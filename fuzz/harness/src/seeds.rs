@@ -219,6 +219,49 @@ pub fn responder() -> Seeds {
             vec![p(Pkt { off: 0x10, ..with_len(rc(RcAtomicWrite), 4) }), PollTx(2)],
         ),
         resp_seed(
+            "rc-flush-and-replay",
+            rc_cfg,
+            vec![
+                // GLOBAL over 0x100 bytes of the R/W/A region (granted by
+                // the QP and the region), then GLOBAL over the whole region
+                // (RETH length 0); the first again is only answered; then
+                // PERSISTENT, which the region does not grant (Remote
+                // Access NAK, error state).
+                p(Pkt { key: 0x20, off: 0x40, rlen: 0x100, ..rc(RcFlush) }),
+                p(Pkt { swap: 0x10, ..rc(RcFlush) }),
+                PollTx(4),
+                p(Pkt { dpsn: -2, key: 0x20, off: 0x40, rlen: 0x100, ..rc(RcFlush) }),
+                PollTx(4),
+                p(Pkt { swap: 2, ..rc(RcFlush) }),
+                PollTx(2),
+            ],
+        ),
+        resp_seed(
+            "rc-flush-not-granted",
+            // READ, WRITE and ATOMIC only.
+            RespCfg { access: 0x87, ..rc_cfg },
+            vec![p(Pkt { off: 0x40, ..rc(RcFlush) }), PollTx(2)],
+        ),
+        resp_seed(
+            "rc-flush-bad-placement",
+            rc_cfg,
+            // Placement 4 (reserved), range.
+            vec![p(Pkt { swap: 0x84, ..rc(RcFlush) }), PollTx(2)],
+        ),
+        resp_seed(
+            "rc-flush-bad-selectivity",
+            RespCfg { res: 1, ..rc_cfg },
+            // Placement GLOBAL, selectivity 2 (reserved).
+            vec![p(Pkt { swap: 0xA1, ..rc(RcFlush) }), PollTx(2)],
+        ),
+        resp_seed(
+            "rc-flush-outside-region",
+            rc_cfg,
+            // GLOBAL over 0x100 bytes from 0x3F80 into the 0x4000-byte
+            // region: past its end.
+            vec![p(Pkt { key: 0x20, off: 0x3F80, rlen: 0x100, ..rc(RcFlush) }), PollTx(2)],
+        ),
+        resp_seed(
             "rc-write-then-imm",
             rc_cfg,
             vec![
@@ -385,6 +428,67 @@ pub fn requester() -> Seeds {
                 ReqStep::Resp(Resp { kind: 3, plen: 1, ..Default::default() }),
                 PollComp(2),
             ],
+        ),
+        req_seed(
+            "rc-flush",
+            rc_cfg,
+            vec![
+                // GLOBAL over 64 bytes, a SEND, PERSISTENT over the whole
+                // region, GLOBAL|PERSISTENT over 0 bytes.
+                ReqStep::Post(Post { op: 0xE0, len: 64, flags: 1, va: 0x1000, key: 0x100 }),
+                post(0, 10, 1),
+                ReqStep::Post(Post { op: 0xE5, len: 0, flags: 1, va: 0x1000, key: 0x100 }),
+                ReqStep::Post(Post { op: 0xE2, len: 0, flags: 1, va: 0x2000, key: 0x100 }),
+                PollTx(8),
+                // The first one's empty READ RESPONSE Only, the SEND's
+                // ACK, then the others answered like a correct responder.
+                read_resp(0, 0, 0),
+                ack(0, 1, LAST),
+                ReqStep::Resp(Resp { kind: 6, k: 2, aux: 0x1F, ..Default::default() }),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 6, k: 3, aux: 0x1F, ..Default::default() }),
+                PollComp(8),
+            ],
+        ),
+        req_seed(
+            "rc-flush-max-rd-atomic",
+            ReqCfg { max_rd_atomic: 1, ..rc_cfg },
+            vec![
+                // One response outstanding at a time: the READ waits for
+                // the FLUSH's answer, the second FLUSH for the READ's.
+                ReqStep::Post(Post { op: 0xE0, len: 8, flags: 1, va: 0x1000, key: 0x100 }),
+                post(5, 10, 1),
+                ReqStep::Post(Post { op: 0xE1, len: 8, flags: 1, va: 0x1000, key: 0x100 }),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 6, k: 0, aux: 0x1F, ..Default::default() }),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 6, k: 1, aux: 0x1F, ..Default::default() }),
+                PollTx(8),
+                ReqStep::Resp(Resp { kind: 6, k: 2, aux: 0x1F, ..Default::default() }),
+                PollComp(8),
+            ],
+        ),
+        req_seed(
+            "rc-flush-invalid",
+            rc_cfg,
+            vec![
+                // Placement 0, placement 4, selectivity 2 (raw FETH from
+                // the key); a WR length of 5; then a bad response to a
+                // valid one.
+                ReqStep::Post(Post { op: 0xF0, len: 8, flags: 1, va: 0x1000, key: 0x0000_0100 }),
+                ReqStep::Post(Post { op: 0xF0, len: 8, flags: 1, va: 0x1000, key: 0x0400_0100 }),
+                ReqStep::Post(Post { op: 0xF0, len: 8, flags: 1, va: 0x1000, key: 0x2100_0100 }),
+                ReqStep::Post(Post { op: 0xE0, len: 5, flags: 0x21, va: 0x1000, key: 0x100 }),
+                ReqStep::Post(Post { op: 0xF0, len: 8, flags: 1, va: 0x1000, key: 0x1300_0100 }),
+                PollTx(2),
+                ReqStep::Resp(Resp { kind: 3, plen: 1, ..Default::default() }),
+                PollComp(2),
+            ],
+        ),
+        req_seed(
+            "uc-flush-refused",
+            ReqCfg { transport: 3, ..rc_cfg },
+            vec![ReqStep::Post(Post { op: 0xE0, len: 8, flags: 1, va: 0x1000, key: 0x100 }), post(0, 8, 1), PollTx(2), PollComp(2)],
         ),
         req_seed(
             "rc-timeout-retransmit",

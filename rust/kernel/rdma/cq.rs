@@ -295,6 +295,8 @@ pub enum WcOpcode {
     FetchAdd = bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
     /// An ATOMIC WRITE.
     AtomicWrite = bindings::ib_wc_opcode_IB_WC_ATOMIC_WRITE,
+    /// RDMA FLUSH.
+    Flush = bindings::ib_wc_opcode_IB_WC_FLUSH,
     /// A memory window bind.
     BindMw = bindings::ib_wc_opcode_IB_WC_BIND_MW,
     /// A local invalidate.

@@ -296,6 +296,9 @@ impl DeviceCaps {
     /// it only.
     pub const MEM_WINDOW_TYPE_2B: Self =
         Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64);
+    /// `IB_DEVICE_FLUSH_GLOBAL`: RDMA FLUSH to global visibility; memory regions may carry
+    /// [`super::mr::AccessFlags::FLUSH_GLOBAL`] (ib_core refuses that right otherwise).
+    pub const FLUSH_GLOBAL: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64);
 }
 
 /// Atomicity guarantee of RDMA atomic operations (`enum ib_atomic_cap`).

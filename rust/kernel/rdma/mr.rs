@@ -48,6 +48,11 @@ impl AccessFlags {
     pub const MW_BIND: Self = Self(bindings::ib_access_flags_IB_ACCESS_MW_BIND as u32);
     /// `IB_ZERO_BASED`: a memory window addressed from 0 rather than by virtual address.
     pub const ZERO_BASED: Self = Self(bindings::ib_access_flags_IB_ZERO_BASED as u32);
+    /// `IB_ACCESS_FLUSH_GLOBAL`: RDMA FLUSH may make writes to the region globally visible.
+    pub const FLUSH_GLOBAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL as u32);
+    /// `IB_ACCESS_FLUSH_PERSISTENT`: RDMA FLUSH may make writes to the region persistent.
+    pub const FLUSH_PERSISTENT: Self =
+        Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT as u32);
 
     /// The optional bits (`IB_ACCESS_OPTIONAL`, e.g. relaxed ordering): hints a device may
     /// ignore.

@@ -2,7 +2,9 @@
 # RDMA through windows with canary bytes around them, invalidation (local, by SEND with
 # invalidate, by deallocation), the QP binding of type 2 windows, zero-based windows, the MR
 # that cannot go while a window is bound, and bad binds (IBV_WC_MW_BIND_ERR); then rdma-core's
-# own MWTest (pyverbs test_mr) on the same device. Loopback on one device in a namespace.
+# own MWTest (pyverbs test_mr) on the same device; then RDMA FLUSH (flush_check.py: FLUSH work
+# requests written into librxe's send ring, their completions and refusals). Loopback on one
+# device in a namespace.
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
@@ -24,6 +26,10 @@ skips=$(grep -c "skipped" "$dir/log" || true)
 # test_reg_mw_wrong_type is the only one that may skip (type 3 refused with EOPNOTSUPP would).
 [ "${ran:-0}" -ge 7 ] && [ "$skips" -le 1 ] || fail "rdma-core MWTest: ran ${ran:-0}, skipped $skips"
 echo "rdma-core MWTest: $ran run, $skips skipped, $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/flush_check.py" local mra0 "$ga" --ours || fail "flush_check.py"
+echo "flush_check.py: $(( $(date +%s) - t0 )) s"
 
 n=$(ip netns exec mra rdma res show mr 2>/dev/null | grep -c "dev mra0" || true)
 echo "mra0: MRs left after the runs: $n"

@@ -48,6 +48,8 @@ python3 "$MR_SELFTESTS/pcap_native.py" /tmp/native.pcap 1000 4 --ops 0,2,4,5,7,8
 t0=$(date +%s)
 ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/mw_check.py" mra0 "$ga" || fail "mw_check.py on a native device"
 echo "mw_check.py: $(( $(date +%s) - t0 )) s"
+# RDMA FLUSH is RoCEv2 only: a native device does not report IB_DEVICE_FLUSH_GLOBAL.
+ip netns exec mra /usr/bin/python3 "$MR_SELFTESTS/flush_check.py" refused mra0 || fail "FLUSH_GLOBAL MR on a native device"
 stat() { ip netns exec $1 rdma statistic show link $2/1 | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }
 for d in "mra mra0" "mrb mrb0"; do
   [ "$(stat $d native_rate_hint_changes)" -ge 1 ] || fail "${d#* } received no rate hint"

@@ -32,6 +32,8 @@ pub struct Memory {
     pub atomics: u64,
     /// Make the next atomic fail with a remote operational error.
     pub fail_next_atomic: bool,
+    /// FLUSHes executed.
+    pub flushes: u64,
 }
 
 impl Memory {
@@ -88,6 +90,25 @@ impl MemAccess for Memory {
         let r = self.checked(rkey, va, 8, Access::WRITE)?;
         self.data[r].copy_from_slice(&value);
         self.atomics += 1;
+        Ok(())
+    }
+
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        whole_mr: bool,
+        access: Access,
+    ) -> Result<(), AccessError> {
+        if whole_mr {
+            if rkey != self.rkey || !self.access.contains(access) {
+                return Err(AccessError::Access);
+            }
+        } else {
+            self.checked(rkey, va, len, access)?;
+        }
+        self.flushes += 1;
         Ok(())
     }
 }

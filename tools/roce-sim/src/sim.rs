@@ -22,6 +22,7 @@
 use super::endpoint::{Endpoint, Memory};
 use super::net::{NetConfig, Network};
 use super::rng::Rng;
+use metaroce_proto::ext::{FLUSH_GLOBAL, FLUSH_MR, FLUSH_RANGE};
 use metaroce_proto::opcode::Transport;
 use metaroce_proto::packet::Pmtu;
 use metaroce_proto::psn::Psn;
@@ -187,9 +188,13 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
             rkey: 0x100 + i,
             base: 0x1000_0000 * u64::from(i + 1),
             data,
-            access: Access::READ.with(Access::WRITE).with(Access::ATOMIC),
+            access: Access::READ
+                .with(Access::WRITE)
+                .with(Access::ATOMIC)
+                .with(Access::FLUSH_GLOBAL),
             atomics: 0,
             fail_next_atomic: false,
+            flushes: 0,
         });
     }
     // Start both directions a little below the 24-bit PSN wrap.
@@ -206,6 +211,7 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
         qc.timeout = cfg.timeout;
         qc.retry_cnt = cfg.retry_cnt;
         qc.min_rnr_timer = 1;
+        qc.access = qc.access.with(Access::FLUSH_GLOBAL);
         qc.ack_every = 1 + rng.below(16) as u32;
         qc.ack_req_every = 1 + rng.below(32) as u32;
         let ips = [[10, 0, 0, 1], [10, 0, 0, 2]];
@@ -533,6 +539,13 @@ fn post_more(sides: &mut [Side], i: usize, pmtu: Pmtu, recv_len: u32) -> Result<
                 op: AtomicOp::FetchAdd { add: r.next_u64() },
             },
             95..=96 => SendOp::Local,
+            97 => SendOp::Flush {
+                va: 0,
+                rkey: 0,
+                len: 0,
+                placement: 0,
+                selectivity: 0,
+            },
             _ => SendOp::AtomicWrite { va: 0, rkey: 0 },
         };
         let op = match op {
@@ -612,6 +625,20 @@ fn post_more(sides: &mut [Side], i: usize, pmtu: Pmtu, recv_len: u32) -> Result<
                 len = 0;
                 data = Vec::new();
                 SendOp::Local
+            }
+            // A FLUSH of a range of the peer's region, or of all of it.
+            SendOp::Flush { .. } => {
+                let whole = r.chance(0.3);
+                let off = r.below(MR_LEN as u64 / 2) as usize;
+                len = 0;
+                data = Vec::new();
+                SendOp::Flush {
+                    va: s.peer_base + off as u64,
+                    rkey: s.peer_rkey,
+                    len: r.below(MR_LEN as u64 / 2) as u32,
+                    placement: FLUSH_GLOBAL,
+                    selectivity: if whole { FLUSH_MR } else { FLUSH_RANGE },
+                }
             }
             SendOp::AtomicWrite { .. } => {
                 len = 8;

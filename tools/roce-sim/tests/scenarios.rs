@@ -60,6 +60,7 @@ fn memory() -> Memory {
         access: Access::READ.with(Access::WRITE).with(Access::ATOMIC),
         atomics: 0,
         fail_next_atomic: false,
+        flushes: 0,
     }
 }
 

@@ -565,7 +565,9 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
                     | DeviceCaps::SRQ_RESIZE
                     | DeviceCaps::MEM_MGT_EXTENSIONS
                     | DeviceCaps::MEM_WINDOW
-                    | DeviceCaps::MEM_WINDOW_TYPE_2B,
+                    | DeviceCaps::MEM_WINDOW_TYPE_2B
+                    // RDMA FLUSH is a RoCEv2 request: the native transport has no FLUSH.
+                    | if dev.native { DeviceCaps::NONE } else { DeviceCaps::FLUSH_GLOBAL },
             )
             // Remote atomics are serialised by the device's MR table lock, not against the
             // CPUs' own accesses to the memory (`mr_atomic`).

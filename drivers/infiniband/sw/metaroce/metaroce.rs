@@ -70,6 +70,13 @@ kernel::prelude::module! {
                 this much sending time at once (default: one 5 ms timer tick; 0: exact pacing, \
                 one packet per poll when polls come late); read when a connection is created",
         },
+        flush_icrc_rxe: u32 {
+            default: 1,
+            description: "1 (default): RDMA FLUSH requests carry the ICRC rdma_rxe computes for \
+                them (over their headers twice: Linux 7.3's rdma_rxe gives the FLUSH opcode no \
+                payload offset) so that rdma_rxe accepts them; 0: the IBTA ICRC. Received FLUSH \
+                requests are accepted with either",
+        },
         rc_max_unacked: u32 {
             default: 1024,
             description: "Most unacknowledged PSNs an RC requester of a RoCEv2 device keeps in \

@@ -32,11 +32,14 @@ use kernel::rdma::umem::Umem;
 use kernel::rdma::wr::KernelBuf;
 
 /// The access rights a MetaRoCE MR may have (beyond the optional hints, which are ignored).
+/// ib_core grants `FLUSH_GLOBAL` only on devices that report `IB_DEVICE_FLUSH_GLOBAL` (RoCEv2
+/// devices); `FLUSH_PERSISTENT` is never offered: MetaRoCE cannot make memory persistent.
 const SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_WRITE)
     .union(AccessFlags::REMOTE_READ)
     .union(AccessFlags::REMOTE_ATOMIC)
-    .union(AccessFlags::MW_BIND);
+    .union(AccessFlags::MW_BIND)
+    .union(AccessFlags::FLUSH_GLOBAL);
 
 /// The rights a bind work request may give a memory window (rdma_rxe's set: an MR's rights,
 /// of which only the remote ones mean anything for a window, and zero-based addressing).
@@ -133,7 +136,7 @@ fn check_access(access: AccessFlags) -> Result {
         return Err(EINVAL);
     }
     if !SUPPORTED.contains(mandatory) {
-        // Memory windows, on-demand paging, flush: not implemented.
+        // On-demand paging and persistent memory: not implemented.
         return Err(EOPNOTSUPP);
     }
     Ok(())
@@ -639,6 +642,41 @@ impl MetaRoceDev {
         need: AccessFlags,
     ) -> Result<(), MrError> {
         self.with_region(key, kind, pd, va, len, need, |_, _| Ok(()))
+    }
+
+    /// RDMA FLUSH through R_Key `rkey` (used by QP `qpn` of PD `pd`): checks that the key names
+    /// a region (or a window) of `pd` granting `need` (the FLUSH rights its placement type asks)
+    /// and, unless `whole`, covering `len` bytes (possibly none) at `va`; with `whole` the
+    /// key's own range is checked instead. Every placement into user memory is a CPU copy made
+    /// under the table lock before the responder executes the next request, and the responder
+    /// executes requests in PSN order, so what the FLUSH covers is in memory already: a full
+    /// barrier (rdma_rxe's `wmb()`) orders it before the FLUSH's response. Any context.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mr_flush(
+        &self,
+        rkey: u32,
+        qpn: u32,
+        pd: PdId,
+        va: u64,
+        len: usize,
+        whole: bool,
+        need: AccessFlags,
+    ) -> Result<(), MrError> {
+        let kind = KeyKind::Remote { qpn };
+        {
+            let table = self.mrs.lock();
+            let (va, len) = if whole {
+                let r = table.get(&(rkey >> 8)).ok_or(MrError::BadKey)?;
+                let zero_based = matches!(&r.mem, Backing::Window(w) if w.zero_based);
+                let len = usize::try_from(r.len).map_err(|_| MrError::Range)?;
+                (if zero_based { 0 } else { r.iova }, len)
+            } else {
+                (va, len)
+            };
+            resolve(&table, rkey, kind, pd, va, len, need)?;
+        }
+        kernel::sync::barrier::smp_mb(kernel::sync::barrier::Full);
+        Ok(())
     }
 
     /// Copies `data` into the user region of `key` at `va`, after checking PD, bounds and the

@@ -306,7 +306,12 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
     }
     let (ip, rest) = data.split_at_mut(ip_len);
     let (udp, ib) = rest.split_at_mut(UDP_HLEN);
-    SoftIntegrity.seal_icrc(ip, udp, ib).map_err(|_| EINVAL)?;
+    if crate::module_parameters::flush_icrc_rxe.value() != 0 {
+        // The same as the software seal but for FLUSH requests, which get rdma_rxe's ICRC.
+        crate::proto::icrc::icrc_write_rxe_flush(ip, udp, ib).map_err(|_| EINVAL)?;
+    } else {
+        SoftIntegrity.seal_icrc(ip, udp, ib).map_err(|_| EINVAL)?;
+    }
     sock.send(pkt)
 }
 

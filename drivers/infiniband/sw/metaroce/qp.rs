@@ -988,6 +988,12 @@ fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
     if a.access.contains(AccessFlags::REMOTE_ATOMIC) {
         access = access.with(pwr::Access::ATOMIC);
     }
+    if a.access.contains(AccessFlags::FLUSH_GLOBAL) {
+        access = access.with(pwr::Access::FLUSH_GLOBAL);
+    }
+    if a.access.contains(AccessFlags::FLUSH_PERSISTENT) {
+        access = access.with(pwr::Access::FLUSH_PERSISTENT);
+    }
     cfg.access = access;
     cfg
 }
@@ -1636,6 +1642,20 @@ impl MemAccess for MemCtx<'_> {
             .map(|_| ())
             .map_err(|_| AccessError::Access)
     }
+
+    fn flush(&mut self, rkey: u32, va: u64, len: u32, whole: bool, access: pwr::Access) -> Result<(), AccessError> {
+        let pd = self.pd.ok_or(AccessError::Access)?;
+        let mut need = AccessFlags::NONE;
+        if access.contains(pwr::Access::FLUSH_GLOBAL) {
+            need = need.union(AccessFlags::FLUSH_GLOBAL);
+        }
+        if access.contains(pwr::Access::FLUSH_PERSISTENT) {
+            need = need.union(AccessFlags::FLUSH_PERSISTENT);
+        }
+        self.dev
+            .mr_flush(rkey, self.qpn, pd, va, len as usize, whole, need)
+            .map_err(|_| AccessError::Access)
+    }
 }
 
 /// The network header of a received packet as a UD receive buffer's 40-byte GRH area holds it:
@@ -2051,7 +2071,8 @@ fn native_op(
         pwr::SendOp::SendInv { rkey } => (MrcOp::SendInv, 0, rkey, 0, (0, 0)),
         pwr::SendOp::Local => return Ok(None),
         // UD-only and malformed requests (an atomic whose buffer is not 8 bytes, an unaligned
-        // ATOMIC WRITE) have no native form.
+        // ATOMIC WRITE) have no native form, nor has FLUSH (native devices do not report
+        // IB_DEVICE_FLUSH_GLOBAL, so no MR of theirs grants it).
         _ => return Err(()),
     };
     Ok(Some((MsgDesc { op, len, va, rkey, imm, se: solicited }, operands)))

@@ -42,6 +42,7 @@ const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
 const WR_LOCAL_INV: u32 = 7;
 const WR_BIND_MW: u32 = 8;
 const WR_SEND_WITH_INV: u32 = 9;
+const WR_FLUSH: u32 = 14;
 const WR_ATOMIC_WRITE: u32 = 15;
 
 /// `enum ibv_send_flags`.
@@ -200,6 +201,19 @@ pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> R
             pwr::SendOp::AtomicWrite { va: remote_addr, rkey: field(32)? },
             WcOpcode::AtomicWrite,
         ),
+        // `wr.flush`: the range's address, its R_Key, placement type and selectivity level; its
+        // length is `dma.length` (rdma_rxe puts `dma.resid` in the RETH), and the union's own
+        // `length` is not read, as in rdma_rxe. No local data.
+        WR_FLUSH => (
+            pwr::SendOp::Flush {
+                va: remote_addr,
+                rkey: field(36)?,
+                len: field(184)?,
+                placement: *b.get(40).ok_or(BadWqe::Length)?,
+                selectivity: *b.get(41).ok_or(BadWqe::Length)?,
+            },
+            WcOpcode::Flush,
+        ),
         WR_LOCAL_INV => (pwr::SendOp::Local, WcOpcode::LocalInv),
         WR_BIND_MW => (pwr::SendOp::Local, WcOpcode::BindMw),
         _ => return Err(BadWqe::Opcode),
@@ -227,7 +241,13 @@ pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> R
         return Err(BadWqe::Length);
     }
     let is_inline = flags & SEND_INLINE != 0 || atomic_write;
-    let (len, num, inline_len) = if is_inline {
+    let (len, num, inline_len) = if opcode == WR_FLUSH {
+        // Its `length` is the remote range's: nothing local is read or written.
+        if num_sge != 0 || flags & SEND_INLINE != 0 || ud {
+            return Err(BadWqe::Length);
+        }
+        (0, 0, None)
+    } else if is_inline {
         let n = length as usize;
         let src = b.get(SEND_WQE_HDR..SEND_WQE_HDR + n).ok_or(BadWqe::Length)?;
         data.get_mut(..n).ok_or(BadWqe::Length)?.copy_from_slice(src);

@@ -142,10 +142,10 @@ mod tests {
             Err(ParseError::ReservedBits)
         );
         let mut b = good;
-        b[0] = 0x1C;
+        b[0] = 0x40;
         assert_eq!(
             Bth::read(&mut Reader::new(&b)),
-            Err(ParseError::UnsupportedOpcode(0x1C))
+            Err(ParseError::UnsupportedOpcode(0x40))
         );
         b[0] = 0x15;
         assert_eq!(

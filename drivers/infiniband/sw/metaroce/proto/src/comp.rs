@@ -363,7 +363,7 @@ impl Completer {
             .hdr
             .aeth
             .map_or(true, |a| matches!(a.syndrome, Syndrome::Ack { .. }));
-        if let SendOp::AtomicWrite { .. } = w.wr.op {
+        if let SendOp::AtomicWrite { .. } | SendOp::Flush { .. } = w.wr.op {
             // Answered by an empty READ RESPONSE Only at the request's PSN.
             let only = pkt.hdr.bth.opcode == Opcode::RcReadRespOnly;
             if !w.started || w.first_psn != p || !only || !pkt.payload.is_empty() || !ack {

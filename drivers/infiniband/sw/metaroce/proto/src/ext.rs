@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Extended transport headers (IBTA 9.3): RETH, AETH, AtomicETH,
-//! AtomicAckETH, DETH, ImmDt and IETH. All fields are big-endian.
+//! AtomicAckETH, DETH, ImmDt, IETH and the FLUSH ETH (IBTA 1.5 A19). All
+//! fields are big-endian.
 
 use super::packet::ParseError;
 use super::wire::{Reader, Writer};
@@ -202,6 +203,48 @@ impl AtomicAckEth {
     /// Encodes into `w`.
     pub fn write(&self, w: &mut Writer<'_>) -> Option<()> {
         w.u64(self.orig)
+    }
+}
+
+/// FLUSH placement type bit: make the range globally visible.
+pub const FLUSH_GLOBAL: u8 = 1 << 0;
+/// FLUSH placement type bit: make the range persistent.
+pub const FLUSH_PERSISTENT: u8 = 1 << 1;
+/// FLUSH selectivity level: the RETH's range.
+pub const FLUSH_RANGE: u8 = 0;
+/// FLUSH selectivity level: the whole memory region of the RETH's R_Key
+/// (its address and length are not checked).
+pub const FLUSH_MR: u8 = 1;
+
+/// FLUSH Extended Transport Header (IBTA 1.5 A19): 4 bytes, placement type
+/// in bits 3-0, selectivity level in bits 5-4, the rest reserved.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Feth {
+    /// Placement type (4 bits): [`FLUSH_GLOBAL`], [`FLUSH_PERSISTENT`].
+    pub placement: u8,
+    /// Selectivity level (2 bits): [`FLUSH_RANGE`] or [`FLUSH_MR`].
+    pub selectivity: u8,
+}
+
+impl Feth {
+    /// Encoded length.
+    pub const LEN: usize = 4;
+
+    /// Decodes from the front of `r`; the reserved bits must be zero.
+    pub fn read(r: &mut Reader<'_>) -> Result<Self, ParseError> {
+        let v = r.u32().ok_or(ParseError::Truncated)?;
+        if v & !0x3F != 0 {
+            return Err(ParseError::ReservedBits);
+        }
+        Ok(Feth {
+            placement: (v & 0xF) as u8,
+            selectivity: ((v >> 4) & 0x3) as u8,
+        })
+    }
+
+    /// Encodes into `w`; the fields are masked to their widths.
+    pub fn write(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(u32::from(self.placement & 0xF) | u32::from(self.selectivity & 0x3) << 4)
     }
 }
 

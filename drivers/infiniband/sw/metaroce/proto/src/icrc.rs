@@ -128,6 +128,25 @@ pub enum IcrcError {
 /// of the pad, without the trailer. Returns the value whose little-endian
 /// bytes form the trailer.
 pub fn icrc_compute(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
+    icrc_register(ip_hdr, udp_hdr, ib).map(|crc| !crc)
+}
+
+/// The ICRC rdma_rxe (Linux up to at least 7.3) gives a FLUSH request: its
+/// opcode table has no payload offset for `IB_OPCODE_RC_FLUSH`, so its
+/// "payload" starts at the BTH and the CRC runs over the packet's headers a
+/// second time, as they are on the wire (BTH unmasked, FETH, RETH), after
+/// the masked ones. No other opcode is affected.
+pub fn icrc_compute_rxe_flush(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
+    icrc_register(ip_hdr, udp_hdr, ib).map(|crc| !crc32_update(crc, ib))
+}
+
+/// True if `ib` (from the BTH) is a FLUSH request.
+fn is_flush(ib: &[u8]) -> bool {
+    ib.first() == Some(&(super::opcode::Opcode::RcFlush as u8))
+}
+
+/// The raw CRC register after the masked headers and the rest of `ib`.
+fn icrc_register(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
     // Raw CRC register after the eight 0xFF bytes of the masked LRH
     // (rxe hard-codes it as 0xdebb20e3).
     let mut crc = crc32_update(!0, &[0xFF; 8]);
@@ -167,19 +186,38 @@ pub fn icrc_compute(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, Icr
     bth[4] = 0xFF; // reserved / FECN / BECN
     crc = crc32_update(crc, &bth);
     crc = crc32_update(crc, rest);
-    Ok(!crc)
+    Ok(crc)
 }
 
-/// Checks the trailer of `pkt` (BTH to ICRC inclusive).
+/// Checks the trailer of `pkt` (BTH to ICRC inclusive). A FLUSH request may
+/// also carry rdma_rxe's ICRC ([`icrc_compute_rxe_flush`]).
 pub fn icrc_verify(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &[u8]) -> Result<(), IcrcError> {
     let (ib, trailer) = pkt
         .split_last_chunk::<ICRC_LEN>()
         .ok_or(IcrcError::Truncated)?;
-    if icrc_compute(ip_hdr, udp_hdr, ib)? == u32::from_le_bytes(*trailer) {
+    let got = u32::from_le_bytes(*trailer);
+    if icrc_compute(ip_hdr, udp_hdr, ib)? == got
+        || (is_flush(ib) && icrc_compute_rxe_flush(ip_hdr, udp_hdr, ib)? == got)
+    {
         Ok(())
     } else {
         Err(IcrcError::Mismatch)
     }
+}
+
+/// Like [`icrc_write`], but a FLUSH request gets rdma_rxe's ICRC
+/// ([`icrc_compute_rxe_flush`]), which rdma_rxe requires.
+pub fn icrc_write_rxe_flush(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &mut [u8]) -> Result<(), IcrcError> {
+    let (ib, trailer) = pkt
+        .split_last_chunk_mut::<ICRC_LEN>()
+        .ok_or(IcrcError::Truncated)?;
+    let icrc = if is_flush(ib) {
+        icrc_compute_rxe_flush(ip_hdr, udp_hdr, ib)?
+    } else {
+        icrc_compute(ip_hdr, udp_hdr, ib)?
+    };
+    *trailer = icrc.to_le_bytes();
+    Ok(())
 }
 
 /// Computes the ICRC of `pkt` (BTH to ICRC inclusive) and stores it in its

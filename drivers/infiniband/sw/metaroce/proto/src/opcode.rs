@@ -42,6 +42,10 @@ pub enum OpKind {
     /// ATOMIC WRITE request (IBTA 1.5 A19: 8 bytes written as one unit,
     /// answered like a zero-length READ).
     AtomicWrite,
+    /// FLUSH request (IBTA 1.5 A19: makes earlier writes to a range or
+    /// memory region visible or persistent, answered like a zero-length
+    /// READ).
+    Flush,
     /// Congestion notification.
     Cnp,
 }
@@ -57,6 +61,7 @@ impl OpKind {
                 | OpKind::CmpSwap
                 | OpKind::FetchAdd
                 | OpKind::AtomicWrite
+                | OpKind::Flush
         )
     }
 }
@@ -88,9 +93,10 @@ impl Position {
 
 /// A set of extended transport headers.
 ///
-/// On the wire the headers present always appear in the order of the
-/// constants below (DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
-/// IETH), which is the IBTA header order restricted to RoCEv2 RC/UC/UD.
+/// On the wire the headers present always appear in the order FETH, DETH,
+/// RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, which is the IBTA
+/// header order restricted to RoCEv2 RC/UC/UD (FETH, the only one after
+/// bit 6, precedes the RETH of a FLUSH).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct ExtSet(u8);
 
@@ -111,6 +117,8 @@ impl ExtSet {
     pub const IMM: ExtSet = ExtSet(1 << 5);
     /// Invalidate ETH.
     pub const IETH: ExtSet = ExtSet(1 << 6);
+    /// FLUSH ETH.
+    pub const FETH: ExtSet = ExtSet(1 << 7);
 
     /// Union of two sets.
     pub const fn with(self, other: ExtSet) -> ExtSet {
@@ -124,8 +132,9 @@ impl ExtSet {
 
     /// Total length in bytes of the headers in the set.
     pub const fn len(self) -> usize {
-        use super::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Reth, IETH_LEN, IMM_LEN};
-        const LENS: [(ExtSet, usize); 7] = [
+        use super::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Reth, IETH_LEN, IMM_LEN};
+        const LENS: [(ExtSet, usize); 8] = [
+            (ExtSet::FETH, Feth::LEN),
             (ExtSet::DETH, Deth::LEN),
             (ExtSet::RETH, Reth::LEN),
             (ExtSet::ATOMIC_ETH, AtomicEth::LEN),
@@ -225,6 +234,7 @@ opcodes! {
     "RC FetchAdd" RcFetchAdd = 0x14: Rc FetchAdd Only [ATOMIC_ETH] false;
     "RC SEND Last with Invalidate" RcSendLastInv = 0x16: Rc Send Last [IETH] true;
     "RC SEND Only with Invalidate" RcSendOnlyInv = 0x17: Rc Send Only [IETH] true;
+    "RC FLUSH" RcFlush = 0x1C: Rc Flush Only [FETH RETH] false;
     "RC ATOMIC WRITE" RcAtomicWrite = 0x1D: Rc AtomicWrite Only [RETH] true;
     "UC SEND First" UcSendFirst = 0x20: Uc Send First [] true;
     "UC SEND Middle" UcSendMiddle = 0x21: Uc Send Middle [] true;
@@ -244,12 +254,11 @@ opcodes! {
 }
 
 /// True for opcodes that are defined by the IBTA (or Linux) but that this
-/// core deliberately does not implement: RC FLUSH (0x1C) from IBTA 1.5 /
-/// the Linux `IB_OPCODE_*` list, and the whole RD (0x40-0x5F) and XRC
+/// core deliberately does not implement: the whole RD (0x40-0x5F) and XRC
 /// (0xA0-0xBF) transports. The parser reports them
 /// separately from garbage so the kernel can count them apart.
 pub const fn is_unsupported(v: u8) -> bool {
-    matches!(v, 0x1C | 0x40..=0x5F | 0xA0..=0xBF)
+    matches!(v, 0x40..=0x5F | 0xA0..=0xBF)
 }
 
 #[cfg(test)]
@@ -298,8 +307,9 @@ mod tests {
         let n = (0..=255u8)
             .filter(|v| Opcode::from_u8(*v).is_some())
             .count();
-        assert_eq!(n, 24 + 12 + 2 + 1);
-        assert!(is_unsupported(0x1C) && !is_unsupported(0x1D) && !is_unsupported(0x15));
+        assert_eq!(n, 25 + 12 + 2 + 1);
+        assert!(!is_unsupported(0x1C) && !is_unsupported(0x1D) && !is_unsupported(0x15));
         assert_eq!(Opcode::RcAtomicWrite.info().exts.len(), 16);
+        assert_eq!(Opcode::RcFlush.info().exts.len(), 20);
     }
 }

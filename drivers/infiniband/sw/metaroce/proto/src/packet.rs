@@ -13,7 +13,7 @@
 //! decided by the transport state machines.
 
 use super::bth::{Bth, BTH_LEN};
-use super::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Reth};
+use super::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Reth};
 use super::opcode::{ExtSet, Position};
 use super::wire::{Reader, Writer};
 
@@ -68,6 +68,8 @@ pub const fn pad_for(len: usize) -> u8 {
 pub struct Headers {
     /// Base transport header.
     pub bth: Bth,
+    /// FLUSH ETH.
+    pub feth: Option<Feth>,
     /// Datagram ETH.
     pub deth: Option<Deth>,
     /// RDMA ETH.
@@ -89,6 +91,7 @@ impl Headers {
     pub const fn new(bth: Bth) -> Self {
         Headers {
             bth,
+            feth: None,
             deth: None,
             reth: None,
             atomic_eth: None,
@@ -103,6 +106,7 @@ impl Headers {
     pub fn exts(&self) -> ExtSet {
         let mut s = ExtSet::EMPTY;
         for (present, e) in [
+            (self.feth.is_some(), ExtSet::FETH),
             (self.deth.is_some(), ExtSet::DETH),
             (self.reth.is_some(), ExtSet::RETH),
             (self.atomic_eth.is_some(), ExtSet::ATOMIC_ETH),
@@ -126,6 +130,9 @@ impl Headers {
     fn read(r: &mut Reader<'_>) -> Result<Headers, ParseError> {
         let mut h = Headers::new(Bth::read(r)?);
         let exts = h.bth.opcode.info().exts;
+        if exts.contains(ExtSet::FETH) {
+            h.feth = Some(Feth::read(r)?);
+        }
         if exts.contains(ExtSet::DETH) {
             h.deth = Some(Deth::read(r)?);
         }
@@ -152,6 +159,9 @@ impl Headers {
 
     fn write(&self, w: &mut Writer<'_>) -> Option<()> {
         self.bth.write(w)?;
+        if let Some(f) = &self.feth {
+            f.write(w)?;
+        }
         if let Some(d) = &self.deth {
             d.write(w)?;
         }

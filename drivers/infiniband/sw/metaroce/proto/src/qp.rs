@@ -176,6 +176,9 @@ pub enum DropReason {
     /// A header required by the opcode is missing (only possible for
     /// packets not produced by [`super::packet::parse`]).
     Malformed,
+    /// A FLUSH with no or an unknown placement type, or a reserved
+    /// selectivity level.
+    BadFlush,
 }
 
 /// Result of processing one received packet.

@@ -19,7 +19,7 @@
 
 use super::bth::Bth;
 use super::comp::Completer;
-use super::ext::{AtomicEth, Deth, Reth};
+use super::ext::{AtomicEth, Deth, Feth, Reth, FLUSH_GLOBAL, FLUSH_MR, FLUSH_PERSISTENT};
 use super::opcode::{Opcode, Position, Transport};
 use super::packet::{pad_for, Headers, PayloadRef, TxDesc};
 use super::psn::Psn;
@@ -146,8 +146,19 @@ impl Requester {
         if matches!(wr.op, Atomic { .. } | AtomicWrite { .. }) && wr.len != 8 {
             return Err(PostError::InvalidLength);
         }
-        if wr.op == Local && wr.len != 0 {
+        if (wr.op == Local || matches!(wr.op, Flush { .. })) && wr.len != 0 {
             return Err(PostError::InvalidLength);
+        }
+        if let Flush {
+            placement,
+            selectivity,
+            ..
+        } = wr.op
+        {
+            let known = FLUSH_GLOBAL | FLUSH_PERSISTENT;
+            if placement == 0 || placement & !known != 0 || selectivity > FLUSH_MR {
+                return Err(PostError::InvalidOp);
+            }
         }
         if self.cfg.transport == Transport::Ud {
             if wr.ud.is_none() {
@@ -279,6 +290,21 @@ impl Requester {
                     swap_add,
                     compare,
                 });
+                (1, true)
+            }
+            SendOp::Flush {
+                va,
+                rkey,
+                len,
+                placement,
+                selectivity,
+            } => {
+                hdr.bth.opcode = Opcode::RcFlush;
+                hdr.feth = Some(Feth {
+                    placement,
+                    selectivity,
+                });
+                hdr.reth = Some(Reth { va, rkey, len });
                 (1, true)
             }
             SendOp::AtomicWrite { va, rkey } => {

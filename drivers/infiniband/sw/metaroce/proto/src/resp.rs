@@ -27,7 +27,10 @@
 //! single-packet SENDs after a Q_Key check.
 
 use super::bth::Bth;
-use super::ext::{Aeth, AtomicAckEth, NakCode, Syndrome, CREDITS_UNLIMITED};
+use super::ext::{
+    Aeth, AtomicAckEth, NakCode, Syndrome, CREDITS_UNLIMITED, FLUSH_GLOBAL, FLUSH_MR,
+    FLUSH_PERSISTENT,
+};
 use super::opcode::{OpKind, Opcode, Position, Transport};
 use super::packet::{pad_for, Headers, Packet, PayloadRef, TxDesc};
 use super::psn::Psn;
@@ -67,6 +70,21 @@ pub trait MemAccess {
     /// aligned) and stores `value` there as one unit (ATOMIC WRITE; atomic
     /// with respect to [`MemAccess::atomic`]).
     fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError>;
+
+    /// FLUSH: checks `access` ([`Access::FLUSH_GLOBAL`] and/or
+    /// [`Access::FLUSH_PERSISTENT`]) to `len` bytes (possibly 0) at `va` of
+    /// the memory region of `rkey`, or to the whole region if `whole_mr`
+    /// (then `va` and `len` are not checked), and makes what earlier
+    /// requests placed there globally visible or persistent, as `access`
+    /// asks.
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        whole_mr: bool,
+        access: Access,
+    ) -> Result<(), AccessError>;
 }
 
 /// Source of receive WQEs (the QP's receive queue or its SRQ).
@@ -138,8 +156,9 @@ enum Res {
         orig: u64,
         msn: u32,
     },
-    /// An executed ATOMIC WRITE, answered with an empty READ RESPONSE Only.
-    AtomicWrite {
+    /// An executed ATOMIC WRITE or FLUSH, answered with an empty READ
+    /// RESPONSE Only.
+    EmptyRead {
         psn: Psn,
         msn: u32,
     },
@@ -169,6 +188,18 @@ impl From<AccessError> for Fail {
             }
         }
     }
+}
+
+/// The rights a FLUSH of `placement` needs, on the QP and on the MR.
+fn flush_access(placement: u8) -> Access {
+    let mut a = Access::NONE;
+    if placement & FLUSH_GLOBAL != 0 {
+        a = a.with(Access::FLUSH_GLOBAL);
+    }
+    if placement & FLUSH_PERSISTENT != 0 {
+        a = a.with(Access::FLUSH_PERSISTENT);
+    }
+    a
 }
 
 fn invalid(reason: DropReason) -> Fail {
@@ -435,6 +466,7 @@ impl<const R: usize> Responder<R> {
             return Err(invalid(DropReason::OpSequence));
         }
         let need = match info.kind {
+            OpKind::Flush => pkt.hdr.feth.map_or(Access::NONE, |f| flush_access(f.placement)),
             OpKind::Write | OpKind::AtomicWrite => Access::WRITE,
             OpKind::ReadReq => Access::READ,
             OpKind::CmpSwap | OpKind::FetchAdd => Access::ATOMIC,
@@ -452,6 +484,7 @@ impl<const R: usize> Responder<R> {
             OpKind::ReadReq => self.exec_read(pkt, mem),
             OpKind::CmpSwap | OpKind::FetchAdd => self.exec_atomic(pkt, mem),
             OpKind::AtomicWrite => self.exec_atomic_write(pkt, mem),
+            OpKind::Flush => self.exec_flush(pkt, mem),
             _ => Err(invalid(DropReason::WrongTransport)),
         }
     }
@@ -667,7 +700,36 @@ impl<const R: usize> Responder<R> {
         mem.atomic_write(reth.rkey, reth.va, value)?;
         let p = pkt.hdr.bth.psn;
         self.msn = (self.msn + 1) & 0xFF_FFFF;
-        self.push_res(p, Res::AtomicWrite { psn: p, msn: self.msn });
+        self.push_res(p, Res::EmptyRead { psn: p, msn: self.msn });
+        self.epsn = p.next();
+        Ok(RxOutcome::default())
+    }
+
+    /// FLUSH: a known placement type and selectivity level, then the
+    /// glue's check and barrier ([`MemAccess::flush`]); answered like ATOMIC
+    /// WRITE, and like it not executed again for a duplicate (IBTA 1.5
+    /// oA19-14 ff.: the response is replayed from the resource).
+    fn exec_flush(&mut self, pkt: &Packet<'_>, mem: &mut impl MemAccess) -> Result<RxOutcome, Fail> {
+        let (Some(feth), Some(reth)) = (pkt.hdr.feth, pkt.hdr.reth) else {
+            return Err(invalid(DropReason::Malformed));
+        };
+        let known = FLUSH_GLOBAL | FLUSH_PERSISTENT;
+        if feth.placement == 0 || feth.placement & !known != 0 || feth.selectivity > FLUSH_MR {
+            return Err(invalid(DropReason::BadFlush));
+        }
+        if R == 0 {
+            return Err(invalid(DropReason::NoResource));
+        }
+        mem.flush(
+            reth.rkey,
+            reth.va,
+            reth.len,
+            feth.selectivity == FLUSH_MR,
+            flush_access(feth.placement),
+        )?;
+        let p = pkt.hdr.bth.psn;
+        self.msn = (self.msn + 1) & 0xFF_FFFF;
+        self.push_res(p, Res::EmptyRead { psn: p, msn: self.msn });
         self.epsn = p.next();
         Ok(RxOutcome::default())
     }
@@ -741,9 +803,9 @@ impl<const R: usize> Responder<R> {
         let p = pkt.hdr.bth.psn;
         match pkt.hdr.bth.opcode.info().kind {
             OpKind::ReadReq => self.replay_read(pkt, mem),
-            OpKind::CmpSwap | OpKind::FetchAdd | OpKind::AtomicWrite => {
+            OpKind::CmpSwap | OpKind::FetchAdd | OpKind::AtomicWrite | OpKind::Flush => {
                 let found = self.res.iter_mut().find(|s| {
-                    matches!(s.res, Some(Res::Atomic { psn, .. } | Res::AtomicWrite { psn, .. })
+                    matches!(s.res, Some(Res::Atomic { psn, .. } | Res::EmptyRead { psn, .. })
                         if psn == p)
                 });
                 match found {
@@ -818,7 +880,7 @@ impl<const R: usize> Responder<R> {
         for (i, s) in self.res.iter().enumerate() {
             let key = match (s.pending, s.res) {
                 (true, Some(Res::Read { psn, next, .. })) => psn.add(next),
-                (true, Some(Res::Atomic { psn, .. } | Res::AtomicWrite { psn, .. })) => psn,
+                (true, Some(Res::Atomic { psn, .. } | Res::EmptyRead { psn, .. })) => psn,
                 _ => continue,
             };
             let d = key.diff(self.epsn);
@@ -865,7 +927,7 @@ impl<const R: usize> Responder<R> {
                     payload: PayloadRef::None,
                 })
             }
-            Res::AtomicWrite { psn, msn } => {
+            Res::EmptyRead { psn, msn } => {
                 let (psn, msn) = (*psn, *msn);
                 slot.pending = false;
                 let mut hdr = Headers::new(self.bth(Opcode::RcReadRespOnly, psn, 0));

@@ -21,6 +21,10 @@ impl Access {
     pub const WRITE: Access = Access(2);
     /// Remote atomics.
     pub const ATOMIC: Access = Access(4);
+    /// FLUSH to global visibility (`IB_ACCESS_FLUSH_GLOBAL`).
+    pub const FLUSH_GLOBAL: Access = Access(8);
+    /// FLUSH to persistence (`IB_ACCESS_FLUSH_PERSISTENT`).
+    pub const FLUSH_PERSISTENT: Access = Access(16);
 
     /// Union of two sets of rights.
     pub const fn with(self, other: Access) -> Access {
@@ -131,6 +135,28 @@ pub enum SendOp {
         /// Remote key.
         rkey: u32,
     },
+    /// FLUSH (RC only, IBTA 1.5 A19): makes what earlier requests wrote to
+    /// `len` bytes at `va` (or, with selectivity [`super::ext::FLUSH_MR`],
+    /// to the whole memory region of `rkey`) globally visible or
+    /// persistent, as `placement` asks. The WR's own `len` must be 0: it
+    /// moves no data. The responder answers with a zero-length READ
+    /// response, so it counts against `max_rd_atomic` like a READ (our
+    /// choice: rdma_rxe's requester does not count it, but every responder
+    /// keeps a READ/atomic resource for it).
+    Flush {
+        /// Remote address.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Length of the range.
+        len: u32,
+        /// Placement type bits ([`super::ext::FLUSH_GLOBAL`],
+        /// [`super::ext::FLUSH_PERSISTENT`]).
+        placement: u8,
+        /// Selectivity level ([`super::ext::FLUSH_RANGE`] or
+        /// [`super::ext::FLUSH_MR`]).
+        selectivity: u8,
+    },
     /// Atomic operation (RC only); `len` must be 8 and the original value
     /// lands in the WR's local buffer.
     Atomic {
@@ -151,13 +177,16 @@ pub enum SendOp {
 }
 
 impl SendOp {
-    /// True for READ, atomics and ATOMIC WRITE: operations that get a
-    /// response of their own, count against `max_rd_atomic` and cannot be
+    /// True for READ, atomics, ATOMIC WRITE and FLUSH: operations that get
+    /// a response of their own, count against `max_rd_atomic` and cannot be
     /// acknowledged implicitly.
     pub const fn needs_response(&self) -> bool {
         matches!(
             self,
-            SendOp::Read { .. } | SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }
+            SendOp::Read { .. }
+                | SendOp::Atomic { .. }
+                | SendOp::AtomicWrite { .. }
+                | SendOp::Flush { .. }
         )
     }
 }

@@ -1,6 +1,10 @@
 //! Parses every packet in `tests/fixtures/*.hex` and checks its ICRC.
 
-use metaroce_proto::icrc::{icrc_compute, icrc_verify, IPV4_HDR_LEN, IPV6_HDR_LEN, UDP_HDR_LEN};
+use metaroce_proto::icrc::{
+    icrc_compute, icrc_compute_rxe_flush, icrc_verify, icrc_write, icrc_write_rxe_flush, IPV4_HDR_LEN,
+    IPV6_HDR_LEN, UDP_HDR_LEN,
+};
+use metaroce_proto::opcode::Opcode;
 use metaroce_proto::packet::{build, parse};
 use std::path::Path;
 
@@ -66,7 +70,13 @@ fn every_fixture_parses_and_verifies() {
         assert_eq!(icrc_verify(ip, udp, ib), Ok(()), "{name}");
         let p = parse(ib).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         let (body, _) = ib.split_at(ib.len() - 4);
-        assert_eq!(p.icrc, icrc_compute(ip, udp, body).unwrap(), "{name}");
+        // rdma_rxe's FLUSH requests carry its own ICRC (see the test below).
+        let want = if p.hdr.bth.opcode == Opcode::RcFlush {
+            icrc_compute_rxe_flush(ip, udp, body)
+        } else {
+            icrc_compute(ip, udp, body)
+        };
+        assert_eq!(p.icrc, want.unwrap(), "{name}");
         // Re-encoding the parsed headers and payload gives the same bytes.
         let mut out = vec![0u8; ib.len()];
         assert_eq!(build(&p.hdr, p.payload, &mut out), Ok(ib.len()), "{name}");
@@ -88,6 +98,38 @@ fn cnp_fields() {
     assert_eq!(p.hdr.bth.dest_qp, 0x118);
     assert_eq!(p.payload.len(), 16);
     assert_eq!(p.icrc, 0x2A00_FD82);
+}
+
+/// rdma_rxe (Linux 7.3) computes a FLUSH request's ICRC over its headers twice (its opcode table
+/// has no payload offset for FLUSH): the captured requests fail the IBTA computation and match
+/// `icrc_compute_rxe_flush`; `icrc_verify` takes both forms for FLUSH, and `icrc_write_rxe_flush`
+/// reproduces rdma_rxe's trailer byte for byte while `icrc_write` writes the IBTA one.
+#[test]
+fn rxe_flush_requests_carry_rxe_icrc() {
+    let mut n = 0;
+    for (name, pkt) in fixtures().into_iter().filter(|(n, _)| n.contains("op1c")) {
+        n += 1;
+        let (ip, udp, ib) = split(&pkt);
+        let p = parse(ib).unwrap();
+        assert_eq!(p.hdr.bth.opcode, Opcode::RcFlush, "{name}");
+        assert!(p.hdr.feth.is_some() && p.hdr.reth.is_some() && p.payload.is_empty(), "{name}");
+        let (body, _) = ib.split_at(ib.len() - 4);
+        assert_ne!(p.icrc, icrc_compute(ip, udp, body).unwrap(), "{name}: IBTA ICRC");
+        let mut ours = ib.to_vec();
+        icrc_write_rxe_flush(ip, udp, &mut ours).unwrap();
+        assert_eq!(ours, ib, "{name}: rdma_rxe's trailer");
+        icrc_write(ip, udp, &mut ours).unwrap();
+        assert_ne!(ours, ib, "{name}");
+        assert_eq!(icrc_verify(ip, udp, &ours), Ok(()), "{name}: the IBTA form is accepted too");
+        // The second form is for FLUSH only: the same bytes as a READ request do not verify.
+        let mut read = ib.to_vec();
+        read[0] = Opcode::RcReadRequest as u8;
+        let k = read.len() - 4;
+        let rxe_form = icrc_compute_rxe_flush(ip, udp, &read[..k]).unwrap();
+        read[k..].copy_from_slice(&rxe_form.to_le_bytes());
+        assert!(icrc_verify(ip, udp, &read).is_err(), "{name}: rdma_rxe's form on a READ");
+    }
+    assert_eq!(n, 2);
 }
 
 #[test]

@@ -23,6 +23,9 @@ impl MemAccess for DenyMem {
     fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
         Err(AccessError::Access)
     }
+    fn flush(&mut self, _: u32, _: u64, _: u32, _: bool, _: Access) -> Result<(), AccessError> {
+        Err(AccessError::Access)
+    }
 }
 
 /// Receive WQEs with ids 0, 1, 2, ... of 4 KiB each.

@@ -5,7 +5,10 @@
 mod common;
 
 use metaroce_proto::bth::Bth;
-use metaroce_proto::ext::{Aeth, AtomicEth, Deth, NakCode, Reth, Syndrome};
+use metaroce_proto::ext::{
+    Aeth, AtomicEth, Deth, Feth, NakCode, Reth, Syndrome, FLUSH_GLOBAL, FLUSH_MR, FLUSH_PERSISTENT,
+    FLUSH_RANGE,
+};
 use metaroce_proto::opcode::{Opcode, Position, Transport};
 use metaroce_proto::packet::{build, pad_for, parse, Headers, Packet, PayloadRef, Pmtu, TxDesc};
 use metaroce_proto::psn::Psn;
@@ -27,6 +30,33 @@ impl MemAccess for AnyMem {
     }
     fn atomic_write(&mut self, _: u32, _: u64, value: [u8; 8]) -> Result<(), AccessError> {
         self.0 += u64::from_ne_bytes(value);
+        Ok(())
+    }
+    fn flush(&mut self, _: u32, _: u64, _: u32, _: bool, _: Access) -> Result<(), AccessError> {
+        self.0 += 1000;
+        Ok(())
+    }
+}
+
+/// Memory that records every FLUSH it is asked for and refuses those to `rkey` 666.
+#[derive(Default)]
+struct FlushMem(Vec<(u32, u64, u32, bool, Access)>);
+
+impl MemAccess for FlushMem {
+    fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+        Ok(0)
+    }
+    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn flush(&mut self, rkey: u32, va: u64, len: u32, whole: bool, a: Access) -> Result<(), AccessError> {
+        if rkey == 666 {
+            return Err(AccessError::Access);
+        }
+        self.0.push((rkey, va, len, whole, a));
         Ok(())
     }
 }
@@ -86,6 +116,9 @@ fn request(op: Opcode, k: u32, payload: usize) -> (Headers, Vec<u8>) {
             rkey: 1,
             len: payload as u32,
         });
+    }
+    if e.contains(ExtSet::FETH) {
+        h.feth = Some(Feth { placement: FLUSH_GLOBAL, selectivity: FLUSH_RANGE });
     }
     if e.contains(ExtSet::IMM) {
         h.imm = Some(42);
@@ -428,6 +461,140 @@ fn atomic_write_needs_eight_aligned_bytes() {
     }
 }
 
+fn flush_wr(va: u64, rkey: u32, len: u32, placement: u8, selectivity: u8) -> SendWr {
+    SendWr {
+        wr_id: 11,
+        op: SendOp::Flush { va, rkey, len, placement, selectivity },
+        len: 0,
+        signaled: true,
+        fence: false,
+        solicited: false,
+        ud: None,
+    }
+}
+
+/// A FLUSH request as the peer's requester would send it.
+fn flush_request(k: u32, rkey: u32, placement: u8, selectivity: u8) -> Vec<u8> {
+    let (mut h, _) = request(Opcode::RcFlush, k, 0);
+    h.feth = Some(Feth { placement, selectivity });
+    h.reth = Some(Reth { va: 0x1000, rkey, len: 4096 });
+    let mut buf = vec![0u8; 4200];
+    let n = build(&h, &[], &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn flush_round_trip_is_answered_like_an_empty_read() {
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let mut cb = config(Transport::Rc);
+    cb.access = cb.access.with(Access::FLUSH_GLOBAL);
+    let mut b = Qp::<4>::new(cb).unwrap();
+    let mut bsq = vec![SendWqe::default(); 8];
+    a.post_send(&mut asq, flush_wr(0x40, 7, 4096, FLUSH_GLOBAL, FLUSH_RANGE)).unwrap();
+    let d = drain(&mut a, &mut asq);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].hdr.bth.opcode, Opcode::RcFlush);
+    assert_eq!(d[0].hdr.feth, Some(Feth { placement: FLUSH_GLOBAL, selectivity: FLUSH_RANGE }));
+    assert_eq!(d[0].hdr.reth, Some(Reth { va: 0x40, rkey: 7, len: 4096 }));
+    assert_eq!(d[0].payload, PayloadRef::None);
+    let req = wire(&d[0], &[]);
+    // BTH, FETH, RETH, ICRC: the FETH sits between the BTH and the RETH.
+    assert_eq!(req.len(), 12 + 4 + 16 + 4);
+    assert_eq!(&req[12..16], &[0, 0, 0, 1]);
+    assert_eq!(&req[16..24], &0x40u64.to_be_bytes());
+
+    let mut mem = FlushMem::default();
+    let p = parse(&req).unwrap();
+    assert_eq!(b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop, None);
+    assert_eq!(mem.0, vec![(7, 0x40, 4096, false, Access::FLUSH_GLOBAL)]);
+    let resp = drain(&mut b, &mut bsq);
+    assert_eq!(resp.len(), 1);
+    assert_eq!(
+        (resp[0].hdr.bth.opcode, resp[0].hdr.bth.psn, resp[0].payload),
+        (Opcode::RcReadRespOnly, psn(0), PayloadRef::None)
+    );
+    // A retried FLUSH is answered again from the resource, not executed again.
+    assert_eq!(
+        b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop,
+        Some(DropReason::Duplicate)
+    );
+    assert_eq!(drain(&mut b, &mut bsq), resp);
+    assert_eq!(mem.0.len(), 1);
+
+    assert_eq!(a.poll_send_completion(&mut asq), None, "not complete before its response");
+    // A plain ACK beyond it does not complete it either: it needs its own response.
+    let r = wire(&resp[0], &[]);
+    let out = a.receive(0, &parse(&r).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    assert_eq!((out.drop, out.place), (None, None));
+    let c = a.poll_send_completion(&mut asq).unwrap();
+    assert_eq!((c.wr_id, c.status, c.byte_len), (11, metaroce_proto::wr::WcStatus::Success, 0));
+
+    // The whole region: the responder is told so and asks for the persistent right too.
+    let mut cb = config(Transport::Rc);
+    cb.access = cb.access.with(Access::FLUSH_GLOBAL).with(Access::FLUSH_PERSISTENT);
+    let mut b = Qp::<4>::new(cb).unwrap();
+    let mut mem = FlushMem::default();
+    let req = flush_request(0, 3, FLUSH_GLOBAL | FLUSH_PERSISTENT, FLUSH_MR);
+    assert_eq!(b.receive(0, &parse(&req).unwrap(), &mut bsq, &mut mem, &mut Rq(0)).drop, None);
+    let both = Access::FLUSH_GLOBAL.with(Access::FLUSH_PERSISTENT);
+    assert_eq!(mem.0, vec![(3, 0x1000, 4096, true, both)]);
+}
+
+#[test]
+fn flush_refusals() {
+    // Requester: RC only, no local data, a known placement and selectivity.
+    let (mut q, mut sq) = qp(Transport::Rc);
+    for w in [
+        flush_wr(0, 1, 8, 0, FLUSH_RANGE),
+        flush_wr(0, 1, 8, 4, FLUSH_RANGE),
+        flush_wr(0, 1, 8, FLUSH_GLOBAL, 2),
+        SendWr { len: 8, ..flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_RANGE) },
+    ] {
+        assert!(q.post_send(&mut sq, w).is_err(), "{w:?}");
+    }
+    let (mut u, mut usq) = qp(Transport::Uc);
+    assert!(u.post_send(&mut usq, flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_RANGE)).is_err());
+
+    // Responder: each refusal is a NAK at the FLUSH's PSN, and nothing is flushed.
+    let cases = [
+        // (QP rights, rkey, placement, selectivity, NAK)
+        (Access::NONE, 1, FLUSH_GLOBAL, FLUSH_RANGE, NakCode::InvalidRequest),
+        (Access::FLUSH_GLOBAL, 1, FLUSH_PERSISTENT, FLUSH_RANGE, NakCode::InvalidRequest),
+        (Access::FLUSH_GLOBAL, 1, 0, FLUSH_RANGE, NakCode::InvalidRequest),
+        (Access::FLUSH_GLOBAL, 1, FLUSH_GLOBAL | 4, FLUSH_RANGE, NakCode::InvalidRequest),
+        (Access::FLUSH_GLOBAL, 1, FLUSH_GLOBAL, 2, NakCode::InvalidRequest),
+        (Access::FLUSH_GLOBAL, 666, FLUSH_GLOBAL, FLUSH_RANGE, NakCode::RemoteAccess),
+    ];
+    for (rights, rkey, placement, sel, nak) in cases {
+        let mut c = config(Transport::Rc);
+        c.access = c.access.with(rights);
+        let mut q = Qp::<4>::new(c).unwrap();
+        let mut sq = vec![SendWqe::default(); 8];
+        let mut mem = FlushMem::default();
+        let req = flush_request(0, rkey, placement, sel);
+        let out = q.receive(0, &parse(&req).unwrap(), &mut sq, &mut mem, &mut Rq(0));
+        assert!(out.drop.is_some(), "{placement} {sel}");
+        assert!(mem.0.is_empty());
+        let d = drain(&mut q, &mut sq);
+        assert_eq!(ack_of(&d[0]), (Opcode::RcAck, psn(0), Syndrome::Nak(nak)), "{placement} {sel}");
+    }
+}
+
+#[test]
+fn flushes_count_against_max_rd_atomic() {
+    let mut c = config(Transport::Rc);
+    c.max_rd_atomic = 2;
+    let mut q = Qp::<4>::new(c).unwrap();
+    let mut sq = vec![SendWqe::default(); 8];
+    for _ in 0..3 {
+        q.post_send(&mut sq, flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_MR)).unwrap();
+    }
+    let d = drain(&mut q, &mut sq);
+    assert_eq!(d.len(), 2, "the third waits for a response");
+    assert_eq!((d[0].hdr.bth.psn, d[1].hdr.bth.psn), (psn(0), psn(1)));
+}
+
 #[test]
 fn uc_and_ud_never_acknowledge() {
     for t in [Transport::Uc, Transport::Ud] {
@@ -715,6 +882,9 @@ impl MemAccess for NoMem {
         Err(AccessError::Access)
     }
     fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
+        Err(AccessError::Access)
+    }
+    fn flush(&mut self, _: u32, _: u64, _: u32, _: bool, _: Access) -> Result<(), AccessError> {
         Err(AccessError::Access)
     }
 }

@@ -5,7 +5,7 @@
 
 use metaroce_proto::bth::Bth;
 use metaroce_proto::conn::{Conn, ConnConfig};
-use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, NakCode, Reth, Syndrome};
+use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, NakCode, Reth, Syndrome};
 use metaroce_proto::opcode::{ExtSet, Opcode};
 use metaroce_proto::packet::Headers;
 use metaroce_proto::mrc_wire::MrcOp;
@@ -60,6 +60,7 @@ prop_compose! {
         let e = op.info().exts;
         let mut h = Headers::new(bth);
         let has = |x| e.contains(x);
+        h.feth = has(ExtSet::FETH).then_some(Feth { placement: (imm & 0xF) as u8, selectivity: ((imm >> 4) & 3) as u8 });
         h.deth = has(ExtSet::DETH).then_some(Deth { qkey, src_qp: qp ^ 0x5A5A5A });
         h.reth = has(ExtSet::RETH).then_some(Reth { va: a.0, rkey: a.1, len: a.1.rotate_left(7) });
         h.atomic_eth = has(ExtSet::ATOMIC_ETH).then_some(AtomicEth { va: a.0, rkey: a.1, swap_add: a.2, compare: a.3 });
