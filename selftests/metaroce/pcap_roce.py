@@ -14,7 +14,7 @@ Reads classic pcap (dumpcap -F pcap) with Ethernet framing.
 import collections, os, struct, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from roce_inject import icrc, self_check  # noqa: E402
+from roce_inject import icrc_ok, self_check  # noqa: E402
 
 
 def frames(path):
@@ -66,7 +66,7 @@ def main():
         ops[ib[0]] += 1
         if sample and ops[ib[0]] <= per_op:
             picked.append(record)
-        if icrc(ip, udp, ib[:-4]) != ib[-4:]:
+        if not icrc_ok(ip, udp, ib):
             bad += 1
     print(f"{n} RoCEv2 packets, {bad} bad ICRC, opcodes " +
           ", ".join(f"{op:#04x}x{c}" for op, c in sorted(ops.items())))
