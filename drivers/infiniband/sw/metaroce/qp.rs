@@ -1613,13 +1613,7 @@ pub(crate) fn post_recv<'a>(
 impl MemAccess for MemCtx<'_> {
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: pwr::Access) -> Result<(), AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
-        let mut need = AccessFlags::NONE;
-        if access.contains(pwr::Access::READ) {
-            need = need.union(AccessFlags::REMOTE_READ);
-        }
-        if access.contains(pwr::Access::WRITE) {
-            need = need.union(AccessFlags::REMOTE_WRITE);
-        }
+        let need = mr_rights(access);
         self.dev
             .mr_check(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, len as usize, need)
             .map_err(|_| AccessError::Access)
@@ -1645,17 +1639,24 @@ impl MemAccess for MemCtx<'_> {
 
     fn flush(&mut self, rkey: u32, va: u64, len: u32, whole: bool, access: pwr::Access) -> Result<(), AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
-        let mut need = AccessFlags::NONE;
-        if access.contains(pwr::Access::FLUSH_GLOBAL) {
-            need = need.union(AccessFlags::FLUSH_GLOBAL);
-        }
-        if access.contains(pwr::Access::FLUSH_PERSISTENT) {
-            need = need.union(AccessFlags::FLUSH_PERSISTENT);
-        }
         self.dev
-            .mr_flush(rkey, self.qpn, pd, va, len as usize, whole, need)
+            .mr_flush(rkey, self.qpn, pd, va, len as usize, whole, mr_rights(access))
             .map_err(|_| AccessError::Access)
     }
+}
+
+/// The memory region rights that grant the core's remote `access`.
+fn mr_rights(access: pwr::Access) -> AccessFlags {
+    [
+        (pwr::Access::READ, AccessFlags::REMOTE_READ),
+        (pwr::Access::WRITE, AccessFlags::REMOTE_WRITE),
+        (pwr::Access::ATOMIC, AccessFlags::REMOTE_ATOMIC),
+        (pwr::Access::FLUSH_GLOBAL, AccessFlags::FLUSH_GLOBAL),
+        (pwr::Access::FLUSH_PERSISTENT, AccessFlags::FLUSH_PERSISTENT),
+    ]
+    .into_iter()
+    .filter(|(a, _)| access.contains(*a))
+    .fold(AccessFlags::NONE, |need, (_, f)| need.union(f))
 }
 
 /// The network header of a received packet as a UD receive buffer's 40-byte GRH area holds it:

@@ -391,6 +391,23 @@ fn wire(d: &TxDesc, payload: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// Feeds request `req` (at `psn(0)`) to responder `b` twice: it is executed and answered by an
+/// empty READ RESPONSE Only at its PSN; the retry is a duplicate, answered again with the same
+/// packet from the resource. Returns that response.
+fn answered_once(b: &mut Qp<4>, bsq: &mut [SendWqe], req: &[u8], mem: &mut impl MemAccess) -> Vec<TxDesc> {
+    let p = parse(req).unwrap();
+    assert_eq!(b.receive(0, &p, bsq, mem, &mut Rq(0)).drop, None);
+    let resp = drain(b, bsq);
+    assert_eq!(resp.len(), 1);
+    assert_eq!(
+        (resp[0].hdr.bth.opcode, resp[0].hdr.bth.psn, resp[0].payload),
+        (Opcode::RcReadRespOnly, psn(0), PayloadRef::None)
+    );
+    assert_eq!(b.receive(0, &p, bsq, mem, &mut Rq(0)).drop, Some(DropReason::Duplicate));
+    assert_eq!(drain(b, bsq), resp);
+    resp
+}
+
 #[test]
 fn atomic_write_round_trip_is_executed_once() {
     let (mut a, mut asq) = qp(Transport::Rc);
@@ -415,20 +432,7 @@ fn atomic_write_round_trip_is_executed_once() {
     let req = wire(&d[0], &5u64.to_ne_bytes());
 
     let mut mem = AnyMem(0);
-    let p = parse(&req).unwrap();
-    assert_eq!(b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop, None);
-    let resp = drain(&mut b, &mut bsq);
-    assert_eq!(resp.len(), 1);
-    assert_eq!(
-        (resp[0].hdr.bth.opcode, resp[0].hdr.bth.psn, resp[0].payload),
-        (Opcode::RcReadRespOnly, psn(0), PayloadRef::None)
-    );
-    // A retried request is answered again but not executed again.
-    assert_eq!(
-        b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop,
-        Some(DropReason::Duplicate)
-    );
-    assert_eq!(drain(&mut b, &mut bsq), resp);
+    let resp = answered_once(&mut b, &mut bsq, &req, &mut mem);
     assert_eq!(mem.0, 5, "written once");
 
     assert_eq!(a.poll_send_completion(&mut asq), None, "not complete before its response");
@@ -505,22 +509,8 @@ fn flush_round_trip_is_answered_like_an_empty_read() {
     assert_eq!(&req[16..24], &0x40u64.to_be_bytes());
 
     let mut mem = FlushMem::default();
-    let p = parse(&req).unwrap();
-    assert_eq!(b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop, None);
-    assert_eq!(mem.0, vec![(7, 0x40, 4096, false, Access::FLUSH_GLOBAL)]);
-    let resp = drain(&mut b, &mut bsq);
-    assert_eq!(resp.len(), 1);
-    assert_eq!(
-        (resp[0].hdr.bth.opcode, resp[0].hdr.bth.psn, resp[0].payload),
-        (Opcode::RcReadRespOnly, psn(0), PayloadRef::None)
-    );
-    // A retried FLUSH is answered again from the resource, not executed again.
-    assert_eq!(
-        b.receive(0, &p, &mut bsq, &mut mem, &mut Rq(0)).drop,
-        Some(DropReason::Duplicate)
-    );
-    assert_eq!(drain(&mut b, &mut bsq), resp);
-    assert_eq!(mem.0.len(), 1);
+    let resp = answered_once(&mut b, &mut bsq, &req, &mut mem);
+    assert_eq!(mem.0, vec![(7, 0x40, 4096, false, Access::FLUSH_GLOBAL)], "flushed once");
 
     assert_eq!(a.poll_send_completion(&mut asq), None, "not complete before its response");
     // A plain ACK beyond it does not complete it either: it needs its own response.
