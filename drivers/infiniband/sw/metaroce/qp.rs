@@ -978,23 +978,10 @@ fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
     cfg.max_inflight = crate::module_parameters::rc_max_unacked
         .value()
         .clamp(1, crate::proto::req::MAX_MSG_PSNS);
-    let mut access = pwr::Access::NONE;
-    if a.access.contains(AccessFlags::REMOTE_READ) {
-        access = access.with(pwr::Access::READ);
-    }
-    if a.access.contains(AccessFlags::REMOTE_WRITE) {
-        access = access.with(pwr::Access::WRITE);
-    }
-    if a.access.contains(AccessFlags::REMOTE_ATOMIC) {
-        access = access.with(pwr::Access::ATOMIC);
-    }
-    if a.access.contains(AccessFlags::FLUSH_GLOBAL) {
-        access = access.with(pwr::Access::FLUSH_GLOBAL);
-    }
-    if a.access.contains(AccessFlags::FLUSH_PERSISTENT) {
-        access = access.with(pwr::Access::FLUSH_PERSISTENT);
-    }
-    cfg.access = access;
+    cfg.access = RIGHTS
+        .into_iter()
+        .filter(|(_, f)| a.access.contains(*f))
+        .fold(pwr::Access::NONE, |access, (r, _)| access.with(r));
     cfg
 }
 
@@ -1645,18 +1632,21 @@ impl MemAccess for MemCtx<'_> {
     }
 }
 
+/// The core's remote rights and the `ib_access_flags` bit of each, for QPs and MRs alike.
+const RIGHTS: [(pwr::Access, AccessFlags); 5] = [
+    (pwr::Access::READ, AccessFlags::REMOTE_READ),
+    (pwr::Access::WRITE, AccessFlags::REMOTE_WRITE),
+    (pwr::Access::ATOMIC, AccessFlags::REMOTE_ATOMIC),
+    (pwr::Access::FLUSH_GLOBAL, AccessFlags::FLUSH_GLOBAL),
+    (pwr::Access::FLUSH_PERSISTENT, AccessFlags::FLUSH_PERSISTENT),
+];
+
 /// The memory region rights that grant the core's remote `access`.
 fn mr_rights(access: pwr::Access) -> AccessFlags {
-    [
-        (pwr::Access::READ, AccessFlags::REMOTE_READ),
-        (pwr::Access::WRITE, AccessFlags::REMOTE_WRITE),
-        (pwr::Access::ATOMIC, AccessFlags::REMOTE_ATOMIC),
-        (pwr::Access::FLUSH_GLOBAL, AccessFlags::FLUSH_GLOBAL),
-        (pwr::Access::FLUSH_PERSISTENT, AccessFlags::FLUSH_PERSISTENT),
-    ]
-    .into_iter()
-    .filter(|(a, _)| access.contains(*a))
-    .fold(AccessFlags::NONE, |need, (_, f)| need.union(f))
+    RIGHTS
+        .into_iter()
+        .filter(|(a, _)| access.contains(*a))
+        .fold(AccessFlags::NONE, |need, (_, f)| need.union(f))
 }
 
 /// The network header of a received packet as a UD receive buffer's 40-byte GRH area holds it:
