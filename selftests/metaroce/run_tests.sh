@@ -2,13 +2,20 @@
 # kselftest-style runner, run inside a test guest: executes every test of one suite in order and
 # prints TAP 13. A test exits 0 (pass), 4 (skip, kselftest's KSFT_SKIP) or anything else (fail);
 # its output is shown as TAP diagnostics.
-# Usage: run_tests.sh SUITE   (pair suites read MR_ROLE=a|b from the environment)
+# Usage: run_tests.sh SUITE [FIRST-LAST]   (pair suites read MR_ROLE=a|b from the environment)
+# FIRST-LAST: only the tests whose number prefix lies in that range (e.g. 10-55), so that one
+# suite can be shared between guests that run side by side.
 set -o pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export MR_SELFTESTS=$here
-suite=${1:?usage: run_tests.sh SUITE}
+suite=${1:?usage: run_tests.sh SUITE [FIRST-LAST]}
+range=${2:-0-99}
 . "$here/lib.sh"
-tests=("$here/$suite"/*.sh)
+tests=()
+for t in "$here/$suite"/*.sh; do
+  n=$(basename "$t"); n=$((10#${n%%-*}))
+  [ "$n" -ge "${range%-*}" ] && [ "$n" -le "${range#*-}" ] && tests+=("$t")
+done
 echo "TAP version 13"
 echo "1..${#tests[@]}"
 i=0 failed=0
@@ -21,7 +28,12 @@ for t in "${tests[@]}"; do
   # 900 s per test (2400 s in make check-full): 41-mad took 408 s and interop/40-perftest 460 s
   # under TCG+KASAN on a loaded host (user-space start-up dominates); the guest's own timeout
   # bounds the suite.
-  timeout -k 5 "${MR_TEST_TIMEOUT:-$([ -n "${MR_FULL:-}" ] && echo 2400 || echo 900)}" bash "$t" >"$log" 2>&1; rc=$?
+  # MR_TRACE=1 (a development aid): every command traced with the test's elapsed seconds and its
+  # file:line, to find where a test spends its time (bash takes no PS4 from the environment as root).
+  to=${MR_TEST_TIMEOUT:-$([ -n "${MR_FULL:-}" ] && echo 2400 || echo 900)}
+  if [ -n "${MR_TRACE:-}" ]; then
+    timeout -k 5 "$to" bash -c 'PS4="+\${SECONDS}s \${BASH_SOURCE##*/}:\${LINENO} "; set -x; . "$1"' _ "$t" >"$log" 2>&1
+  else timeout -k 5 "$to" bash "$t" >"$log" 2>&1; fi; rc=$?
   sed 's/^/# /' "$log"; why=$(sed -n 's/^SKIP: //p' "$log" | tail -n 1); rm -f "$log"
   dur="$(( $(date +%s) - start ))s"
   case $rc in

@@ -59,8 +59,12 @@ ip netns exec mra tc qdisc add dev va root netem loss 1% || fail "netem on va"
 ip netns exec mrb tc qdisc add dev vb root netem loss 1% || fail "netem on vb"
 mr_pingpong ibv_rc_pingpong "1 MiB, 1% loss" mra mra0 $ga mrb mrb0 $gb -s 1048576 -n 4
 mr_perf "write_bw 64 KiB x 50, 1% loss" ib_write_bw -s 65536 -n 50 -F
-mr_perf "read_bw 64 KiB x 20, 1% loss" ib_read_bw -s 65536 -n 20 -F
-mr_perf "fetch_add x 50, 1% loss" ib_atomic_bw -A FETCH_AND_ADD -n 50 -F
+# READ and atomics under loss: check-full (the native core's loss recovery is the same for every
+# opcode; make check covers it with SEND and WRITE, and READ/atomics without loss above).
+if [ -n "${MR_FULL:-}" ]; then
+  mr_perf "read_bw 64 KiB x 20, 1% loss" ib_read_bw -s 65536 -n 20 -F
+  mr_perf "fetch_add x 50, 1% loss" ib_atomic_bw -A FETCH_AND_ADD -n 50 -F
+fi
 ip netns exec mra tc -s qdisc show dev va | grep -E 'netem|dropped'
 ip netns exec mrb tc -s qdisc show dev vb | grep -E 'netem|dropped'
 echo 0 > $T/events/metaroce/enable

@@ -56,12 +56,10 @@ devices() {
   for i in $SENDERS; do x tb-s$i rdma link delete ts$i 2>/dev/null; done; x tb-r rdma link delete tr 2>/dev/null
   for i in $SENDERS; do mr_wait 10 mr_no_dev ts$i; done; mr_wait 10 mr_no_dev tr
   x tb-r rdma link add tr type $1 netdev r || fail "add tr ($1)"
-  mr_wait 10 test -n "$(mr_ns_gid tb-r tr 192.0.2.42)" || fail "no GID on tr"
-  gr=$(mr_ns_gid tb-r tr 192.0.2.42)
+  gr=$(mr_ns_gid tb-r tr 192.0.2.42); [ -n "$gr" ] || fail "no GID on tr"
   for i in $SENDERS; do
     x tb-s$i rdma link add ts$i type $1 netdev s$i || fail "add ts$i ($1)"
-    mr_wait 10 test -n "$(mr_ns_gid tb-s$i ts$i 192.0.2.$((8 * i - 7)))" || fail "no GID on ts$i"
-    gs[$i]=$(mr_ns_gid tb-s$i ts$i 192.0.2.$((8 * i - 7)))
+    gs[$i]=$(mr_ns_gid tb-s$i ts$i 192.0.2.$((8 * i - 7))); [ -n "${gs[$i]}" ] || fail "no GID on ts$i"
   done
 }
 stat() { x $1 rdma statistic show link $2/1 | tr ' ' '\n' | grep -A1 -x "$3" | tail -n 1; }

@@ -79,8 +79,13 @@ mr_two_namespaces_cleanup() {
   mr_netns_restore
 }
 
-# The RoCE v2 GID index of IPv4 address $3 on device $2 in namespace $1 (empty if none yet).
-mr_ns_gid() { ip netns exec "$1" bash -c ". $MR_SELFTESTS/lib.sh; mr_gid_index $2 $3"; }
+# The RoCE v2 GID index of address $3 on device $2 in namespace $1, waiting up to $4 seconds
+# (default 10) for it to appear; empty if it never does. One process in the namespace polls (each
+# `ip netns exec` + bash start costs about a second under TCG).
+mr_ns_gid() {
+  ip netns exec "$1" bash -c ". $MR_SELFTESTS/lib.sh
+    for ((i = 0; i < ${4:-10} * 10; i++)); do g=\$(mr_gid_index $2 $3); [ -n \"\$g\" ] && { echo \$g; exit; }; sleep 0.1; done"
+}
 
 # mr_two_namespaces plus, for RDMA traffic between them: lo up in both (loopback traffic), MetaRoCE
 # devices mra0 on va and mrb0 on vb (link type $1, default metaroce), and ga/gb set to the RoCE v2
@@ -91,9 +96,8 @@ mr_two_devices() {
   ip -n mra link set lo up && ip -n mrb link set lo up || fail "lo up"
   ip netns exec mra rdma link add mra0 type $type netdev va || fail "add mra0"
   ip netns exec mrb rdma link add mrb0 type $type netdev vb || fail "add mrb0"
-  mr_wait 10 test -n "$(mr_ns_gid mra mra0 $MR_ADDR_A)" || fail "no RoCE v2 GID for $MR_ADDR_A on mra0"
-  mr_wait 10 test -n "$(mr_ns_gid mrb mrb0 $MR_ADDR_B)" || fail "no RoCE v2 GID for $MR_ADDR_B on mrb0"
-  ga=$(mr_ns_gid mra mra0 $MR_ADDR_A) gb=$(mr_ns_gid mrb mrb0 $MR_ADDR_B)
+  ga=$(mr_ns_gid mra mra0 $MR_ADDR_A); [ -n "$ga" ] || fail "no RoCE v2 GID for $MR_ADDR_A on mra0"
+  gb=$(mr_ns_gid mrb mrb0 $MR_ADDR_B); [ -n "$gb" ] || fail "no RoCE v2 GID for $MR_ADDR_B on mrb0"
 }
 
 # Runs one of rdma-core's pingpong examples with received buffers validated (-c), the server in

@@ -74,8 +74,9 @@ kernel::prelude::module! {
             default: 1,
             description: "1 (default): RDMA FLUSH requests carry the ICRC rdma_rxe computes for \
                 them (over their headers twice: Linux 7.3's rdma_rxe gives the FLUSH opcode no \
-                payload offset) so that rdma_rxe accepts them; 0: the IBTA ICRC. Received FLUSH \
-                requests are accepted with either",
+                payload offset) so that rdma_rxe accepts them; 0: the IBTA ICRC. Read when a net \
+                namespace's first device opens its sockets; received FLUSH requests are \
+                accepted with either",
         },
         rc_max_unacked: u32 {
             default: 1024,

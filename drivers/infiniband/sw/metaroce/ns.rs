@@ -9,7 +9,7 @@
 //! namespace, so it must not outlive the pernet exit hook.
 
 use crate::device::{Counter, MetaRoceDriver};
-use crate::proto::offload::{roce_rx, Integrity, RoceRxError, SoftIntegrity};
+use crate::proto::offload::{roce_rx, Integrity, RoceRxError, RxeFlushIntegrity, SoftIntegrity};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;
 use crate::qp::OutPacket;
@@ -42,6 +42,10 @@ struct Sockets {
     v6: UdpTunnelSocket<RoceRx>,
     /// The native port's, opened by the namespace's first `metaroce-native` device.
     native: Option<(UdpTunnelSocket<NativeRx>, UdpTunnelSocket<NativeRx>)>,
+    /// RoCEv2 packets are sealed by [`RxeFlushIntegrity`] (rdma_rxe's ICRC on FLUSH requests)
+    /// rather than [`SoftIntegrity`]: the `flush_icrc_rxe` module parameter when the sockets
+    /// were opened.
+    flush_icrc_rxe: bool,
 }
 
 /// The state of one namespace.
@@ -136,7 +140,13 @@ pub(crate) fn with_sockets(
         // loops it back (IPv6 sockets loop by default).
         v4.set_ipv4_multicast_loop(true)?;
         let v6 = open(Family::Ipv6, "IPv6")?;
-        *sockets = Some(Sockets { v4, v6, native: None });
+        let flush_icrc_rxe = crate::module_parameters::flush_icrc_rxe.value() != 0;
+        *sockets = Some(Sockets {
+            v4,
+            v6,
+            native: None,
+            flush_icrc_rxe,
+        });
         pr_info!(
             "net namespace {}: listening on UDP port {ROCE_V2_PORT}\n",
             net.inum()
@@ -306,12 +316,12 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
     }
     let (ip, rest) = data.split_at_mut(ip_len);
     let (udp, ib) = rest.split_at_mut(UDP_HLEN);
-    if crate::module_parameters::flush_icrc_rxe.value() != 0 {
-        // The same as the software seal but for FLUSH requests, which get rdma_rxe's ICRC.
-        crate::proto::icrc::icrc_write_rxe_flush(ip, udp, ib).map_err(|_| EINVAL)?;
+    let sealed = if s.flush_icrc_rxe {
+        RxeFlushIntegrity.seal_icrc(ip, udp, ib)
     } else {
-        SoftIntegrity.seal_icrc(ip, udp, ib).map_err(|_| EINVAL)?;
-    }
+        SoftIntegrity.seal_icrc(ip, udp, ib)
+    };
+    sealed.map_err(|_| EINVAL)?;
     sock.send(pkt)
 }
 

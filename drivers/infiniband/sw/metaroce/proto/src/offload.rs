@@ -16,7 +16,8 @@
 //!   the transport's reliability, not its congestion policy.
 //! * **Integrity** ([`Integrity`]): the RoCEv2 ICRC and the native port's
 //!   UDP checksum, computed when a packet is sealed and checked when one
-//!   is received. [`SoftIntegrity`] computes both; [`NicIntegrity`] takes
+//!   is received. [`SoftIntegrity`] computes both ([`RxeFlushIntegrity`]
+//!   the same but for rdma_rxe's ICRC on FLUSH requests); [`NicIntegrity`] takes
 //!   the NIC's per-packet verdict (checked on receive, inserted on
 //!   transmit) and falls back to software where the NIC did nothing.
 //!   [`roce_rx`] and [`native_rx`] are the receive checks every caller
@@ -43,7 +44,7 @@
 
 use super::bth::BTH_LEN;
 use super::cc::{Aimd, MD_ECN_CONN, MD_ECN_PATH};
-use super::icrc::{icrc_verify, icrc_write, IcrcError, IPV4_HDR_LEN};
+use super::icrc::{icrc_verify, icrc_write, icrc_write_rxe_flush, IcrcError, IPV4_HDR_LEN};
 use super::mrc_wire::{udp_checksum, udp_checksum_ok, udp_pseudo_sum};
 use super::packet::{parse, Packet, ParseError, ICRC_LEN};
 
@@ -211,6 +212,39 @@ impl Integrity for SoftIntegrity {
             Some(false) => Err(ChecksumError::Mismatch),
             None => Err(ChecksumError::Malformed),
         }
+    }
+}
+
+/// Software like [`SoftIntegrity`], but a FLUSH request it seals gets the
+/// ICRC rdma_rxe computes for one ([`icrc_write_rxe_flush`]: Linux 7.3's
+/// rdma_rxe runs the CRC over a FLUSH request's headers twice and drops a
+/// FLUSH carrying the IBTA ICRC). Which of the two a device seals with is
+/// the driver's choice (the kernel's `flush_icrc_rxe` module parameter);
+/// received packets are checked alike ([`icrc_verify`] takes either form on
+/// a FLUSH request).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct RxeFlushIntegrity;
+
+impl Integrity for RxeFlushIntegrity {
+    fn seal_icrc(&mut self, ip: &[u8], udp: &[u8], ib: &mut [u8]) -> Result<Sealed, IcrcError> {
+        icrc_write_rxe_flush(ip, udp, ib).map(|()| Sealed::Done)
+    }
+
+    fn verify_icrc(&mut self, ip: &[u8], udp: &[u8], ib: &[u8]) -> Result<(), IcrcError> {
+        SoftIntegrity.verify_icrc(ip, udp, ib)
+    }
+
+    fn seal_udp(
+        &mut self,
+        src: &[u8],
+        dst: &[u8],
+        udp: &mut [u8],
+    ) -> Result<Sealed, ChecksumError> {
+        SoftIntegrity.seal_udp(src, dst, udp)
+    }
+
+    fn verify_udp(&mut self, src: &[u8], dst: &[u8], udp: &[u8]) -> Result<(), ChecksumError> {
+        SoftIntegrity.verify_udp(src, dst, udp)
     }
 }
 

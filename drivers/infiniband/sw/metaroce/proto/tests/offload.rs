@@ -9,7 +9,7 @@ use metaroce_proto::icrc::{icrc_compute, IcrcError, IPV4_HDR_LEN, IPV6_HDR_LEN, 
 use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN, NATIVE_PORT};
 use metaroce_proto::offload::{
     native_rx, roce_rx, ChecksumError, CongestionEngine, Integrity, NicIntegrity, RoceRxError,
-    Sealed, SoftIntegrity, Window,
+    RxeFlushIntegrity, Sealed, SoftIntegrity, Window,
 };
 use metaroce_proto::packet::ICRC_LEN;
 use metaroce_proto::stream::MsgDesc;
@@ -447,6 +447,17 @@ fn icrc_is_skipped_only_when_the_nic_checked_it() {
         out[n - ICRC_LEN..].fill(0xAA);
         let sealed = NicIntegrity::default().seal_icrc(ip, udp, &mut out);
         assert_eq!((sealed, &out[..]), (Ok(Sealed::Done), &want[..]), "{name}");
+        // rdma_rxe's form: every fixture, FLUSH requests included, sealed to its captured
+        // bytes; checking is software's.
+        let mut rxe = ib.to_vec();
+        rxe[n - ICRC_LEN..].fill(0xAA);
+        let sealed = RxeFlushIntegrity.seal_icrc(ip, udp, &mut rxe);
+        assert_eq!((sealed, &rxe[..]), (Ok(Sealed::Done), ib), "{name}");
+        assert_eq!(
+            roce_rx(&mut RxeFlushIntegrity, ip, udp, &bad).map(|_| ()),
+            mismatch,
+            "{name}"
+        );
         let mut insert = NicIntegrity {
             icrc_insert: true,
             ..NicIntegrity::default()
