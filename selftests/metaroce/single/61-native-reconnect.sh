@@ -35,7 +35,8 @@ cat /tmp/rc-c.log
 kill $srv 2>/dev/null; wait $srv 2>/dev/null
 [ $rc != 124 ] || fail "the client was still waiting after 100 s: the connection never failed"
 grep -q "transport retry counter exceeded" /tmp/rc-c.log ||
-  fail "the client's SEND did not fail with 'transport retry counter exceeded' (exit $rc)"
+  { echo "server:"; cat /tmp/rc-s.log; cat /sys/kernel/debug/metaroce_mr[ab]0/connections
+    fail "the client's SEND did not fail with 'transport retry counter exceeded' (exit $rc)"; }
 echo "the connection failed after $took s"
 cline mrb0 | grep -q "^connection $old .* Failed " || { cat /sys/kernel/debug/metaroce_mrb0/connections; fail "$old is not Failed"; }
 ip netns exec mrb tc -s qdisc show dev vb | grep -E "netem|dropped"
