@@ -97,7 +97,7 @@ collect() { # GUEST_DIR
 # runs shape (a)'s first tests while lane 2 runs shapes (b) and (c) and then shape (a)'s last tests
 # in a second single guest. Each guest's results are collected once both lanes are done.
 # METAROCE_SERIAL=1 runs everything one guest after the other (slower; for timing single tests).
-SPLIT=${METAROCE_SPLIT:-58}   # the last test of shape (a) in lane 1
+SPLIT=${METAROCE_SPLIT:-57}   # the last test of shape (a) in lane 1
 lane1() {
   run_single test single single "0-$SPLIT"
 }
