@@ -92,29 +92,32 @@ collect() { # GUEST_DIR
   else echo "$bugs" | head -20 | sed "s/^/# $g console: /" | tee -a "$OUT/failures.log"; result not-ok "$g: console clean" "$(echo "$bugs" | wc -l) bug line(s) in $d/console.log"; fi
 }
 
-# The three shapes in two lanes side by side: a single-test-kernel guest keeps about 1.3 of the
-# host's 2 cores busy (user-space start-up under TCG is mostly one process at a time), so lane 1
-# runs shape (a)'s first tests while lane 2 runs shapes (b) and (c) and then shape (a)'s last tests
-# in a second single guest. Each guest's results are collected once both lanes are done.
+# Shapes (a) and (b) in two lanes side by side, then shape (c) alone: a single-test-kernel guest
+# keeps about 1.3 of the host's 2 cores busy (user-space start-up under TCG is mostly one process
+# at a time), so lane 1 runs shape (a)'s first tests while lane 2 runs shape (b) and then shape
+# (a)'s last tests in a second single guest. Shape (c) (Debian's rdma_rxe as peer) runs after both,
+# on a quiet host: once, beside shape (a), an ib_send_bw against rdma_rxe hung at its end (open).
+# Each guest's results are collected at the end.
 # METAROCE_SERIAL=1 runs everything one guest after the other (slower; for timing single tests).
-SPLIT=${METAROCE_SPLIT:-57}   # the last test of shape (a) in lane 1
+SPLIT=${METAROCE_SPLIT:-50}   # the last test of shape (a) in lane 1 (51-61 go to lane 2 after shape (b))
 lane1() {
   run_single test single single "0-$SPLIT"
 }
 lane2() {
   run_pair test test pair pair
-  run_pair test peer peer interop
   run_single test single-2 single "$((SPLIT + 1))-99"
 }
 if [ -n "${METAROCE_SERIAL:-}" ]; then
-  step "shapes (a), (b), (c) one after the other: single-host tests, two test kernels, test kernel and Debian's rdma_rxe"
+  step "shapes (a), (b) one after the other: single-host tests, two test kernels"
   lane1; lane2
 else
-  step "lane 1: shape (a) tests up to $SPLIT | lane 2: shape (b) two test kernels, shape (c) test kernel and Debian's rdma_rxe, shape (a) tests after $SPLIT"
+  step "lane 1: shape (a) tests up to $SPLIT | lane 2: shape (b) two test kernels, then shape (a) tests after $SPLIT"
   lane1 & l1=$!
   lane2
   wait "$l1"
 fi
+step "shape (c): test kernel (MetaRoCE) and Debian's stock kernel (rdma_rxe) on one link"
+run_pair test peer peer interop
 step "results"
 for g in single pair-a pair-b peer-a peer-b single-2; do collect "$OUT/$g"; done
 if [ -n "${METAROCE_FULL:-}" ]; then
