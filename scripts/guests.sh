@@ -5,9 +5,9 @@ MR_CACHE=${METAROCE_CACHE:-$HOME/.cache/metaroce}
 # Pair guests: the interop suite (rc_pingpong and perftest, both directions) takes ~10 min here
 # beside a shape (a) guest, ~25 min on the slowest CI machine seen.
 MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-3000}
-# A single guest runs single-host tests in one boot: lane 1 of make check ~24 min here, which on
-# the slowest CI machine seen (2.3-2.6x slower, 2026-12-03) means ~60 min. The timeout only bounds
-# a hang (each test has its own, 900 s): it stays under CI's 90 minutes.
+# A single guest runs single-host tests in one boot: the whole suite took ~24 min here beside other
+# guests (2026-12-03), which on the slowest CI machine seen (2.3-2.6x slower) means ~60 min. The
+# timeout only bounds a hang (each test has its own, 900 s): it stays under CI's 90 minutes.
 MR_SINGLE_TIMEOUT=${METAROCE_SINGLE_TIMEOUT:-4800}
 
 # Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | baseline | peer.
