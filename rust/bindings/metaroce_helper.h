@@ -4,7 +4,9 @@
  * (rust/kernel/rdma, rust/kernel/net) bind to. Included from
  * rust/bindings/bindings_helper.h by MetaRoCE's overlay script.
  */
+#include <linux/hmm.h>
 #include <linux/igmp.h>
+#include <linux/mmu_notifier.h>
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
@@ -18,6 +20,7 @@
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/uverbs_ioctl.h>

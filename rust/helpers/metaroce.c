@@ -19,7 +19,10 @@
 #include <net/addrconf.h>
 #include <linux/scatterlist.h>
 #include <linux/vmalloc.h>
+#include <linux/hmm.h>
+#include <linux/mmu_notifier.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_umem_odp.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -95,6 +98,43 @@ __rust_helper size_t rust_helper_metaroce_umem_pages(struct ib_umem *umem, struc
 		pages[n++] = sg_page_iter_page(&it);
 	}
 	return n;
+}
+
+/* On-demand paging user memory (rust/kernel/rdma/umem_odp.rs). */
+
+__rust_helper bool
+rust_helper_mmu_notifier_range_blockable(const struct mmu_notifier_range *range)
+{
+	return mmu_notifier_range_blockable(range);
+}
+
+__rust_helper void rust_helper_mmu_interval_set_seq(struct mmu_interval_notifier *mni,
+						    unsigned long cur_seq)
+{
+	mmu_interval_set_seq(mni, cur_seq);
+}
+
+/*
+ * ib_umem_odp_map_dma_and_lock() asking for writable pages if @write: on success (>= 0) the
+ * umem's umem_mutex is held.
+ */
+__rust_helper int rust_helper_metaroce_odp_map_and_lock(struct ib_umem_odp *odp, u64 va, u64 len,
+							bool write, bool fault)
+{
+	return ib_umem_odp_map_dma_and_lock(odp, va, len, write ? HMM_PFN_WRITE : 0, fault);
+}
+
+/*
+ * The page of an entry of an ODP umem's pfn list, or NULL if the entry is not valid; *@write
+ * tells whether the page is mapped writable. Call with the umem's umem_mutex held after a
+ * successful ib_umem_odp_map_dma_and_lock().
+ */
+__rust_helper struct page *rust_helper_metaroce_hmm_pfn_page(unsigned long pfn, bool *write)
+{
+	if (!(pfn & HMM_PFN_VALID))
+		return NULL;
+	*write = pfn & HMM_PFN_WRITE;
+	return hmm_pfn_to_page(pfn);
 }
 
 /* Socket buffers (rust/kernel/net/skbuff.rs). */

@@ -259,9 +259,59 @@ impl KernelCaps {
     /// `IBK_LOCAL_DMA_LKEY`: kernel consumers use the device's `local_dma_lkey` (0 unless set)
     /// for local access to kernel memory, so a PD needs no DMA MR (`get_dma_mr`).
     pub const LOCAL_DMA_LKEY: Self = Self(bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY as u64);
+    /// `IBK_ON_DEMAND_PAGING`: user memory regions may be registered with
+    /// `IB_ACCESS_ON_DEMAND` (ib_core refuses them with `EOPNOTSUPP` otherwise).
+    pub const ON_DEMAND_PAGING: Self =
+        Self(bindings::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING as u64);
 }
 
 impl core::ops::BitOr for KernelCaps {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// General on-demand paging capabilities (`enum ib_odp_general_cap_bits`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct OdpGeneral(u64);
+
+impl OdpGeneral {
+    /// No on-demand paging.
+    pub const NONE: Self = Self(0);
+    /// `IB_ODP_SUPPORT`: explicit on-demand paging MRs.
+    pub const SUPPORT: Self = Self(bindings::ib_odp_general_cap_bits_IB_ODP_SUPPORT as u64);
+}
+
+/// Operations of one transport that may use on-demand paging memory (`enum
+/// ib_odp_transport_cap_bits`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct OdpOps(u32);
+
+impl OdpOps {
+    /// None.
+    pub const NONE: Self = Self(0);
+    /// `IB_ODP_SUPPORT_SEND`.
+    pub const SEND: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND as u32);
+    /// `IB_ODP_SUPPORT_RECV`.
+    pub const RECV: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV as u32);
+    /// `IB_ODP_SUPPORT_WRITE`.
+    pub const WRITE: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE as u32);
+    /// `IB_ODP_SUPPORT_READ`.
+    pub const READ: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ as u32);
+    /// `IB_ODP_SUPPORT_ATOMIC`.
+    pub const ATOMIC: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC as u32);
+    /// `IB_ODP_SUPPORT_SRQ_RECV`.
+    pub const SRQ_RECV: Self =
+        Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV as u32);
+    /// `IB_ODP_SUPPORT_FLUSH`.
+    pub const FLUSH: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH as u32);
+    /// `IB_ODP_SUPPORT_ATOMIC_WRITE`.
+    pub const ATOMIC_WRITE: Self =
+        Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE as u32);
+}
+
+impl core::ops::BitOr for OdpOps {
     type Output = Self;
     fn bitor(self, rhs: Self) -> Self {
         Self(self.0 | rhs.0)
@@ -428,6 +478,17 @@ impl DeviceAttr {
     /// Sets the device capabilities.
     pub fn device_caps(&mut self, caps: DeviceCaps) -> &mut Self {
         self.0.device_cap_flags = caps.0;
+        self
+    }
+
+    /// Sets the on-demand paging capabilities (`struct ib_odp_caps`): `general` of `enum
+    /// ib_odp_general_cap_bits`, and per transport the operations (`enum
+    /// ib_odp_transport_cap_bits`) that may use on-demand paging memory.
+    pub fn odp_caps(&mut self, general: OdpGeneral, rc: OdpOps, uc: OdpOps, ud: OdpOps) -> &mut Self {
+        self.0.odp_caps.general_caps = general.0;
+        self.0.odp_caps.per_transport_caps.rc_odp_caps = rc.0;
+        self.0.odp_caps.per_transport_caps.uc_odp_caps = uc.0;
+        self.0.odp_caps.per_transport_caps.ud_odp_caps = ud.0;
         self
     }
 

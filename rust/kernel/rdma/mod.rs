@@ -13,7 +13,8 @@
 //!   `Driver` hooks; [`wr`]: safe views of work-request chains and SGEs.
 //! - [`udata`]: driver-specific request and response of a uverbs call; [`mmap`]: queue memory
 //!   shared with a process through the uverbs file; [`umem`]: pinned user memory with
-//!   non-sleeping byte copies.
+//!   non-sleeping byte copies; [`umem_odp`]: on-demand paging user memory (MMU notifiers)
+//!   with the same copies over the pages that are present.
 //! - [`trace`]: the MetaRoCE transport's tracepoints behind safe functions.
 //!
 //! The design (who owns and frees what, which context may call which method) is described in
@@ -33,4 +34,5 @@ pub mod workqueue;
 pub mod udata;
 pub mod mmap;
 pub mod umem;
+pub mod umem_odp;
 pub mod trace;

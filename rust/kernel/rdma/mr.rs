@@ -54,6 +54,12 @@ impl AccessFlags {
     pub const FLUSH_PERSISTENT: Self =
         Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT as u32);
 
+    /// `IB_ACCESS_ON_DEMAND`: the region's pages are mapped on demand, not pinned
+    /// ([`super::umem_odp::UmemOdp`]).
+    pub const ON_DEMAND: Self = Self(bindings::ib_access_flags_IB_ACCESS_ON_DEMAND as u32);
+    /// `IB_ACCESS_HUGETLB`: an on-demand region lies in huge pages.
+    pub const HUGETLB: Self = Self(bindings::ib_access_flags_IB_ACCESS_HUGETLB as u32);
+
     /// The optional bits (`IB_ACCESS_OPTIONAL`, e.g. relaxed ordering): hints a device may
     /// ignore.
     pub const OPTIONAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_OPTIONAL as u32);

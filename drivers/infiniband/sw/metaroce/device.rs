@@ -20,7 +20,7 @@ use kernel::prelude::*;
 use kernel::rdma::ah::{Ah, NewAh, RoceAhAttr};
 use kernel::rdma::cq::{Cq, CqNotify, NewCq, WcArray};
 use kernel::rdma::device::{
-    AtomicCap, CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, PhysState,
+    AtomicCap, CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, OdpGeneral, OdpOps, PhysState,
     PortAttr, PortImmutable, PortState, StatDesc, UserCommands, DEFAULT_PKEY_FULL,
 };
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest};
@@ -37,6 +37,7 @@ use kernel::debugfs::{Dir, File};
 use kernel::str::CString;
 use crate::timer::Timers;
 use crate::xmit::TxEngine;
+use crate::odp::OdpFaults;
 use kernel::new_spinlock_irq;
 use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::rdma::udata::Udata;
@@ -140,9 +141,15 @@ pub(crate) enum Counter {
     NativeRttMinUs,
     /// Gauge: the mean RTT of the native paths with samples (each path's mean), in microseconds.
     NativeRttAvgUs,
+    /// On-demand paging (`odp.rs`): ranges of ODP memory regions faulted in.
+    OdpFaults,
+    /// ODP faults that failed (the memory is not mapped, or not writable, in the process).
+    OdpFaultErrors,
+    /// ODP fault requests dropped because the queue was full (the retry asks again).
+    OdpFaultDrops,
 }
 
-const NUM_COUNTERS: usize = Counter::NativeRttAvgUs as usize + 1;
+const NUM_COUNTERS: usize = Counter::OdpFaultDrops as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -184,6 +191,9 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_spurious_rtos"),
     StatDesc::new(c"native_rtt_min_us"),
     StatDesc::new(c"native_rtt_avg_us"),
+    StatDesc::new(c"odp_faults"),
+    StatDesc::new(c"odp_fault_errors"),
+    StatDesc::new(c"odp_fault_drops"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -197,6 +207,9 @@ pub(crate) struct ObjectCounts {
     pub(crate) srqs: AtomicU32,
     pub(crate) mrs: AtomicU32,
     pub(crate) mws: AtomicU32,
+    /// Memory regions with on-demand paging (part of `mrs`): while there are none, the
+    /// transport skips the checks for missing pages.
+    pub(crate) odp_mrs: AtomicU32,
 }
 
 /// The driver data of one MetaRoCE device.
@@ -231,6 +244,8 @@ pub(crate) struct MetaRoceDev {
     txq: OwnedQueue,
     /// The transmit worker.
     tx: Arc<TxEngine>,
+    /// Page faults of on-demand paging memory regions (run on `txq`).
+    odp: Arc<OdpFaults>,
     /// The retransmission and RNR timers.
     timers: Arc<Timers>,
     /// Time zero of the transport's clock.
@@ -290,6 +305,7 @@ impl MetaRoceDev {
                 srqs: AtomicU32::new(0),
                 mrs: AtomicU32::new(0),
                 mws: AtomicU32::new(0),
+                odp_mrs: AtomicU32::new(0),
             },
             gsi: AtomicBool::new(false),
             qpns <- new_mutex!(IdPool::with_capacity(MAX_QP as usize, GFP_KERNEL)?, "metaroce_qpns"),
@@ -303,6 +319,7 @@ impl MetaRoceDev {
                 crate::module_parameters::tx_highpri.value() != 0
             )?,
             tx: TxEngine::new()?,
+            odp: OdpFaults::new()?,
             timers: Timers::new()?,
             epoch: Instant::now(),
             mrs <- new_spinlock_irq!(RBTree::new(), "metaroce_mrs"),
@@ -384,6 +401,16 @@ impl MetaRoceDev {
     /// The transmit worker.
     pub(crate) fn tx(&self) -> &Arc<TxEngine> {
         &self.tx
+    }
+
+    /// Whether the device has on-demand paging memory regions. Any context.
+    pub(crate) fn has_odp(&self) -> bool {
+        self.objects.odp_mrs.load(Ordering::Relaxed) != 0
+    }
+
+    /// The page-fault handling of ODP memory regions.
+    pub(crate) fn odp_faults(&self) -> &Arc<OdpFaults> {
+        &self.odp
     }
 
     /// The timer list and tick.
@@ -601,7 +628,25 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_res_rd_atom(crate::qp::RESP_RES as u32 * (MAX_QP - MIN_QPN))
             // `rdma link delete` may remove the device; kernel consumers address memory by
             // kernel virtual address under the device's `local_dma_lkey` (0).
-            .kernel_caps(KernelCaps::ALLOW_USER_UNREG | KernelCaps::LOCAL_DMA_LKEY);
+            .kernel_caps(
+                KernelCaps::ALLOW_USER_UNREG
+                    | KernelCaps::LOCAL_DMA_LKEY
+                    | if dev.native { KernelCaps::NONE } else { KernelCaps::ON_DEMAND_PAGING },
+            );
+        if !dev.native {
+            // Explicit on-demand paging on RoCEv2 devices (rdma_rxe's set): the responder
+            // answers a missing page with an RNR NAK, which RC requesters retry (`odp.rs`).
+            // The native transport has no RNR NAK for placement yet.
+            let rc = OdpOps::SEND
+                | OdpOps::RECV
+                | OdpOps::WRITE
+                | OdpOps::READ
+                | OdpOps::ATOMIC
+                | OdpOps::SRQ_RECV
+                | OdpOps::FLUSH
+                | OdpOps::ATOMIC_WRITE;
+            attr.odp_caps(OdpGeneral::SUPPORT, rc, OdpOps::NONE, OdpOps::SEND | OdpOps::RECV);
+        }
         Ok(())
     }
 
@@ -652,6 +697,13 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         for (c, ns) in [(Counter::NativeRttMinUs, min_ns), (Counter::NativeRttAvgUs, avg_ns)] {
             if let Some(v) = values.get_mut(c as usize) {
                 *v = ns / 1000;
+            }
+        }
+        // The fault handler counts for itself (its work item holds no device).
+        let odp = dev.odp_faults();
+        for (c, n) in [(Counter::OdpFaults, &odp.done), (Counter::OdpFaultErrors, &odp.failed), (Counter::OdpFaultDrops, &odp.dropped)] {
+            if let Some(v) = values.get_mut(c as usize) {
+                *v = n.load(Ordering::Relaxed);
             }
         }
         Ok(())

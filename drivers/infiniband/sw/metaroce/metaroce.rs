@@ -15,6 +15,7 @@ mod mr;
 mod native;
 mod net;
 mod ns;
+mod odp;
 pub mod proto;
 mod qp;
 mod rxe_abi;

@@ -29,6 +29,8 @@ use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest}
 use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Pd, PdId};
 use kernel::rdma::umem::Umem;
+use kernel::rdma::umem_odp::UmemOdp;
+use kernel::sync::Arc;
 use kernel::rdma::wr::KernelBuf;
 
 /// The access rights a MetaRoCE MR may have (beyond the optional hints, which are ignored).
@@ -59,6 +61,9 @@ pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
 enum Backing {
     /// Pinned user memory.
     User(Umem),
+    /// On-demand paging user memory (`IB_ACCESS_ON_DEMAND`): a page that is not present fails
+    /// a copy with [`MrError::NotPresent`] and is faulted in later (`odp.rs`).
+    Odp(Arc<UmemOdp>),
     /// The pages of a kernel consumer's fast-register MR, as its last registration mapped
     /// them; `first_off` is the region's offset in the first page.
     Fast {
@@ -125,18 +130,25 @@ pub(crate) enum MrError {
     Access,
     /// The bytes are not all inside the region, or the address is misaligned for an atomic.
     Range,
+    /// The region is valid and grants the access, but pages of an on-demand paging region
+    /// are not present: a fault was asked for (`odp.rs`); retry later.
+    NotPresent,
 }
 
-/// Checks rights asked for a new region, as ib_core does, plus what MetaRoCE implements.
-fn check_access(access: AccessFlags) -> Result {
-    let mandatory = access.difference(AccessFlags::OPTIONAL);
+/// Checks rights asked for a new region, as ib_core does, plus what MetaRoCE implements
+/// (on-demand paging only for user regions, `odp_ok`).
+fn check_access(access: AccessFlags, odp_ok: bool) -> Result {
+    let mut mandatory = access.difference(AccessFlags::OPTIONAL);
+    if odp_ok && mandatory.contains(AccessFlags::ON_DEMAND) {
+        mandatory = mandatory.difference(AccessFlags::ON_DEMAND.union(AccessFlags::HUGETLB));
+    }
     if mandatory.intersects(AccessFlags::REMOTE_WRITE.union(AccessFlags::REMOTE_ATOMIC))
         && !mandatory.contains(AccessFlags::LOCAL_WRITE)
     {
         return Err(EINVAL);
     }
     if !SUPPORTED.contains(mandatory) {
-        // On-demand paging and persistent memory: not implemented.
+        // Persistent memory, and on-demand paging but for user regions: not implemented.
         return Err(EOPNOTSUPP);
     }
     Ok(())
@@ -165,13 +177,25 @@ pub(crate) fn reg_user_mr(
     pd: &Pd<MetaRoceDriver>,
     req: &UserMrRequest,
 ) -> Result<(MrKeys, impl PinInit<MetaRoceMr, Error>)> {
-    check_access(req.access)?;
+    let dev = pd.device();
+    // ib_core refuses IB_ACCESS_ON_DEMAND on devices that do not report on-demand paging
+    // (native devices); checked again.
+    check_access(req.access, !dev.native)?;
     if req.length == 0 || req.iova.checked_add(req.length).is_none() {
         return Err(EINVAL);
     }
-    let umem = Umem::pin(pd, req.start, req.length, req.access)?;
+    let mem = if req.access.contains(AccessFlags::ON_DEMAND) {
+        // Implicit ODP (the whole address space from 0) is not implemented, as in rdma_rxe.
+        if req.start == 0 && req.length == u64::MAX {
+            return Err(EOPNOTSUPP);
+        }
+        Backing::Odp(Arc::new(UmemOdp::get(pd, req.start, req.length, req.access)?, GFP_KERNEL)?)
+    } else {
+        Backing::User(Umem::pin(pd, req.start, req.length, req.access)?)
+    };
     let remote = req.access.intersects(REMOTE);
-    let index = insert(pd.device(), |key| Region {
+    let odp = matches!(mem, Backing::Odp(_));
+    let index = insert(dev, |key| Region {
         lkey: key,
         rkey: if remote { key } else { 0 },
         pd: pd.id(),
@@ -179,8 +203,11 @@ pub(crate) fn reg_user_mr(
         iova: req.iova,
         len: req.length,
         valid: true,
-        mem: Backing::User(umem),
+        mem,
     })?;
+    if odp {
+        dev.objects.odp_mrs.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
     let lkey = (index as u32) << 8;
     Ok((
         MrKeys { lkey, rkey: if remote { lkey } else { 0 } },
@@ -253,7 +280,7 @@ pub(crate) fn register(
     key: u32,
     access: AccessFlags,
 ) -> Result {
-    check_access(access)?;
+    check_access(access, false)?;
     let page_size = mr.page_size() as usize;
     let (iova, len) = (mr.iova(), mr.length());
     if key >> 8 != mr.index as u32 || mr.pd_id() != pd || !page_size.is_power_of_two() {
@@ -301,6 +328,11 @@ pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) -> Result {
         }
         table.remove(&index)
     };
+    // No copy reaches the region now; a fault in progress may still hold its memory.
+    if let Some(Backing::Odp(umem)) = taken.as_ref().map(|r| &r.mem) {
+        dev.odp_faults().forget(umem);
+        dev.objects.odp_mrs.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+    }
     drop(taken);
     Ok(())
 }
@@ -480,11 +512,45 @@ fn fast_pieces(
     Ok(())
 }
 
+/// An ODP copy's error: `EAGAIN` (a page is not present) is [`MrError::NotPresent`].
+fn odp_err(e: Error) -> MrError {
+    if e == EAGAIN {
+        MrError::NotPresent
+    } else {
+        MrError::Range
+    }
+}
+
 impl Backing {
     /// Copies `data` to byte `off` of the region's memory (checked against the region).
-    fn copy_to(&self, off: usize, data: &[u8]) -> Result {
+    fn copy_to(&self, off: usize, data: &[u8]) -> Result<(), MrError> {
+        match self {
+            Backing::Odp(umem) => umem.copy_to(off, data).map_err(odp_err),
+            _ => self.copy_to_pinned(off, data).map_err(|_| MrError::Range),
+        }
+    }
+
+    /// Copies bytes at byte `off` of the region's memory into `out`.
+    fn copy_from(&self, off: usize, out: &mut [u8]) -> Result<(), MrError> {
+        match self {
+            Backing::Odp(umem) => umem.copy_from(off, out).map_err(odp_err),
+            _ => self.copy_from_pinned(off, out).map_err(|_| MrError::Range),
+        }
+    }
+
+    /// Whether `len` bytes at byte `off` may be accessed now without a fault (and written, if
+    /// `write`): always for pinned memory.
+    fn present(&self, off: usize, len: usize, write: bool) -> bool {
+        match self {
+            Backing::Odp(umem) => umem.is_present(off, len, write),
+            _ => true,
+        }
+    }
+
+    fn copy_to_pinned(&self, off: usize, data: &[u8]) -> Result {
         match self {
             Backing::User(umem) => umem.copy_to(off, data),
+            Backing::Odp(_) => Err(EINVAL),
             // `resolve` hands out the window's MR, never the window.
             Backing::Window(_) => Err(EINVAL),
             Backing::Fast { pages, page_size, first_off } => {
@@ -495,10 +561,10 @@ impl Backing {
         }
     }
 
-    /// Copies bytes at byte `off` of the region's memory into `out`.
-    fn copy_from(&self, off: usize, out: &mut [u8]) -> Result {
+    fn copy_from_pinned(&self, off: usize, out: &mut [u8]) -> Result {
         match self {
             Backing::User(umem) => umem.copy_from(off, out),
+            Backing::Odp(_) => Err(EINVAL),
             Backing::Window(_) => Err(EINVAL),
             Backing::Fast { pages, page_size, first_off } => {
                 let len = out.len();
@@ -627,11 +693,16 @@ impl MetaRoceDev {
     ) -> Result<R, MrError> {
         let table = self.mrs.lock();
         let (r, off) = resolve(&table, key, kind, pd, va, len, need)?;
-        f(r, off)
+        let res = f(r, off);
+        if let (Err(MrError::NotPresent), Backing::Odp(umem)) = (&res, &r.mem) {
+            self.odp_fault_later(umem, off, len);
+        }
+        res
     }
 
     /// Checks that `key` (of `kind`) names a user region of `pd` that covers `len` bytes at
-    /// `va` and grants `need`. Any context, never sleeps.
+    /// `va` and grants `need`, and that the bytes are present (on-demand paging:
+    /// [`MrError::NotPresent`] after asking for a fault). Any context, never sleeps.
     pub(crate) fn mr_check(
         &self,
         key: u32,
@@ -641,7 +712,18 @@ impl MetaRoceDev {
         len: usize,
         need: AccessFlags,
     ) -> Result<(), MrError> {
-        self.with_region(key, kind, pd, va, len, need, |_, _| Ok(()))
+        let write = need.intersects(
+            AccessFlags::LOCAL_WRITE
+                .union(AccessFlags::REMOTE_WRITE)
+                .union(AccessFlags::REMOTE_ATOMIC),
+        );
+        self.with_region(key, kind, pd, va, len, need, |r, off| {
+            if r.mem.present(off, len, write) {
+                Ok(())
+            } else {
+                Err(MrError::NotPresent)
+            }
+        })
     }
 
     /// RDMA FLUSH through R_Key `rkey` (used by QP `qpn` of PD `pd`): checks that the key names
@@ -691,12 +773,14 @@ impl MetaRoceDev {
         data: &[u8],
     ) -> Result<(), MrError> {
         self.with_region(key, kind, pd, va, data.len(), write_right(kind), |mr, off| {
-            mr.mem.copy_to(off, data).map_err(|_| MrError::Range)
+            mr.mem.copy_to(off, data)
         })
     }
 
     /// Checks that `len` bytes at `va` lie in the user region of L_Key `lkey` of PD `pd`,
-    /// with local write access if `write`. Any context.
+    /// with local write access if `write`. Pages of an on-demand paging region that are not
+    /// present are queued for a fault (the posting process runs it, `odp.rs`), and the check
+    /// passes. Any context.
     pub(crate) fn mr_check_local(
         &self,
         lkey: u32,
@@ -706,7 +790,17 @@ impl MetaRoceDev {
         write: bool,
     ) -> Result<(), MrError> {
         let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::NONE };
-        self.with_region(lkey, KeyKind::Local, pd, va, len, need, |_, _| Ok(()))
+        let res = self.with_region(lkey, KeyKind::Local, pd, va, len, need, |r, off| {
+            if r.mem.present(off, len, write) {
+                Ok(())
+            } else {
+                Err(MrError::NotPresent)
+            }
+        });
+        match res {
+            Err(MrError::NotPresent) => Ok(()),
+            other => other,
+        }
     }
 
     /// Copies bytes at `va` of the region of `key` into `out`, after checking PD, bounds
@@ -721,7 +815,7 @@ impl MetaRoceDev {
         out: &mut [u8],
     ) -> Result<(), MrError> {
         self.with_region(key, kind, pd, va, out.len(), read_right(kind), |mr, off| {
-            mr.mem.copy_from(off, out).map_err(|_| MrError::Range)
+            mr.mem.copy_from(off, out)
         })
     }
 
@@ -748,13 +842,17 @@ impl MetaRoceDev {
             if mr.iova.wrapping_add(off as u64) % 8 != 0 {
                 return Err(MrError::Range);
             }
+            // Both halves need the page writable: checked first, so that an on-demand paging
+            // region never reads without writing (the table lock keeps the page present in
+            // between unless the mm invalidates it; then the write fails and the peer retries).
+            if !mr.mem.present(off, 8, true) {
+                return Err(MrError::NotPresent);
+            }
             let mut b = [0u8; 8];
-            mr.mem.copy_from(off, &mut b).map_err(|_| MrError::Range)?;
+            mr.mem.copy_from(off, &mut b)?;
             let old = u64::from_ne_bytes(b);
             if let Some(new) = op(old) {
-                mr.mem
-                    .copy_to(off, &new.to_ne_bytes())
-                    .map_err(|_| MrError::Range)?;
+                mr.mem.copy_to(off, &new.to_ne_bytes())?;
             }
             Ok(old)
         })
@@ -783,7 +881,9 @@ impl MetaRoceDev {
         let key = match &r.mem {
             Backing::Fast { .. } => r.lkey,
             Backing::Window(w) if w.ty == MwType::Type2 => r.rkey,
-            Backing::Window(_) | Backing::User(_) => return Err(InvalidateError::NotInvalidatable),
+            Backing::Window(_) | Backing::User(_) | Backing::Odp(_) => {
+                return Err(InvalidateError::NotInvalidatable)
+            }
         };
         if !r.valid || key != rkey {
             return Err(InvalidateError::BadKey);

@@ -134,7 +134,7 @@ impl MemCtx<'_> {
                 let pd = self.pd.ok_or(EINVAL)?;
                 self.dev
                     .mr_copy_from(lkey, KeyKind::Local, pd, addr.wrapping_add(offset as u64), out)
-                    .map_err(|_| EFAULT)
+                    .map_err(mr_errno)
             }
         }
     }
@@ -146,10 +146,33 @@ impl MemCtx<'_> {
                 let pd = self.pd.ok_or(EINVAL)?;
                 self.dev
                     .mr_copy_to(lkey, KeyKind::Local, pd, addr.wrapping_add(offset as u64), data)
-                    .map_err(|_| EFAULT)
+                    .map_err(mr_errno)
             }
         }
     }
+}
+
+/// The error of a local copy: `EAGAIN` for on-demand paging memory that is not present yet
+/// (a fault was asked for), `EFAULT` for anything else.
+fn mr_errno(e: crate::mr::MrError) -> Error {
+    match e {
+        crate::mr::MrError::NotPresent => EAGAIN,
+        _ => EFAULT,
+    }
+}
+
+/// Whether the user buffers `segs` of PD `pd` can be written now: false if pages of an
+/// on-demand paging region among them are not present (a fault was asked for). Invalid
+/// buffers pass (the placement reports them). Any context.
+fn recv_ready(dev: &MetaRoceDev, pd: Option<PdId>, segs: &[Seg]) -> bool {
+    let Some(pd) = pd else { return true };
+    segs.iter().all(|s| match *s {
+        Seg::User { addr, len, lkey } if len > 0 => !matches!(
+            dev.mr_check(lkey, KeyKind::Local, pd, addr, len as usize, AccessFlags::LOCAL_WRITE),
+            Err(crate::mr::MrError::NotPresent)
+        ),
+        _ => true,
+    })
 }
 
 /// Copies `out.len()` bytes at byte `offset` of the concatenation of `segs` into `out`.
@@ -397,6 +420,24 @@ struct RecvSource<'a> {
     srq: Option<&'a Srq<MetaRoceDriver>>,
     /// The SRQ's limit fired: raise the event once the QP lock is released.
     srq_limit: bool,
+    /// While the device has on-demand paging regions: where the receive buffers are resolved
+    /// (the device and the PD of the QP or its SRQ), to check that their pages are present
+    /// before a request is taken.
+    odp: Option<(&'a MetaRoceDev, Option<PdId>)>,
+}
+
+impl<'a> RecvSource<'a> {
+    fn new(qp: &'a Qp<MetaRoceDriver>, rq: &'a mut RecvRing, srq: Option<&'a Srq<MetaRoceDriver>>) -> Self {
+        let dev: &'a MetaRoceDev = qp.device();
+        let odp = dev.has_odp().then(|| {
+            let pd = match srq {
+                Some(s) => Some(s.pd().id()),
+                None => qp.pd().map(|p| p.id()),
+            };
+            (dev, pd)
+        });
+        RecvSource { rq, srq, srq_limit: false, odp }
+    }
 }
 
 impl RecvQueue for RecvSource<'_> {
@@ -410,6 +451,13 @@ impl RecvQueue for RecvSource<'_> {
         }
         let e = rq.entries[rq.slot(rq.taken)];
         let id = u64::from(rq.taken);
+        // On-demand paging: a request whose buffers are not all present stays here (the core
+        // answers RNR; the fault was asked for) and is taken when the sender retries.
+        if let Some((dev, pd)) = self.odp {
+            if !recv_ready(dev, pd, rq.entry(id).1) {
+                return None;
+            }
+        }
         rq.taken = rq.taken.wrapping_add(1);
         Some(pwr::RecvWqe { id, len: e.len })
     }
@@ -1383,7 +1431,13 @@ pub(crate) fn post_send<'a>(
     }
     n.deliver(qp);
     if user {
-        // librxe's doorbell: the uverbs command, process context, no locks held.
+        // librxe's doorbell: the uverbs command, process context, no locks held. Pages of
+        // on-demand paging buffers the new requests use that were not present are faulted
+        // in first, so that the packets can be built.
+        let faults = qp.device().odp_faults();
+        if faults.pending() {
+            faults.run();
+        }
         xmit::post_doorbell(qp);
     } else {
         xmit::schedule(qp);
@@ -1595,6 +1649,15 @@ pub(crate) fn post_recv<'a>(
     res
 }
 
+/// The responder's answer to a refused memory access: RNR for on-demand paging memory that is
+/// being faulted in, a remote access error for anything else.
+fn access_error(e: crate::mr::MrError) -> AccessError {
+    match e {
+        crate::mr::MrError::NotPresent => AccessError::NotPresent,
+        _ => AccessError::Access,
+    }
+}
+
 /// Memory regions as the responder sees them: R_Keys of user memory regions of the QP's PD
 /// (kernel DMA MRs are not in the table: remote operations on them get a remote access NAK).
 impl MemAccess for MemCtx<'_> {
@@ -1603,7 +1666,14 @@ impl MemAccess for MemCtx<'_> {
         let need = mr_rights(access);
         self.dev
             .mr_check(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, len as usize, need)
-            .map_err(|_| AccessError::Access)
+            .map_err(access_error)
+    }
+
+    fn ready(&mut self, rkey: u32, va: u64, len: u32) -> Result<(), AccessError> {
+        if !self.dev.has_odp() {
+            return Ok(());
+        }
+        self.check(rkey, va, len, pwr::Access::WRITE)
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: pwr::AtomicOp) -> Result<u64, AccessError> {
@@ -1613,7 +1683,7 @@ impl MemAccess for MemCtx<'_> {
                 pwr::AtomicOp::CmpSwap { compare, swap } => (old == compare).then_some(swap),
                 pwr::AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
             })
-            .map_err(|_| AccessError::Access)
+            .map_err(access_error)
     }
 
     fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError> {
@@ -1621,7 +1691,7 @@ impl MemAccess for MemCtx<'_> {
         self.dev
             .mr_atomic(rkey, self.qpn, pd, va, AccessFlags::REMOTE_WRITE, |_| Some(u64::from_ne_bytes(value)))
             .map(|_| ())
-            .map_err(|_| AccessError::Access)
+            .map_err(access_error)
     }
 
     fn flush(&mut self, rkey: u32, va: u64, len: u32, whole: bool, access: pwr::Access) -> Result<(), AccessError> {
@@ -1692,7 +1762,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         let now = qp.device().now_ns();
         let mut mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
         let srq = qp.srq();
-        let mut src = RecvSource { rq: &mut inner.rq, srq, srq_limit: false };
+        let mut src = RecvSource::new(qp, &mut inner.rq, srq);
         let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut mem, &mut src);
         n.srq_limit |= src.srq_limit;
         // Receive requests of an SRQ name memory of the SRQ's protection domain.
@@ -2003,8 +2073,10 @@ fn build_packet(
                     let src = data.get(offset as usize..offset as usize + plen).ok_or(EINVAL)?;
                     buf[hl..end].copy_from_slice(src);
                 }
+                // On-demand paging memory that is not present (a fault was asked for): the
+                // packet is dropped and the transport's retry sends it again.
                 None => gather(&mem, inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])
-                    .map_err(|_| BuildError::Gather)?,
+                    .map_err(|e| if e == EAGAIN { BuildError::Drop } else { BuildError::Gather })?,
             }
         }
         // READ response data, from memory `MemCtx::check` approved when the READ arrived.
@@ -2263,7 +2335,7 @@ pub(crate) fn native_ready(qp: &Qp<MetaRoceDriver>, h: &DataHdr, n: &mut Notify)
     let Some(base) = inner.native.as_ref().map(|s| s.rq_base) else { return true };
     let id = base.wrapping_add(h.rsn);
     let srq = qp.srq();
-    let mut src = RecvSource { rq: &mut inner.rq, srq, srq_limit: false };
+    let mut src = RecvSource::new(qp, &mut inner.rq, srq);
     // Taken already (or completed: a duplicate, which the connection recognises).
     let mut ok = (id.wrapping_sub(src.rq.taken) as i32) < 0;
     while !ok {

@@ -51,6 +51,11 @@ pub enum AccessError {
     /// The operation could not be carried out: answered with a Remote
     /// Operational Error NAK.
     Operational,
+    /// The memory is valid but not there yet (an on-demand paging region
+    /// whose pages the glue is faulting in): answered like a missing
+    /// receive WQE, with an RNR NAK (RC) or a drop (UC), so the request is
+    /// sent again later. Nothing is executed or placed.
+    NotPresent,
 }
 
 /// Memory checks and atomics, supplied by the kernel glue.
@@ -60,6 +65,14 @@ pub trait MemAccess {
     /// [`Access::WRITE`]). Called once per READ or WRITE message, before
     /// any of its data is placed or read.
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError>;
+
+    /// Before a WRITE packet after the first is accepted: whether its `len`
+    /// (> 0) bytes at `va` can be placed now. Only
+    /// [`AccessError::NotPresent`] stops the packet (RNR NAK at its PSN);
+    /// other errors are left to the placement. The default: always.
+    fn ready(&mut self, _rkey: u32, _va: u64, _len: u32) -> Result<(), AccessError> {
+        Ok(())
+    }
 
     /// Checks [`Access::ATOMIC`] access to the 8 bytes at `va` (8-byte
     /// aligned) and executes `op` on them atomically, returning the
@@ -186,6 +199,7 @@ impl From<AccessError> for Fail {
             AccessError::Operational => {
                 Fail::Nak(NakCode::RemoteOperational, DropReason::Operational, None)
             }
+            AccessError::NotPresent => Fail::Rnr,
         }
     }
 }
@@ -563,6 +577,14 @@ impl<const R: usize> Responder<R> {
         };
         if len > left || (pos.is_end() && len != left) {
             return Err(invalid(DropReason::BadLength));
+        }
+        // A later packet of the message: its memory must be there now (the
+        // first packet checked the whole message, but on-demand pages may
+        // have gone since); checked before a WQE is taken.
+        if !pos.is_start() && len > 0 {
+            if let Err(AccessError::NotPresent) = mem.ready(rkey, va, len) {
+                return Err(Fail::Rnr);
+            }
         }
         // WRITE with immediate consumes a receive WQE on its last packet;
         // check for one before anything is placed.
