@@ -461,6 +461,19 @@ impl RecvQueue for RecvSource<'_> {
         rq.taken = rq.taken.wrapping_add(1);
         Some(pwr::RecvWqe { id, len: e.len })
     }
+
+    /// While the device has on-demand paging regions, every SEND packet is placed here, in one
+    /// go with the check that its pages are present (see `MemCtx::place_write`).
+    fn place(&mut self, wqe: &pwr::RecvWqe, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
+        let Some((dev, pd)) = self.odp else { return Ok(false) };
+        let m = MemCtx { dev, pd, qpn: 0 };
+        let bufs = self.rq.entry(wqe.id).1;
+        match scatter(&m, bufs.iter().copied(), offset as usize, data) {
+            Ok(()) => Ok(true),
+            Err(e) if e == EAGAIN => Err(AccessError::NotPresent),
+            Err(_) => Ok(false),
+        }
+    }
 }
 
 /// What the glue keeps per send queue slot besides the core's [`pwr::SendWqe`] (what only
@@ -1669,11 +1682,20 @@ impl MemAccess for MemCtx<'_> {
             .map_err(access_error)
     }
 
-    fn ready(&mut self, rkey: u32, va: u64, len: u32) -> Result<(), AccessError> {
+    /// While the device has on-demand paging regions, every WRITE packet is placed here, in
+    /// one go with the check that its pages are present (a page could go between a separate
+    /// check and the copy).
+    fn place_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> Result<bool, AccessError> {
         if !self.dev.has_odp() {
-            return Ok(());
+            return Ok(false);
         }
-        self.check(rkey, va, len, pwr::Access::WRITE)
+        let Some(pd) = self.pd else { return Ok(false) };
+        match self.dev.mr_copy_to(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, data) {
+            Ok(()) => Ok(true),
+            Err(crate::mr::MrError::NotPresent) => Err(AccessError::NotPresent),
+            // Left to the placement, which fails the same way and reports it.
+            Err(_) => Ok(false),
+        }
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: pwr::AtomicOp) -> Result<u64, AccessError> {

@@ -66,12 +66,18 @@ pub trait MemAccess {
     /// any of its data is placed or read.
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError>;
 
-    /// Before a WRITE packet after the first is accepted: whether its `len`
-    /// (> 0) bytes at `va` can be placed now. Only
-    /// [`AccessError::NotPresent`] stops the packet (RNR NAK at its PSN);
-    /// other errors are left to the placement. The default: always.
-    fn ready(&mut self, _rkey: u32, _va: u64, _len: u32) -> Result<(), AccessError> {
-        Ok(())
+    /// Places a WRITE packet's payload (`data`, not empty) at `va` of the
+    /// memory region of `rkey` right away, as the last step before the
+    /// packet is accepted, if the glue wants to (memory that may go away
+    /// between a check and a later copy, such as on-demand paging: checked
+    /// and copied in one go). `Ok(true)`: placed, the outcome carries no
+    /// [`Place`] for it. `Ok(false)`: not placed now, the outcome carries
+    /// [`Place::Rdma`] (the default). `Err(AccessError::NotPresent)`:
+    /// nothing placed, the packet is refused with an RNR NAK (RC) and sent
+    /// again. The glue reports other errors as `Ok(false)`, and the
+    /// placement from [`Place::Rdma`] fails the same way.
+    fn place_write(&mut self, _rkey: u32, _va: u64, _data: &[u8]) -> Result<bool, AccessError> {
+        Ok(false)
     }
 
     /// Checks [`Access::ATOMIC`] access to the 8 bytes at `va` (8-byte
@@ -106,6 +112,15 @@ pub trait RecvQueue {
     /// by the responder is returned in a completion or by
     /// [`super::qp::Qp::flush_recv`].
     fn take(&mut self) -> Option<RecvWqe>;
+
+    /// Places a SEND packet's payload (`data`, not empty) at byte `offset`
+    /// of `wqe`'s buffers right away, as [`MemAccess::place_write`] does
+    /// for WRITEs: `Ok(true)` placed, `Ok(false)` left to [`Place::Recv`]
+    /// (the default), `Err(AccessError::NotPresent)` refused with an RNR NAK
+    /// (a WQE taken for the packet is kept for its retry).
+    fn place(&mut self, _wqe: &RecvWqe, _offset: u32, _data: &[u8]) -> Result<bool, AccessError> {
+        Ok(false)
+    }
 }
 
 /// Responder counters.
@@ -510,9 +525,9 @@ impl<const R: usize> Responder<R> {
         rq: &mut impl RecvQueue,
     ) -> Result<RxOutcome, Fail> {
         let len = payload_len(pkt)?;
-        let (wqe, off) = match self.msg {
-            Msg::Send { wqe, off } => (wqe, off),
-            _ => (self.held.take().or_else(|| rq.take()).ok_or(Fail::Rnr)?, 0),
+        let (wqe, off, fresh) = match self.msg {
+            Msg::Send { wqe, off } => (wqe, off, false),
+            _ => (self.held.take().or_else(|| rq.take()).ok_or(Fail::Rnr)?, 0, true),
         };
         let end = off.saturating_add(len);
         let mut c = RecvCompletion {
@@ -533,7 +548,21 @@ impl<const R: usize> Responder<R> {
                 Some(c),
             ));
         }
-        let place = (len > 0).then_some(Place::Recv {
+        // The last step that may refuse the packet: placing it now.
+        let placed = match pkt.payload.get(..len as usize) {
+            Some(data) if len > 0 => match rq.place(&wqe, off, data) {
+                Ok(placed) => placed,
+                Err(AccessError::NotPresent) => {
+                    if fresh {
+                        self.held = Some(wqe);
+                    }
+                    return Err(Fail::Rnr);
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        let place = (len > 0 && !placed).then_some(Place::Recv {
             id: wqe.id,
             offset: off,
             len,
@@ -578,14 +607,6 @@ impl<const R: usize> Responder<R> {
         if len > left || (pos.is_end() && len != left) {
             return Err(invalid(DropReason::BadLength));
         }
-        // A later packet of the message: its memory must be there now (the
-        // first packet checked the whole message, but on-demand pages may
-        // have gone since); checked before a WQE is taken.
-        if !pos.is_start() && len > 0 {
-            if let Err(AccessError::NotPresent) = mem.ready(rkey, va, len) {
-                return Err(Fail::Rnr);
-            }
-        }
         // WRITE with immediate consumes a receive WQE on its last packet;
         // check for one before anything is placed.
         let wqe = match pkt.hdr.imm {
@@ -602,7 +623,21 @@ impl<const R: usize> Responder<R> {
                 return Err(e.into());
             }
         }
-        let place = (len > 0).then_some(Place::Rdma { rkey, va, len });
+        // The last step that may refuse the packet: placing it now.
+        let placed = match pkt.payload.get(..len as usize) {
+            Some(data) if len > 0 => match mem.place_write(rkey, va, data) {
+                Ok(placed) => placed,
+                Err(AccessError::NotPresent) => {
+                    if wqe.is_some() {
+                        self.held = wqe;
+                    }
+                    return Err(Fail::Rnr);
+                }
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        let place = (len > 0 && !placed).then_some(Place::Rdma { rkey, va, len });
         let completion = if pos.is_end() {
             self.msg = Msg::Idle;
             self.msn = (self.msn + 1) & 0xFF_FFFF;

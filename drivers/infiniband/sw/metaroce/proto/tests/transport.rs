@@ -1055,3 +1055,130 @@ fn read_response_that_cannot_be_placed_fails_the_read() {
     assert_eq!(placed.len(), 2);
     assert_eq!(statuses(&mut a, &mut asq), [(1, Success), (2, LocProtErr), (3, WrFlushErr)]);
 }
+
+/// Memory whose pages (256 bytes each here) may be missing, as on-demand paging memory: a
+/// placement that touches a missing page is refused ([`AccessError::NotPresent`]) and the page
+/// is "faulted in" (present for the retry); others are copied at once.
+struct PagedMem {
+    bytes: Vec<u8>,
+    missing: Vec<u64>,
+}
+
+impl PagedMem {
+    fn touch(&mut self, va: u64, len: usize) -> Result<(), AccessError> {
+        let pages = (va - 0x1000) / 256..(va - 0x1000 + len as u64).div_ceil(256);
+        let before = self.missing.len();
+        self.missing.retain(|p| !pages.contains(p));
+        if self.missing.len() != before {
+            return Err(AccessError::NotPresent);
+        }
+        Ok(())
+    }
+}
+
+impl MemAccess for PagedMem {
+    fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+        Ok(0)
+    }
+    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn flush(&mut self, _: u32, _: u64, _: u32, _: bool, _: Access) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn place_write(&mut self, _: u32, va: u64, data: &[u8]) -> Result<bool, AccessError> {
+        self.touch(va, data.len())?;
+        let at = (va - 0x1000) as usize;
+        self.bytes[at..at + data.len()].copy_from_slice(data);
+        Ok(true)
+    }
+}
+
+/// One request packet with `payload` and an optional RETH.
+fn paged_request(op: Opcode, k: u32, payload: &[u8], reth: Option<Reth>) -> Vec<u8> {
+    let (mut h, _) = request(op, k, payload.len());
+    h.reth = reth;
+    let mut buf = vec![0u8; 4200];
+    let n = build(&h, payload, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn write_into_missing_pages_is_rnr_nakked_and_placed_on_retry() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let mut rq = Rq(0);
+    // Three 256-byte packets; the middle one's page is missing.
+    let mut mem = PagedMem { bytes: vec![0; 768], missing: vec![1] };
+    let data: Vec<u8> = (0..768).map(|i| (i * 7) as u8).collect();
+    let reth = Reth { va: 0x1000, rkey: 1, len: 768 };
+    let first = paged_request(Opcode::RcWriteFirst, 0, &data[..256], Some(reth));
+    let middle = paged_request(Opcode::RcWriteMiddle, 1, &data[256..512], None);
+    let last = paged_request(Opcode::RcWriteLast, 2, &data[512..], None);
+    let mut feed_mem = |q: &mut Qp<4>, sq: &mut [SendWqe], p: &[u8]| {
+        q.receive(0, &parse(p).unwrap(), sq, &mut mem, &mut rq)
+    };
+    let out = feed_mem(&mut q, &mut sq, &first);
+    assert_eq!((out.drop, out.place), (None, None), "placed by the glue, no Place");
+    let out = feed_mem(&mut q, &mut sq, &middle);
+    assert_eq!(out.drop, Some(DropReason::NoRecvWqe));
+    assert_eq!(
+        ack_of(&drain(&mut q, &mut sq)[0]),
+        (Opcode::RcAck, psn(1), Syndrome::Rnr { timer: 9 })
+    );
+    // The last packet, ahead of the refused one, is dropped without a second NAK.
+    assert_eq!(feed_mem(&mut q, &mut sq, &last).drop, Some(DropReason::OutOfSequence));
+    assert!(drain(&mut q, &mut sq).is_empty());
+    // The requester's retry from the refused PSN finds the page.
+    for p in [&middle, &last] {
+        let out = feed_mem(&mut q, &mut sq, p);
+        assert_eq!((out.drop, out.place), (None, None));
+    }
+    assert_eq!(mem.bytes, data, "every byte placed once the page was there");
+    let (op, p, syn) = ack_of(&drain(&mut q, &mut sq)[0]);
+    assert_eq!((op, p), (Opcode::RcAck, psn(2)));
+    assert!(matches!(syn, Syndrome::Ack { .. }));
+}
+
+/// A receive queue of `n` 4 KiB WQEs whose buffers are missing until a placement asked once.
+struct PagedRq {
+    n: u64,
+    missing: bool,
+    placed: usize,
+}
+
+impl RecvQueue for PagedRq {
+    fn take(&mut self) -> Option<RecvWqe> {
+        self.n.checked_sub(1).map(|n| {
+            self.n = n;
+            RecvWqe { id: n, len: 4096 }
+        })
+    }
+    fn place(&mut self, _: &RecvWqe, _: u32, data: &[u8]) -> Result<bool, AccessError> {
+        if std::mem::take(&mut self.missing) {
+            return Err(AccessError::NotPresent);
+        }
+        self.placed += data.len();
+        Ok(true)
+    }
+}
+
+#[test]
+fn send_into_missing_pages_keeps_its_wqe_for_the_retry() {
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let mut rq = PagedRq { n: 1, missing: true, placed: 0 };
+    let (_, p) = request(Opcode::RcSendOnly, 0, 200);
+    let out = q.receive(0, &parse(&p).unwrap(), &mut sq, &mut AnyMem(0), &mut rq);
+    assert_eq!(out.drop, Some(DropReason::NoRecvWqe));
+    assert_eq!(ack_of(&drain(&mut q, &mut sq)[0]).2, Syndrome::Rnr { timer: 9 });
+    assert_eq!(rq.n, 0, "the WQE was taken");
+    // The retry uses the same WQE (none is left in the queue) and completes it.
+    let out = q.receive(0, &parse(&p).unwrap(), &mut sq, &mut AnyMem(0), &mut rq);
+    assert_eq!((out.drop, out.place), (None, None));
+    let c = out.completion.expect("the SEND completes");
+    assert_eq!((c.id, c.byte_len), (0, 200));
+    assert_eq!(rq.placed, 200);
+}
