@@ -22,6 +22,8 @@ placed into a stale page would be lost and the check sees it). Checks:
   buffer missing is dropped, as UD may);
 - WRITEs while another thread drops the target's pages in a loop (invalidation racing placement):
   every WRITE completes successfully; a final WRITE after the thread stops lands intact;
+- a WRITE into ODP memory the process has unmapped fails with a remote access error (the fault
+  fails; the responder does not answer RNR forever);
 - the MR is deregistered while faults may still be queued.
 
 Usage: odp_check.py DEV GID_INDEX. Prints one line per check; exits non-zero on the first failure.
@@ -286,6 +288,22 @@ def main():
     if peek(taddr, N) != p:
         fail("after the invalidation race: the final WRITE did not land")
     ok(f"{rounds} WRITEs of 64 KiB while {drops[0]} MADV_DONTNEEDs dropped the target: all completed; final data intact")
+
+    # Memory the process unmapped: its fault fails, and the WRITE fails with a remote access
+    # error instead of waiting (RNR) forever.
+    gaddr = fresh(N)
+    gmr = MR(pd, N, RW | ODP, address=gaddr)
+    munmap(gaddr, N)
+    s2 = Rc(ctx, pd, gid, gid_index)
+    wr = SendWR(wr_id=8, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(src.buf, 4096, src.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(gmr.rkey, gaddr)
+    s2.req.post_send(wr)
+    wc = poll(s2.scq, "WRITE into unmapped ODP memory")
+    if wc.status != e.IBV_WC_REM_ACCESS_ERR:
+        fail(f"WRITE into unmapped ODP memory: status {wc.status}, expected a remote access error")
+    gmr.close()
+    ok("WRITE into ODP memory the process unmapped: the fault fails, the WRITE gets a remote access error")
 
     # Deregistration with faults possibly queued: drop, post a WRITE, deregister right after it.
     drop(taddr, N)

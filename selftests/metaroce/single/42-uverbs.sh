@@ -61,7 +61,10 @@ for i, acc in enumerate(sets):
     mrs.append(mr)
 refused(lambda: MR(pd, 4096, RW), errno.EINVAL, "MR remote write without local write")
 refused(lambda: MR(pd, 4096, RA), errno.EINVAL, "MR remote atomic without local write")
-refused(lambda: MR(pd, 4096, L | e.IBV_ACCESS_ON_DEMAND), errno.EOPNOTSUPP, "MR with on-demand paging")
+odp = MR(pd, 4096, L | RW | e.IBV_ACCESS_ON_DEMAND)
+check(odp.lkey != 0 and odp.lkey not in keys and odp.rkey == odp.lkey, f"MR with on-demand paging: lkey {odp.lkey:#x}")
+odp.close()
+refused(lambda: MR(pd, 0, L | e.IBV_ACCESS_ON_DEMAND, implicit=True), errno.EOPNOTSUPP, "implicit on-demand paging MR")
 import subprocess
 res = subprocess.run(["rdma", "res", "show", "mr", "dev", "mr0"], capture_output=True, text=True).stdout
 print(res)

@@ -30,6 +30,7 @@ use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Pd, PdId};
 use kernel::rdma::umem::Umem;
 use kernel::rdma::umem_odp::UmemOdp;
+use crate::odp::OdpMem;
 use kernel::sync::Arc;
 use kernel::rdma::wr::KernelBuf;
 
@@ -63,7 +64,7 @@ enum Backing {
     User(Umem),
     /// On-demand paging user memory (`IB_ACCESS_ON_DEMAND`): a page that is not present fails
     /// a copy with [`MrError::NotPresent`] and is faulted in later (`odp.rs`).
-    Odp(Arc<UmemOdp>),
+    Odp(Arc<OdpMem>),
     /// The pages of a kernel consumer's fast-register MR, as its last registration mapped
     /// them; `first_off` is the region's offset in the first page.
     Fast {
@@ -189,7 +190,7 @@ pub(crate) fn reg_user_mr(
         if req.start == 0 && req.length == u64::MAX {
             return Err(EOPNOTSUPP);
         }
-        Backing::Odp(Arc::new(UmemOdp::get(pd, req.start, req.length, req.access)?, GFP_KERNEL)?)
+        Backing::Odp(OdpMem::new(UmemOdp::get(pd, req.start, req.length, req.access)?)?)
     } else {
         Backing::User(Umem::pin(pd, req.start, req.length, req.access)?)
     };
@@ -525,7 +526,7 @@ impl Backing {
     /// Copies `data` to byte `off` of the region's memory (checked against the region).
     fn copy_to(&self, off: usize, data: &[u8]) -> Result<(), MrError> {
         match self {
-            Backing::Odp(umem) => umem.copy_to(off, data).map_err(odp_err),
+            Backing::Odp(m) => m.umem.copy_to(off, data).map_err(odp_err),
             _ => self.copy_to_pinned(off, data).map_err(|_| MrError::Range),
         }
     }
@@ -533,7 +534,7 @@ impl Backing {
     /// Copies bytes at byte `off` of the region's memory into `out`.
     fn copy_from(&self, off: usize, out: &mut [u8]) -> Result<(), MrError> {
         match self {
-            Backing::Odp(umem) => umem.copy_from(off, out).map_err(odp_err),
+            Backing::Odp(m) => m.umem.copy_from(off, out).map_err(odp_err),
             _ => self.copy_from_pinned(off, out).map_err(|_| MrError::Range),
         }
     }
@@ -542,7 +543,7 @@ impl Backing {
     /// `write`): always for pinned memory.
     fn present(&self, off: usize, len: usize, write: bool) -> bool {
         match self {
-            Backing::Odp(umem) => umem.is_present(off, len, write),
+            Backing::Odp(m) => m.umem.is_present(off, len, write),
             _ => true,
         }
     }
@@ -694,8 +695,12 @@ impl MetaRoceDev {
         let table = self.mrs.lock();
         let (r, off) = resolve(&table, key, kind, pd, va, len, need)?;
         let res = f(r, off);
-        if let (Err(MrError::NotPresent), Backing::Odp(umem)) = (&res, &r.mem) {
-            self.odp_fault_later(umem, off, len);
+        if let (Err(MrError::NotPresent), Backing::Odp(m)) = (&res, &r.mem) {
+            // A fault of this memory failed since: refused, not waited for again.
+            if m.take_failure() {
+                return Err(MrError::Range);
+            }
+            self.odp_fault_later(m, off, len);
         }
         res
     }
@@ -780,7 +785,7 @@ impl MetaRoceDev {
     /// Checks that `len` bytes at `va` lie in the user region of L_Key `lkey` of PD `pd`,
     /// with local write access if `write`. Pages of an on-demand paging region that are not
     /// present are queued for a fault (the posting process runs it, `odp.rs`), and the check
-    /// passes. Any context.
+    /// passes: `Ok(true)` says a fault was queued. Any context.
     pub(crate) fn mr_check_local(
         &self,
         lkey: u32,
@@ -788,7 +793,7 @@ impl MetaRoceDev {
         va: u64,
         len: usize,
         write: bool,
-    ) -> Result<(), MrError> {
+    ) -> Result<bool, MrError> {
         let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::NONE };
         let res = self.with_region(lkey, KeyKind::Local, pd, va, len, need, |r, off| {
             if r.mem.present(off, len, write) {
@@ -798,8 +803,9 @@ impl MetaRoceDev {
             }
         });
         match res {
-            Err(MrError::NotPresent) => Ok(()),
-            other => other,
+            Ok(()) => Ok(false),
+            Err(MrError::NotPresent) => Ok(true),
+            Err(e) => Err(e),
         }
     }
 

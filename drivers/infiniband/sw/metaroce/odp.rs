@@ -16,7 +16,7 @@
 //! the lock nobody else holds the region's memory, which it may then release.
 
 use crate::device::MetaRoceDev;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::rdma::umem_odp::UmemOdp;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
@@ -26,9 +26,29 @@ use kernel::{new_mutex, new_spinlock_irq};
 /// Fault requests waiting at most.
 const QUEUE: usize = 64;
 
+/// The memory of an ODP region.
+pub(crate) struct OdpMem {
+    pub(crate) umem: UmemOdp,
+    /// A fault of this memory failed (the process has nothing mapped there, or nothing it may
+    /// write): the next access that finds a page missing is refused (a remote access error, or
+    /// a local protection error) instead of waiting for a fault that cannot succeed.
+    failed: AtomicBool,
+}
+
+impl OdpMem {
+    pub(crate) fn new(umem: UmemOdp) -> Result<Arc<Self>> {
+        Ok(Arc::new(OdpMem { umem, failed: AtomicBool::new(false) }, GFP_KERNEL)?)
+    }
+
+    /// Whether a fault failed since the last call (and forgets it). Any context.
+    pub(crate) fn take_failure(&self) -> bool {
+        self.failed.swap(false, Ordering::Relaxed)
+    }
+}
+
 /// `len` bytes at byte `offset` of an ODP region's memory, to fault in.
 struct Fault {
-    umem: Arc<UmemOdp>,
+    mem: Arc<OdpMem>,
     offset: usize,
     len: usize,
 }
@@ -79,11 +99,11 @@ impl OdpFaults {
     /// Queues a fault of `len` bytes at byte `offset` of `umem` unless one covering it waits
     /// already. Returns `false` if the queue is full (the request is dropped). Any context:
     /// an IRQ-safe spinlock, no allocation (the queue's capacity was reserved).
-    fn push(&self, umem: &Arc<UmemOdp>, offset: usize, len: usize) -> bool {
+    fn push(&self, mem: &Arc<OdpMem>, offset: usize, len: usize) -> bool {
         let mut q = self.queue.lock();
         let end = offset.saturating_add(len);
         if q.reqs.iter().any(|f| {
-            Arc::ptr_eq(&f.umem, umem) && f.offset <= offset && f.offset.saturating_add(f.len) >= end
+            Arc::ptr_eq(&f.mem, mem) && f.offset <= offset && f.offset.saturating_add(f.len) >= end
         }) {
             return true;
         }
@@ -91,7 +111,7 @@ impl OdpFaults {
             return false;
         }
         // Within the capacity reserved in `new`: no allocation happens.
-        q.reqs.push(Fault { umem: umem.clone(), offset, len }, GFP_ATOMIC).is_ok()
+        q.reqs.push(Fault { mem: mem.clone(), offset, len }, GFP_ATOMIC).is_ok()
     }
 
     /// Faults in every waiting request, from the caller's context (the device's work queue,
@@ -108,9 +128,12 @@ impl OdpFaults {
                 q.reqs.remove(0)
             };
             let Ok(f) = f else { return };
-            let c = match f.umem.populate(f.offset, f.len, true) {
+            let c = match f.mem.umem.populate(f.offset, f.len, true) {
                 Ok(()) => &self.done,
-                Err(_) => &self.failed,
+                Err(_) => {
+                    f.mem.failed.store(true, Ordering::Relaxed);
+                    &self.failed
+                }
             };
             c.fetch_add(1, Ordering::Relaxed);
             // `f` (its reference to the memory) goes before the lock: see the module docs.
@@ -118,28 +141,23 @@ impl OdpFaults {
         }
     }
 
-    /// Whether requests wait.
-    pub(crate) fn pending(&self) -> bool {
-        !self.queue.lock().reqs.is_empty()
-    }
-
     /// Drops the waiting requests for `umem` and waits for a fault in progress to end; then no
     /// one but the caller refers to the memory through this queue. Process context.
-    pub(crate) fn forget(&self, umem: &Arc<UmemOdp>) {
+    pub(crate) fn forget(&self, mem: &Arc<OdpMem>) {
         let _g = self.lock.lock();
         let mut q = self.queue.lock();
         // Not the last references (the caller holds one): dropping them under the spinlock
         // releases nothing.
-        q.reqs.retain(|f| !Arc::ptr_eq(&f.umem, umem));
+        q.reqs.retain(|f| !Arc::ptr_eq(&f.mem, mem));
     }
 }
 
 impl MetaRoceDev {
     /// Asks for `len` bytes at byte `offset` of `umem` to be faulted in by the device's work
     /// queue. Any context, never sleeps.
-    pub(crate) fn odp_fault_later(&self, umem: &Arc<UmemOdp>, offset: usize, len: usize) {
+    pub(crate) fn odp_fault_later(&self, mem: &Arc<OdpMem>, offset: usize, len: usize) {
         let faults = self.odp_faults();
-        if !faults.push(umem, offset, len) {
+        if !faults.push(mem, offset, len) {
             faults.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }

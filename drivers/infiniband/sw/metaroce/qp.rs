@@ -1422,6 +1422,7 @@ pub(crate) fn post_send<'a>(
     let mut n = Notify::default();
     let mut res = Ok(());
     let user;
+    let mut prefault = false;
     {
         let mut g = qp.inner.lock();
         user = g.sq.user.is_some();
@@ -1430,7 +1431,7 @@ pub(crate) fn post_send<'a>(
             // the doorbell fails (librxe's `ibv_post_send` returns the error, as rdma_rxe's).
             match g.state {
                 QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {
-                    drain_user_sq(qp, &mut g, &mut n)
+                    prefault = drain_user_sq(qp, &mut g, &mut n)
                 }
                 _ => res = Err(PostError { error: EINVAL, bad_wr: None }),
             }
@@ -1447,9 +1448,8 @@ pub(crate) fn post_send<'a>(
         // librxe's doorbell: the uverbs command, process context, no locks held. Pages of
         // on-demand paging buffers the new requests use that were not present are faulted
         // in first, so that the packets can be built.
-        let faults = qp.device().odp_faults();
-        if faults.pending() {
-            faults.run();
+        if prefault {
+            qp.device().odp_faults().run();
         }
         xmit::post_doorbell(qp);
     } else {
@@ -1461,7 +1461,14 @@ pub(crate) fn post_send<'a>(
 /// Moves the requests librxe wrote into a user QP's send ring to the core, oldest first, while
 /// the core has room (the rest wait in the ring for the next doorbell or completion). A
 /// malformed request completes with `IB_WC_LOC_QP_OP_ERR` and moves the QP to the error state.
-fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+/// Returns whether faults of on-demand paging buffers were queued for the requests.
+fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool {
+    let mut prefault = false;
+    drain_user_sq_into(qp, inner, n, &mut prefault);
+    prefault
+}
+
+fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify, prefault: &mut bool) {
     let mut raw = [0u8; crate::rxe_abi::SEND_WQE_HDR + USER_MAX_INLINE as usize];
     loop {
         match inner.state {
@@ -1524,13 +1531,21 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         // atomic places its result: checked now, before anything is sent (a bad L_Key
         // completes with IB_WC_LOC_PROT_ERR and the QP enters the error state).
         let write = matches!(w.op, pwr::SendOp::Read { .. } | pwr::SendOp::Atomic { .. });
+        // Pages of on-demand paging buffers that are missing are queued for a fault, which the
+        // doorbell runs before it sends.
         let sges_ok = w.inline_len.is_some()
             || inner.sq.bufs_n(slot, w.num_sge).count() == w.num_sge as usize
                 && inner.sq.bufs_n(slot, w.num_sge).all(|s| match s {
                     Seg::User { addr, len, lkey } => {
                         len == 0
                             || qp.pd().is_some_and(|pd| {
-                                qp.device().mr_check_local(lkey, pd.id(), addr, len as usize, write).is_ok()
+                                match qp.device().mr_check_local(lkey, pd.id(), addr, len as usize, write) {
+                                    Ok(queued) => {
+                                        *prefault |= queued;
+                                        true
+                                    }
+                                    Err(_) => false,
+                                }
                             })
                     }
                     Seg::Kernel(_) => false,
