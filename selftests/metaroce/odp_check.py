@@ -51,6 +51,9 @@ ODP = e.IBV_ACCESS_ON_DEMAND
 RW = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC
 libc = ctypes.CDLL(None, use_errno=True)
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+PROT_NONE, MAP_PRIVATE, MAP_ANONYMOUS, MAP_FIXED = 0, 0x02, 0x20, 0x10
 
 
 def ok(what):
@@ -101,10 +104,18 @@ def pattern(seed, length=N):
     return bytes((i * 7 + seed * 31 + (i >> 9)) & 0xff for i in range(length))
 
 
-def odp_faults(dev):
+def counter(dev, name):
     out = subprocess.run(["rdma", "statistic", "show", "link", f"{dev}/1"], capture_output=True,
                          text=True, check=False).stdout.split()
-    return int(out[out.index("odp_faults") + 1]) if "odp_faults" in out else -1
+    return int(out[out.index(name) + 1]) if name in out else -1
+
+
+def odp_faults(dev):
+    return counter(dev, "odp_faults")
+
+
+def odp_fault_errors(dev):
+    return counter(dev, "odp_fault_errors")
 
 
 class Rc:
@@ -293,8 +304,11 @@ def main():
     # error instead of waiting (RNR) forever.
     gaddr = fresh(N)
     gmr = MR(pd, N, RW | ODP, address=gaddr)
-    munmap(gaddr, N)
     s2 = Rc(ctx, pd, gid, gid_index)
+    munmap(gaddr, N)
+    # A PROT_NONE mapping in its place, so that no later mmap (librxe's rings) lands there.
+    if libc.mmap(gaddr, N, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != gaddr:
+        fail(f"mmap PROT_NONE: errno {ctypes.get_errno()}")
     wr = SendWR(wr_id=8, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(src.buf, 4096, src.lkey)],
                 send_flags=e.IBV_SEND_SIGNALED)
     wr.set_wr_rdma(gmr.rkey, gaddr)
@@ -303,6 +317,9 @@ def main():
     if wc.status != e.IBV_WC_REM_ACCESS_ERR:
         fail(f"WRITE into unmapped ODP memory: status {wc.status}, expected a remote access error")
     gmr.close()
+    munmap(gaddr, N)
+    if odp_fault_errors(dev) < 1:
+        fail("WRITE into unmapped ODP memory: no failed fault counted (odp_fault_errors)")
     ok("WRITE into ODP memory the process unmapped: the fault fails, the WRITE gets a remote access error")
 
     # Deregistration with faults possibly queued: drop, post a WRITE, deregister right after it.
