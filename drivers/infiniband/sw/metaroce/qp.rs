@@ -513,6 +513,11 @@ struct NativeState {
     posted: u32,
     /// Receive ring counter of the request that Rsn 0 consumes.
     rq_base: u32,
+    /// A request failed locally (its data could not be read) while requests before it were
+    /// still in flight: no more requests go to the connection, and the QP breaks when the
+    /// completions reach the failed one (earlier requests complete as the peer acknowledges
+    /// them, as rdma_rxe's and the RoCEv2 core's requesters do).
+    local_error: bool,
 }
 
 /// The send queue: the core's slots, the glue's per-slot data, and counters.
@@ -1205,6 +1210,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
                     head: 0,
                     posted: 0,
                     rq_base: inner.rq.head,
+                    local_error: false,
                 });
             }
         } else if rebuild {
@@ -2190,16 +2196,22 @@ fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, ()> {
     })
 }
 
-/// Reports the send requests that are done, oldest first (posting order).
-fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
+/// Reports the send requests that are done, oldest first (posting order). Returns whether it
+/// reported the request that failed locally ([`NativeState::local_error`]): the caller then
+/// moves the QP to the error state.
+fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool {
     let QpInner { native, sq, .. } = inner;
-    let Some(s) = native.as_mut() else { return };
+    let Some(s) = native.as_mut() else { return false };
     while s.head != s.posted {
         let slot = sq.slot(s.head);
         let Some(status) = sq.nslot(slot).done else { break };
         report_native_send(qp, sq, slot, status, n);
         s.head = s.head.wrapping_add(1);
+        if s.local_error && status == WcStatus::LocProtErr {
+            return true;
+        }
     }
+    false
 }
 
 fn report_native_send(qp: &Qp<MetaRoceDriver>, sq: &SendRing, slot: usize, status: WcStatus, n: &mut Notify) {
@@ -2259,7 +2271,8 @@ pub(crate) fn native_feed(
         if s.stream != Some(idx) {
             return false;
         }
-        while s.posted != sq.tail {
+        // After a local error nothing more goes to the connection (the rest is flushed).
+        while s.posted != sq.tail && !s.local_error {
             let slot = sq.slot(s.posted);
             let Some(side) = sq.native.get_mut(slot) else {
                 broke = true;
@@ -2284,8 +2297,7 @@ pub(crate) fn native_feed(
             s.posted = s.posted.wrapping_add(1);
         }
     }
-    native_retire(qp, inner, n);
-    if broke {
+    if native_retire(qp, inner, n) || broke {
         enter_error(qp, inner, n);
         return false;
     }
@@ -2330,19 +2342,35 @@ pub(crate) fn native_payload(
 
 /// The local data of message `msn` of `qp` (stream `idx`) could not be read
 /// ([`BuildError::Gather`]): the request completes with a local protection error and the QP
-/// enters the error state (flushing the rest). Returns `false` if the QP left the stream (it
-/// did now, or had before): the caller closes the stream. Called under the connection's lock.
+/// enters the error state (flushing the rest) once every request before it has completed;
+/// until then nothing more goes to the connection ([`NativeState::local_error`]). A later
+/// request failing meanwhile is flushed with the rest. Returns `false` if the QP left the
+/// stream (it did now, or had before): the caller closes the stream. Called under the
+/// connection's lock.
 pub(crate) fn native_local_error(qp: &Qp<MetaRoceDriver>, idx: usize, msn: u32, n: &mut Notify) -> bool {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
     let Some(s) = inner.native.as_ref().filter(|s| s.stream == Some(idx)) else { return false };
-    if let Some(slot) = native_msg_slot(s, &inner.sq, msn, |_| true) {
-        if let Some(ns) = inner.sq.native.get_mut(slot) {
-            ns.done.get_or_insert(WcStatus::LocProtErr);
-        }
+    if s.local_error {
+        return true;
     }
-    enter_error(qp, inner, n);
-    false
+    let slot = native_msg_slot(s, &inner.sq, msn, |_| true);
+    let marked = slot.and_then(|slot| inner.sq.native.get_mut(slot)).is_some_and(|ns| {
+        if ns.done.is_some() {
+            return false;
+        }
+        ns.done = Some(WcStatus::LocProtErr);
+        true
+    });
+    if let (true, Some(s)) = (marked, inner.native.as_mut()) {
+        s.local_error = true;
+    }
+    // Not among the requests waiting (or done already): the QP breaks now, as before.
+    if !marked || native_retire(qp, inner, n) {
+        enter_error(qp, inner, n);
+        return false;
+    }
+    true
 }
 
 /// The send queue slot of message `msn` among the requests handed to the connection and not
@@ -2542,8 +2570,7 @@ pub(crate) fn native_completion(
                 }
                 i = i.wrapping_add(1);
             }
-            native_retire(qp, inner, n);
-            if status != SendStatus::Ok {
+            if native_retire(qp, inner, n) || status != SendStatus::Ok {
                 enter_error(qp, inner, n);
                 return false;
             }
