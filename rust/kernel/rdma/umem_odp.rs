@@ -115,7 +115,8 @@ unsafe extern "C" fn invalidate(
     // SAFETY: `odp` and `range` are valid; the interval is fixed at registration.
     let (ustart, uend, rstart, rend) = unsafe {
         let it = &(*odp).notifier.interval_tree;
-        (it.start as u64, it.last.wrapping_add(1) as u64, (*range).start as u64, (*range).end as u64)
+        let r = &*range;
+        (it.start as u64, it.last.wrapping_add(1) as u64, r.start as u64, r.end as u64)
     };
     let start = ustart.max(rstart);
     let end = uend.min(rend);
@@ -157,7 +158,8 @@ impl UmemOdp {
         // SAFETY: The PD is live, so its device is; `OPS` is static. The function returns an
         // ODP umem or an `ERR_PTR`.
         let raw = unsafe {
-            bindings::ib_umem_odp_get((*pd.as_raw()).device, uaddr, ulen, access.bits() as c_int, &OPS)
+            let dev = (*pd.as_raw()).device;
+            bindings::ib_umem_odp_get(dev, uaddr, ulen, access.bits() as c_int, &OPS)
         };
         let raw = NonNull::new(crate::error::from_err_ptr(raw)?).ok_or(ENOMEM)?;
         // SAFETY: `raw` is a valid umem we own; the interval is fixed at registration.

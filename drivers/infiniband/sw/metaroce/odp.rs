@@ -5,9 +5,10 @@
 //! The transport touches ODP memory where it cannot sleep (softirq, or a QP's lock held), so a
 //! copy that finds a page missing fails (`mr.rs`: `MrError::NotPresent`) and asks for the
 //! range here; what retries depends on who asked (Documentation/metaroce/abstractions.rst,
-//! "On-demand paging"): the responder answers with an RNR NAK, so the peer sends again after
-//! its RNR timer; a request packet that could not be built is dropped and retransmitted; the
-//! posting process faults its own buffers in before the doorbell sends ([`OdpFaults::run`]).
+//! "Explicit on-demand paging"): the responder answers with an RNR NAK, so the peer sends
+//! again after its RNR timer; a request packet that could not be built is dropped and
+//! retransmitted; the posting process faults its own buffers in before the doorbell sends
+//! ([`OdpFaults::run`]).
 //!
 //! Requests wait in a fixed-size queue (no allocation in softirq; when it is full a request is
 //! dropped and counted, and the retry asks again) until the device's work queue or a posting
