@@ -540,11 +540,11 @@ impl Backing {
     }
 
     /// Whether `len` bytes at byte `off` may be accessed now without a fault (and written, if
-    /// `write`): always for pinned memory.
-    fn present(&self, off: usize, len: usize, write: bool) -> bool {
+    /// `write`): always for pinned memory; [`MrError::NotPresent`] if not.
+    fn ready(&self, off: usize, len: usize, write: bool) -> Result<(), MrError> {
         match self {
-            Backing::Odp(m) => m.umem.is_present(off, len, write),
-            _ => true,
+            Backing::Odp(m) if !m.umem.is_present(off, len, write) => Err(MrError::NotPresent),
+            _ => Ok(()),
         }
     }
 
@@ -723,11 +723,7 @@ impl MetaRoceDev {
                 .union(AccessFlags::REMOTE_ATOMIC),
         );
         self.with_region(key, kind, pd, va, len, need, |r, off| {
-            if r.mem.present(off, len, write) {
-                Ok(())
-            } else {
-                Err(MrError::NotPresent)
-            }
+            r.mem.ready(off, len, write)
         })
     }
 
@@ -796,11 +792,7 @@ impl MetaRoceDev {
     ) -> Result<bool, MrError> {
         let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::NONE };
         let res = self.with_region(lkey, KeyKind::Local, pd, va, len, need, |r, off| {
-            if r.mem.present(off, len, write) {
-                Ok(())
-            } else {
-                Err(MrError::NotPresent)
-            }
+            r.mem.ready(off, len, write)
         });
         match res {
             Ok(()) => Ok(false),
@@ -851,9 +843,7 @@ impl MetaRoceDev {
             // Both halves need the page writable: checked first, so that an on-demand paging
             // region never reads without writing (the table lock keeps the page present in
             // between unless the mm invalidates it; then the write fails and the peer retries).
-            if !mr.mem.present(off, 8, true) {
-                return Err(MrError::NotPresent);
-            }
+            mr.mem.ready(off, 8, true)?;
             let mut b = [0u8; 8];
             mr.mem.copy_from(off, &mut b)?;
             let old = u64::from_ne_bytes(b);
