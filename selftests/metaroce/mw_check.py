@@ -23,9 +23,7 @@ Every remote access error also leaves the canaries and the bytes outside what su
 Usage: mw_check.py DEV GID_INDEX. Prints one line per check; exits non-zero on the first failure.
 """
 import errno
-import subprocess
 import sys
-import time
 
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
@@ -37,29 +35,12 @@ from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from checklib import fail, ok, poll
+
 W = 4096
 PORT = 1
 CANARY = 0xA5
 RW = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_LOCAL_WRITE
-
-
-def ok(what):
-    print(f"ok: {what}", flush=True)
-
-
-def fail(what):
-    print(f"FAIL: {what}", flush=True)
-    subprocess.run(["rdma", "statistic", "show"], check=False)
-    sys.exit(1)
-
-
-def poll(cq, what, seconds=30):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        n, wcs = cq.poll(1)
-        if n:
-            return wcs[0]
-    fail(f"{what}: no completion in {seconds} s")
 
 
 class Side:

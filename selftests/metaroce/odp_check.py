@@ -44,6 +44,8 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
+from checklib import fail, ok, poll
+
 PORT = 1
 N = 64 * 1024
 MADV_DONTNEED = 4
@@ -56,27 +58,8 @@ libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_i
 PROT_NONE, MAP_PRIVATE, MAP_ANONYMOUS, MAP_FIXED = 0, 0x02, 0x20, 0x10
 
 
-def ok(what):
-    print(f"ok: {what}", flush=True)
-
-
-def fail(what):
-    print(f"FAIL: {what}", flush=True)
-    subprocess.run(["rdma", "statistic", "show"], check=False)
-    sys.exit(1)
-
-
-def poll(cq, what, seconds=60):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        n, wcs = cq.poll(1)
-        if n:
-            return wcs[0]
-    fail(f"{what}: no completion in {seconds} s")
-
-
 def expect_ok(cq, what):
-    wc = poll(cq, what)
+    wc = poll(cq, what, 60)
     if wc.status != e.IBV_WC_SUCCESS:
         fail(f"{what}: status {wc.status}")
     return wc
@@ -263,7 +246,7 @@ def main():
     ua.post_send(wr)
     got = {}
     for _ in range(2):
-        wc = poll(ucq, "UD SEND from ODP")
+        wc = poll(ucq, "UD SEND from ODP", 60)
         if wc.status != e.IBV_WC_SUCCESS:
             fail(f"UD SEND from ODP: wr {wc.wr_id} status {wc.status}")
         got[wc.wr_id] = wc
@@ -313,7 +296,7 @@ def main():
                 send_flags=e.IBV_SEND_SIGNALED)
     wr.set_wr_rdma(gmr.rkey, gaddr)
     s2.req.post_send(wr)
-    wc = poll(s2.scq, "WRITE into unmapped ODP memory")
+    wc = poll(s2.scq, "WRITE into unmapped ODP memory", 60)
     if wc.status != e.IBV_WC_REM_ACCESS_ERR:
         fail(f"WRITE into unmapped ODP memory: status {wc.status}, expected a remote access error")
     gmr.close()
