@@ -130,7 +130,8 @@ pub struct Resp {
     pub plen: u16,
     /// Credits, NAK code, RNR timer; for READ responses: bits 0-1 the
     /// position if bit 2 is set (else the one that fits the PSN), bit 4 a
-    /// NAK in the AETH.
+    /// NAK in the AETH. READ responses and atomic ACKs: bit 3 the local
+    /// buffers are "not present" ([`SinkMem`]).
     pub aux: u8,
     /// Atomic value, raw PSN.
     pub value: u64,
@@ -500,7 +501,8 @@ pub fn run_input(input: &Input) {
             Step::Resp(r) => {
                 let buf = build_resp(&m, r);
                 let pkt = parse(&buf).expect("built response does not parse");
-                receive(&mut qp, &mut m, &pkt, &mut sq);
+                let mut mem = SinkMem { refuse: r.aux & 8 != 0, place_now: r.msn & 1 != 0, placed: None };
+                receive(&mut qp, &mut m, &pkt, &mut sq, &mut mem);
             }
             Step::Timer(mode, ns) => {
                 match mode % 3 {
@@ -526,7 +528,8 @@ pub fn run_input(input: &Input) {
                     check_parsed(b, &pkt);
                     let kind = pkt.hdr.bth.opcode.info().kind;
                     if !kind.is_request() {
-                        receive(&mut qp, &mut m, &pkt, &mut sq);
+                        let mut mem = SinkMem { refuse: false, place_now: false, placed: None };
+                        receive(&mut qp, &mut m, &pkt, &mut sq, &mut mem);
                     }
                 }
             }
@@ -883,9 +886,28 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
     }
 }
 
-fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe]) {
+fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], mem: &mut SinkMem) {
     let was_error = qp.is_error();
-    let out = qp.receive(m.now, pkt, sq, &mut NoMem, &mut NoRq);
+    let mut out = qp.receive(m.now, pkt, sq, mem, &mut NoRq);
+    // What the QP's own buffers took at once is checked as if the outcome had carried it.
+    if let Some(placed) = mem.placed.take() {
+        assert!(out.drop.is_none() && out.place.is_none(), "placed at once, yet {out:?}");
+        let kind = pkt.hdr.bth.opcode.info().kind;
+        out.place = Some(match placed {
+            (slot, offset, data) if kind == OpKind::ReadResp => Place::ReadResp { slot, offset, len: data.len() as u32 },
+            (slot, 0, data) if kind == OpKind::AtomicAck => Place::AtomicResult {
+                slot,
+                value: u64::from_ne_bytes(data.try_into().expect("atomic result of 8 bytes")),
+            },
+            p => panic!("{kind:?} placed {p:?}"),
+        });
+    }
+    if mem.refuse && out.drop == Some(DropReason::NotPresent) {
+        // Refused for a missing local page: nothing was accepted.
+        assert!(out.place.is_none());
+    } else {
+        assert_ne!(out.drop, Some(DropReason::NotPresent), "NotPresent without a refusal");
+    }
     super::count(|| format!("rx {:?} -> {:?} {}", pkt.hdr.bth.opcode, out.drop, if out.place.is_some() { "placed" } else { "" }), 1);
     if super::trace() {
         eprintln!("rx {:?} psn {:?} len {} {:?}\n   -> {out:?}", pkt.hdr.bth.opcode, pkt.hdr.bth.psn, pkt.payload.len(), pkt.hdr.aeth);
@@ -1047,9 +1069,28 @@ fn check_success(m: &Model, k: usize) {
     }
 }
 
-struct NoMem;
+/// The requester's memory: the responder's side must never be touched; its own READ and atomic
+/// buffers may be "not present" (on-demand paging: [`MemAccess::place_response`] refuses) or
+/// take the data at once (recorded here for the model's checks).
+struct SinkMem {
+    refuse: bool,
+    place_now: bool,
+    /// (slot, offset, data) taken at once.
+    placed: Option<(u32, u32, Vec<u8>)>,
+}
 
-impl metaroce_proto::resp::MemAccess for NoMem {
+impl metaroce_proto::resp::MemAccess for SinkMem {
+    fn place_response(&mut self, slot: u32, offset: u32, data: &[u8]) -> core::result::Result<bool, metaroce_proto::resp::AccessError> {
+        assert!(self.placed.is_none(), "two placements for one packet");
+        if self.refuse {
+            return Err(metaroce_proto::resp::AccessError::NotPresent);
+        }
+        if self.place_now {
+            self.placed = Some((slot, offset, data.to_vec()));
+        }
+        Ok(self.place_now)
+    }
+
     fn check(
         &mut self,
         _: u32,

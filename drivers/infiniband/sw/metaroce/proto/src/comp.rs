@@ -24,11 +24,18 @@ use super::packet::Packet;
 use super::psn::Psn;
 use super::qp::{DropReason, QpConfig, RxOutcome};
 use super::req::Requester;
+use super::resp::{AccessError, MemAccess};
 use super::timer::{ack_timeout_ns, rnr_timer_ns};
 use super::wr::{slot_of, wqe, wqe_mut, Place, SendCompletion, SendOp, SendWqe, WcStatus};
 
 /// `rnr_retry` value meaning "retry forever".
 pub const RNR_RETRY_INFINITE: u8 = 7;
+
+/// How long the requester waits before asking again for a READ response or
+/// atomic result that found its local buffers missing (on-demand paging
+/// memory the glue is faulting in). Our choice: long enough for a fault
+/// under a loaded guest, short against any ACK timeout.
+pub const LOCAL_FAULT_WAIT_NS: u64 = 1_000_000;
 
 /// Completer counters.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -43,6 +50,9 @@ pub struct CompStats {
     pub rnr_naks: u64,
     /// Responses for PSNs already acknowledged.
     pub stale: u64,
+    /// READ responses and atomic results refused because their local
+    /// buffers were not present (each followed by a wait and a new request).
+    pub sink_waits: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -270,13 +280,16 @@ impl Completer {
         }
     }
 
-    /// Processes a response packet.
+    /// Processes a response packet. READ response data and atomic results
+    /// are offered to [`MemAccess::place_response`] before they are
+    /// accepted.
     pub(super) fn receive(
         &mut self,
         now: u64,
         pkt: &Packet<'_>,
         req: &mut Requester,
         sq: &mut [SendWqe],
+        mem: &mut impl MemAccess,
     ) -> RxOutcome {
         if self.error {
             return RxOutcome::dropped(DropReason::QpError);
@@ -291,8 +304,8 @@ impl Completer {
         }
         match pkt.hdr.bth.opcode.info().kind {
             OpKind::Ack => self.on_ack(now, pkt, req, sq),
-            OpKind::ReadResp => self.on_read_resp(now, pkt, req, sq),
-            OpKind::AtomicAck => self.on_atomic_ack(now, pkt, req, sq),
+            OpKind::ReadResp => self.on_read_resp(now, pkt, req, sq, mem),
+            OpKind::AtomicAck => self.on_atomic_ack(now, pkt, req, sq, mem),
             _ => RxOutcome::dropped(DropReason::WrongTransport),
         }
     }
@@ -348,6 +361,7 @@ impl Completer {
         pkt: &Packet<'_>,
         req: &mut Requester,
         sq: &mut [SendWqe],
+        mem: &mut impl MemAccess,
     ) -> RxOutcome {
         let p = pkt.hdr.bth.psn;
         if self.ack_through(now, p, req, sq).is_err() || p != self.una {
@@ -388,21 +402,41 @@ impl Completer {
             return self.bad_response(req, sq);
         }
         let len = remaining.min(mtu);
+        let slot = slot_of(idx, sq.len()) as u32;
+        let placed = match len {
+            0 => true,
+            _ => match mem.place_response(slot, off, pkt.payload) {
+                Err(AccessError::NotPresent) => return self.sink_missing(now, req, sq),
+                r => r == Ok(true),
+            },
+        };
         if last {
             self.complete(req, sq);
         } else {
             self.una = p.next();
         }
         self.progressed(now, req, sq);
-        let place = (len > 0).then_some(Place::ReadResp {
-            slot: slot_of(idx, sq.len()) as u32,
-            offset: off,
-            len,
-        });
         RxOutcome {
-            place,
+            place: (!placed).then_some(Place::ReadResp { slot, offset: off, len }),
             ..RxOutcome::default()
         }
+    }
+
+    /// The response at `una` found its local buffers missing (the glue is
+    /// faulting them in): nothing is accepted, and after
+    /// [`LOCAL_FAULT_WAIT_NS`] the requester asks again from `una` (a READ
+    /// from the first byte not yet placed; an atomic is answered from the
+    /// responder's saved result, not executed twice). Neither retry counter
+    /// is consumed: the fault either brings the pages in or makes the next
+    /// placement fail for good, which completes the work request with a
+    /// local error.
+    fn sink_missing(&mut self, now: u64, req: &mut Requester, sq: &mut [SendWqe]) -> RxOutcome {
+        self.stats.sink_waits = self.stats.sink_waits.saturating_add(1);
+        if self.rnr_until.is_none() {
+            self.rnr_until = Some(now.saturating_add(LOCAL_FAULT_WAIT_NS));
+            self.rewind(req, sq);
+        }
+        RxOutcome::dropped(DropReason::NotPresent)
     }
 
     fn on_atomic_ack(
@@ -411,6 +445,7 @@ impl Completer {
         pkt: &Packet<'_>,
         req: &mut Requester,
         sq: &mut [SendWqe],
+        mem: &mut impl MemAccess,
     ) -> RxOutcome {
         let p = pkt.hdr.bth.psn;
         if self.ack_through(now, p, req, sq).is_err() || p != self.una {
@@ -428,14 +463,15 @@ impl Completer {
         ) else {
             return self.bad_response(req, sq);
         };
+        let slot = slot_of(idx, sq.len()) as u32;
+        let placed = match mem.place_response(slot, 0, &ack.orig.to_ne_bytes()) {
+            Err(AccessError::NotPresent) => return self.sink_missing(now, req, sq),
+            r => r == Ok(true),
+        };
         self.complete(req, sq);
         self.progressed(now, req, sq);
-        let place = Place::AtomicResult {
-            slot: slot_of(idx, sq.len()) as u32,
-            value: ack.orig,
-        };
         RxOutcome {
-            place: Some(place),
+            place: (!placed).then_some(Place::AtomicResult { slot, value: ack.orig }),
             ..RxOutcome::default()
         }
     }

@@ -179,6 +179,10 @@ pub enum DropReason {
     /// A FLUSH with no or an unknown placement type, or a reserved
     /// selectivity level.
     BadFlush,
+    /// A READ response or atomic result whose local buffers are not present
+    /// (on-demand paging memory being faulted in): asked for again after
+    /// [`super::comp::LOCAL_FAULT_WAIT_NS`].
+    NotPresent,
 }
 
 /// Result of processing one received packet.
@@ -328,7 +332,7 @@ impl<const R: usize> Qp<R> {
         let out = if info.kind.is_request() {
             self.resp.receive(pkt, mem, rq)
         } else if self.sq_ok(sq) {
-            self.comp.receive(now, pkt, &mut self.req, sq)
+            self.comp.receive(now, pkt, &mut self.req, sq, mem)
         } else {
             self.set_error();
             RxOutcome::dropped(DropReason::QpError)

@@ -80,6 +80,20 @@ pub trait MemAccess {
         Ok(false)
     }
 
+    /// The requester's side: places a READ response's payload (`data`, not
+    /// empty) at byte `offset` of the local buffers of the READ in send
+    /// queue slot `slot`, or an atomic's original value (host byte order,
+    /// `offset` 0) in the atomic's, as the last step before the response is
+    /// accepted. The same contract as [`MemAccess::place_write`]: `Ok(true)`
+    /// placed, `Ok(false)` left to [`Place::ReadResp`] /
+    /// [`Place::AtomicResult`] (the default; other errors too),
+    /// `Err(AccessError::NotPresent)`: nothing placed, the response is
+    /// dropped and asked for again (see
+    /// [`super::comp::LOCAL_FAULT_WAIT_NS`]).
+    fn place_response(&mut self, _slot: u32, _offset: u32, _data: &[u8]) -> Result<bool, AccessError> {
+        Ok(false)
+    }
+
     /// Checks [`Access::ATOMIC`] access to the 8 bytes at `va` (8-byte
     /// aligned) and executes `op` on them atomically, returning the
     /// original value.

@@ -1182,3 +1182,150 @@ fn send_into_missing_pages_keeps_its_wqe_for_the_retry() {
     assert_eq!((c.id, c.byte_len), (0, 200));
     assert_eq!(rq.placed, 200);
 }
+
+/// The requester's local buffers as on-demand paging memory: the READ sink of slot 0 (600
+/// bytes) and one atomic result, each placement at an offset in `missing` refused once (the
+/// glue faults the page in), everything else copied at once.
+struct PagedSink {
+    read: Vec<u8>,
+    atomic: Option<u64>,
+    missing: Vec<u32>,
+    refused: u32,
+}
+
+impl MemAccess for PagedSink {
+    fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+        Ok(0)
+    }
+    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn flush(&mut self, _: u32, _: u64, _: u32, _: bool, _: Access) -> Result<(), AccessError> {
+        Ok(())
+    }
+    fn place_response(&mut self, _: u32, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
+        if let Some(i) = self.missing.iter().position(|&m| m == offset) {
+            self.missing.swap_remove(i);
+            self.refused += 1;
+            return Err(AccessError::NotPresent);
+        }
+        match <[u8; 8]>::try_from(data) {
+            Ok(v) if self.read.is_empty() => self.atomic = Some(u64::from_ne_bytes(v)),
+            _ => self.read[offset as usize..][..data.len()].copy_from_slice(data),
+        }
+        Ok(true)
+    }
+}
+
+/// Responder memory whose READ source byte at `va` is `va as u8` (see [`mr_bytes`]).
+fn mr_bytes(d: &TxDesc) -> Vec<u8> {
+    match d.payload {
+        PayloadRef::Mr { va, len, .. } => (va..va + u64::from(len)).map(|a| a as u8).collect(),
+        _ => vec![0x5A; d.payload.len() as usize],
+    }
+}
+
+/// Runs `a` against responder `b` (with `bmem`) until nothing moves, the clock stepping by
+/// `step` ns whenever `a` waits; returns the time reached.
+fn run_until_quiet(
+    a: &mut Qp<4>,
+    asq: &mut [SendWqe],
+    amem: &mut PagedSink,
+    b: &mut Qp<4>,
+    bsq: &mut [SendWqe],
+    bmem: &mut AnyMem,
+    step: u64,
+) -> u64 {
+    let mut now = 0;
+    for _ in 0..20 {
+        let reqs: Vec<_> = std::iter::from_fn(|| a.poll_tx(now, asq)).collect();
+        for d in &reqs {
+            let pkt = wire(d, &vec![0x5A; d.payload.len() as usize]);
+            b.receive(now, &parse(&pkt).unwrap(), bsq, bmem, &mut Rq(64));
+        }
+        let resps: Vec<_> = std::iter::from_fn(|| b.poll_tx(now, bsq)).collect();
+        for d in &resps {
+            let pkt = wire(d, &mr_bytes(d));
+            let out = a.receive(now, &parse(&pkt).unwrap(), asq, amem, &mut Rq(0));
+            assert_eq!(out.place, None, "placed through place_response");
+        }
+        if reqs.is_empty() && resps.is_empty() {
+            match a.next_deadline() {
+                Some(t) if t > now && t - now <= step => now = t,
+                _ => break,
+            }
+            a.on_timer(now, asq);
+        }
+    }
+    now
+}
+
+/// A READ response that finds its local page missing (on-demand paging memory the mm dropped
+/// after the doorbell faulted it in) is not accepted: the requester waits for the fault and asks
+/// again from the first byte not placed, and the READ completes with every byte, consuming no
+/// retry (rdma_rxe's completer would fault synchronously; softirq cannot).
+#[test]
+fn read_response_into_a_missing_page_is_asked_for_again() {
+    use metaroce_proto::comp::LOCAL_FAULT_WAIT_NS;
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(1, SendOp::Read { va: 0x3000, rkey: 1 }, 600)).unwrap();
+    a.post_send(&mut asq, swr(2, SendOp::Send, 10)).unwrap();
+    // The middle response (offset 256) is refused once.
+    let mut amem = PagedSink { read: vec![0; 600], atomic: None, missing: vec![256], refused: 0 };
+    let mut bmem = AnyMem(0);
+    // Nothing is resent before the wait is over.
+    let reqs = drain(&mut a, &mut asq);
+    for d in &reqs {
+        let pkt = wire(d, &vec![0x5A; d.payload.len() as usize]);
+        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    }
+    let outs: Vec<_> = drain(&mut b, &mut bsq)
+        .iter()
+        .map(|d| a.receive(0, &parse(&wire(d, &mr_bytes(d))).unwrap(), &mut asq, &mut amem, &mut Rq(0)).drop)
+        .collect();
+    assert_eq!(
+        outs,
+        [None, Some(DropReason::NotPresent), Some(DropReason::OutOfSequence), None],
+        "READ first, middle (refused), last (after the gap), the SEND's ACK (an implied NAK: no retry)"
+    );
+    assert!(drain(&mut a, &mut asq).is_empty(), "the requester waits");
+    assert_eq!(a.next_deadline(), Some(LOCAL_FAULT_WAIT_NS));
+    a.on_timer(LOCAL_FAULT_WAIT_NS, &mut asq);
+    let again: Vec<_> = std::iter::from_fn(|| a.poll_tx(LOCAL_FAULT_WAIT_NS, &mut asq)).collect();
+    assert_eq!(again[0].hdr.bth.psn, psn(1), "asked again from the refused response");
+    assert_eq!(again[0].hdr.reth.map(|r| (r.va, r.len)), Some((0x3000 + 256, 344)));
+    assert_eq!(again.len(), 2, "the READ's rest and the SEND");
+    for d in &again {
+        let pkt = wire(d, &vec![0x5A; d.payload.len() as usize]);
+        b.receive(LOCAL_FAULT_WAIT_NS, &parse(&pkt).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    }
+    run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, 0);
+    let want: Vec<u8> = (0x3000u64..0x3000 + 600).map(|v| v as u8).collect();
+    assert_eq!(amem.read, want, "every byte placed");
+    assert_eq!(statuses(&mut a, &mut asq), [(1, Success), (2, Success)]);
+    let s = a.stats().comp;
+    assert_eq!((s.sink_waits, s.retries, amem.refused), (1, 0, 1));
+}
+
+/// An atomic whose result finds its local page missing is answered again after the wait from
+/// the responder's saved result: executed once, completed with the original value.
+#[test]
+fn atomic_result_into_a_missing_page_is_asked_for_again_not_executed_twice() {
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    let op = SendOp::Atomic { va: 0x2000, rkey: 1, op: AtomicOp::FetchAdd { add: 5 } };
+    a.post_send(&mut asq, swr(7, op, 8)).unwrap();
+    let mut amem = PagedSink { read: Vec::new(), atomic: None, missing: vec![0, 0], refused: 0 };
+    let mut bmem = AnyMem(40);
+    run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, u64::MAX);
+    assert_eq!(bmem.0, 41, "executed once");
+    assert_eq!(amem.atomic, Some(41));
+    assert_eq!(statuses(&mut a, &mut asq), [(7, Success)]);
+    assert_eq!((a.stats().comp.sink_waits, a.stats().comp.retries, amem.refused), (2, 0, 2));
+}
