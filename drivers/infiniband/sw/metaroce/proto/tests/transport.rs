@@ -1058,10 +1058,17 @@ fn read_response_that_cannot_be_placed_fails_the_read() {
 
 /// Memory whose pages (256 bytes each here) may be missing, as on-demand paging memory: a
 /// placement that touches a missing page is refused ([`AccessError::NotPresent`]) and the page
-/// is "faulted in" (present for the retry); others are copied at once.
+/// is "faulted in" (present for the retry); others are copied at once. The responder's WRITE
+/// target is `bytes` (pages `missing`); the requester's READ sink is `read` and its atomic result
+/// `atomic`, a placement at an offset in `missing_resp` refused once.
+#[derive(Default)]
 struct PagedMem {
     bytes: Vec<u8>,
     missing: Vec<u64>,
+    read: Vec<u8>,
+    atomic: Option<u64>,
+    missing_resp: Vec<u32>,
+    refused: u32,
 }
 
 impl PagedMem {
@@ -1095,6 +1102,18 @@ impl MemAccess for PagedMem {
         self.bytes[at..at + data.len()].copy_from_slice(data);
         Ok(true)
     }
+    fn place_response(&mut self, _: u32, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
+        if let Some(i) = self.missing_resp.iter().position(|&m| m == offset) {
+            self.missing_resp.swap_remove(i);
+            self.refused += 1;
+            return Err(AccessError::NotPresent);
+        }
+        match <[u8; 8]>::try_from(data) {
+            Ok(v) if self.read.is_empty() => self.atomic = Some(u64::from_ne_bytes(v)),
+            _ => self.read[offset as usize..][..data.len()].copy_from_slice(data),
+        }
+        Ok(true)
+    }
 }
 
 /// One request packet with `payload` and an optional RETH.
@@ -1112,7 +1131,7 @@ fn write_into_missing_pages_is_rnr_nakked_and_placed_on_retry() {
     let (mut q, mut sq) = qp(Transport::Rc);
     let mut rq = Rq(0);
     // Three 256-byte packets; the middle one's page is missing.
-    let mut mem = PagedMem { bytes: vec![0; 768], missing: vec![1] };
+    let mut mem = PagedMem { bytes: vec![0; 768], missing: vec![1], ..Default::default() };
     let data: Vec<u8> = (0..768).map(|i| (i * 7) as u8).collect();
     let reth = Reth { va: 0x1000, rkey: 1, len: 768 };
     let first = paged_request(Opcode::RcWriteFirst, 0, &data[..256], Some(reth));
@@ -1183,43 +1202,6 @@ fn send_into_missing_pages_keeps_its_wqe_for_the_retry() {
     assert_eq!(rq.placed, 200);
 }
 
-/// The requester's local buffers as on-demand paging memory: the READ sink of slot 0 (600
-/// bytes) and one atomic result, each placement at an offset in `missing` refused once (the
-/// glue faults the page in), everything else copied at once.
-struct PagedSink {
-    read: Vec<u8>,
-    atomic: Option<u64>,
-    missing: Vec<u32>,
-    refused: u32,
-}
-
-impl MemAccess for PagedSink {
-    fn check(&mut self, _: u32, _: u64, _: u32, _: Access) -> Result<(), AccessError> {
-        Ok(())
-    }
-    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
-        Ok(0)
-    }
-    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
-        Ok(())
-    }
-    fn flush(&mut self, _: u32, _: u64, _: u32, _: bool, _: Access) -> Result<(), AccessError> {
-        Ok(())
-    }
-    fn place_response(&mut self, _: u32, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
-        if let Some(i) = self.missing.iter().position(|&m| m == offset) {
-            self.missing.swap_remove(i);
-            self.refused += 1;
-            return Err(AccessError::NotPresent);
-        }
-        match <[u8; 8]>::try_from(data) {
-            Ok(v) if self.read.is_empty() => self.atomic = Some(u64::from_ne_bytes(v)),
-            _ => self.read[offset as usize..][..data.len()].copy_from_slice(data),
-        }
-        Ok(true)
-    }
-}
-
 /// Responder memory whose READ source byte at `va` is `va as u8` (see [`mr_bytes`]).
 fn mr_bytes(d: &TxDesc) -> Vec<u8> {
     match d.payload {
@@ -1233,7 +1215,7 @@ fn mr_bytes(d: &TxDesc) -> Vec<u8> {
 fn run_until_quiet(
     a: &mut Qp<4>,
     asq: &mut [SendWqe],
-    amem: &mut PagedSink,
+    amem: &mut PagedMem,
     b: &mut Qp<4>,
     bsq: &mut [SendWqe],
     bmem: &mut AnyMem,
@@ -1276,7 +1258,7 @@ fn read_response_into_a_missing_page_is_asked_for_again() {
     a.post_send(&mut asq, swr(1, SendOp::Read { va: 0x3000, rkey: 1 }, 600)).unwrap();
     a.post_send(&mut asq, swr(2, SendOp::Send, 10)).unwrap();
     // The middle response (offset 256) is refused once.
-    let mut amem = PagedSink { read: vec![0; 600], atomic: None, missing: vec![256], refused: 0 };
+    let mut amem = PagedMem { read: vec![0; 600], missing_resp: vec![256], ..Default::default() };
     let mut bmem = AnyMem(0);
     // Nothing is resent before the wait is over.
     let reqs = drain(&mut a, &mut asq);
@@ -1321,7 +1303,7 @@ fn atomic_result_into_a_missing_page_is_asked_for_again_not_executed_twice() {
     let (mut b, mut bsq) = qp(Transport::Rc);
     let op = SendOp::Atomic { va: 0x2000, rkey: 1, op: AtomicOp::FetchAdd { add: 5 } };
     a.post_send(&mut asq, swr(7, op, 8)).unwrap();
-    let mut amem = PagedSink { read: Vec::new(), atomic: None, missing: vec![0, 0], refused: 0 };
+    let mut amem = PagedMem { missing_resp: vec![0, 0], ..Default::default() };
     let mut bmem = AnyMem(40);
     run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, u64::MAX);
     assert_eq!(bmem.0, 41, "executed once");
