@@ -22,6 +22,9 @@ placed into a stale page would be lost and the check sees it). Checks:
   buffer missing is dropped, as UD may);
 - WRITEs while another thread drops the target's pages in a loop (invalidation racing placement):
   every WRITE completes successfully; a final WRITE after the thread stops lands intact;
+- READs and FETCH_ADDs while a thread drops their local sinks in a loop: responses that find their
+  sink gone wait and are asked for again (odp_response_waits rises), everything completes, each
+  atomic is executed once, a final READ lands intact;
 - a WRITE into ODP memory the process has unmapped fails with a remote access error (the fault
   fails; the responder does not answer RNR forever);
 - the MR is deregistered while faults may still be queued.
@@ -282,6 +285,53 @@ def main():
     if peek(taddr, N) != p:
         fail("after the invalidation race: the final WRITE did not land")
     ok(f"{rounds} WRITEs of 64 KiB while {drops[0]} MADV_DONTNEEDs dropped the target: all completed; final data intact")
+
+    # Invalidation racing the requester's own sinks: the doorbell faults a READ's sink (and an
+    # atomic's result buffer) in, and a thread drops it again before the responses arrive. A
+    # response that finds its sink gone is refused and asked for again (odp_response_waits);
+    # every READ and atomic completes, and each atomic is executed once.
+    w0 = counter(dev, "odp_response_waits")
+    if w0 < 0:
+        fail("no odp_response_waits counter")
+    reads = [0, 0]
+
+    def sink_dropper():
+        while not stop.is_set():
+            drop(saddr, N)
+            drop(raddr, 4096)
+            reads[1] += 1
+            time.sleep(0.01)
+
+    stop.clear()
+    t = threading.Thread(target=sink_dropper)
+    t.start()
+    start = int.from_bytes(peek(aaddr + 64, 8), "little")
+    adds = 0
+    try:
+        end = time.monotonic() + 15
+        while time.monotonic() < end or (counter(dev, "odp_response_waits") == w0 and time.monotonic() < end + 30):
+            s.rdma(e.IBV_WR_RDMA_READ, smr, saddr, N, tmr.rkey, taddr, f"READ under sink invalidation {reads[0]}")
+            reads[0] += 1
+            for _ in range(4):
+                s.atomic(e.IBV_WR_ATOMIC_FETCH_AND_ADD, rmr, raddr + 16, amr.rkey, aaddr + 64, 1, 0,
+                         f"FETCH_ADD under sink invalidation {adds}")
+                adds += 1
+    finally:
+        stop.set()
+        t.join()
+    waits = counter(dev, "odp_response_waits") - w0
+    now = int.from_bytes(peek(aaddr + 64, 8), "little")
+    if now != (start + adds) & (2**64 - 1):
+        fail(f"FETCH_ADD under sink invalidation: word {now:#x}, expected {start:#x} + {adds} (each executed once)")
+    s.rdma(e.IBV_WR_RDMA_READ, smr, saddr, N, tmr.rkey, taddr, "final READ")
+    if peek(saddr, N) != p:
+        fail("after the sink invalidation race: the final READ's bytes differ")
+    if waits <= 0:
+        fail(f"sink invalidation race: {reads[0]} READs, {adds} atomics, {reads[1]} drops, but no response "
+             "ever found its sink gone (odp_response_waits unchanged): the race was not provoked")
+    ok(f"{reads[0]} READs of 64 KiB and {adds} FETCH_ADDs while {reads[1]} MADV_DONTNEEDs dropped their sinks: "
+       f"all completed, {waits} responses waited for their sink (odp_response_waits); atomics executed once; "
+       "final READ intact")
 
     # Memory the process unmapped: its fault fails, and the WRITE fails with a remote access
     # error instead of waiting (RNR) forever.

@@ -147,9 +147,12 @@ pub(crate) enum Counter {
     OdpFaultErrors,
     /// ODP fault requests dropped because the queue was full (the retry asks again).
     OdpFaultDrops,
+    /// READ responses and atomic results refused because this QP's own ODP buffers were not
+    /// present (the requester waited for the fault and asked again).
+    OdpResponseWaits,
 }
 
-const NUM_COUNTERS: usize = Counter::OdpFaultDrops as usize + 1;
+const NUM_COUNTERS: usize = Counter::OdpResponseWaits as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -194,6 +197,7 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"odp_faults"),
     StatDesc::new(c"odp_fault_errors"),
     StatDesc::new(c"odp_fault_drops"),
+    StatDesc::new(c"odp_response_waits"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.

@@ -124,9 +124,17 @@ struct MemCtx<'a> {
     pd: Option<PdId>,
     /// The QP's number (type 2 memory windows answer only the QP that bound them).
     qpn: u32,
+    /// The QP's own send buffers, for READ responses and atomic results placed by the core
+    /// (`MemAccess::place_response`); `None` where nothing needs them.
+    own: Option<SqBufs<'a>>,
 }
 
-impl MemCtx<'_> {
+impl<'a> MemCtx<'a> {
+    /// The memory `qp` sees: its PD's regions (and its own send buffers left out).
+    fn of(qp: &'a Qp<MetaRoceDriver>) -> Self {
+        MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn, own: None }
+    }
+
     fn read(&self, seg: &Seg, offset: usize, out: &mut [u8]) -> Result {
         match *seg {
             Seg::Kernel(b) => b.read_at(offset, out),
@@ -196,6 +204,19 @@ fn gather(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, mut offset: usize
         Ok(())
     } else {
         Err(EINVAL)
+    }
+}
+
+/// A placement made while the device has on-demand paging regions: `data` copied to byte
+/// `offset` of `segs` now, in one go with the check that their pages are present. `Ok(true)`
+/// placed, `NotPresent` (a fault was asked for; the core refuses the packet and it comes
+/// again), and other errors `Ok(false)`: left to the core's `Place`, which fails the same way
+/// and reports it.
+fn place_now(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
+    match scatter(m, segs, offset as usize, data) {
+        Ok(()) => Ok(true),
+        Err(e) if e == EAGAIN => Err(AccessError::NotPresent),
+        Err(_) => Ok(false),
     }
 }
 
@@ -466,13 +487,8 @@ impl RecvQueue for RecvSource<'_> {
     /// go with the check that its pages are present (see `MemCtx::place_write`).
     fn place(&mut self, wqe: &pwr::RecvWqe, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
         let Some((dev, pd)) = self.odp else { return Ok(false) };
-        let m = MemCtx { dev, pd, qpn: 0 };
-        let bufs = self.rq.entry(wqe.id).1;
-        match scatter(&m, bufs.iter().copied(), offset as usize, data) {
-            Ok(()) => Ok(true),
-            Err(e) if e == EAGAIN => Err(AccessError::NotPresent),
-            Err(_) => Ok(false),
-        }
+        let m = MemCtx { dev, pd, qpn: 0, own: None };
+        place_now(&m, self.rq.entry(wqe.id).1.iter().copied(), offset, data)
     }
 }
 
@@ -518,6 +534,38 @@ struct NativeState {
     /// completions reach the failed one (earlier requests complete as the peer acknowledges
     /// them, as rdma_rxe's and the RoCEv2 core's requesters do).
     local_error: bool,
+}
+
+/// The parts of a [`SendRing`] that name each request's local buffers.
+#[derive(Clone, Copy)]
+struct SqBufs<'a> {
+    side: &'a [SqSide],
+    bufs: &'a BufPool,
+    data: &'a [u8],
+    per_slot: usize,
+}
+
+impl<'a> SqBufs<'a> {
+    fn bufs(self, slot: usize) -> impl Iterator<Item = Seg> + 'a {
+        let side = self.side.get(slot).copied().unwrap_or_default();
+        let n = if side.inline_len.is_some() { 0 } else { side.num_sge };
+        self.bufs_n(slot, n)
+    }
+
+    fn bufs_n(self, slot: usize, n: u32) -> impl Iterator<Item = Seg> + 'a {
+        let user = self.user_slot(slot);
+        let n_user = if self.per_slot == 0 { 0 } else { n as usize };
+        // (`Iterator::chain`: pin-init's `Init` has a `chain` too.)
+        Iterator::chain(
+            self.bufs.get(slot, n).iter().copied(),
+            (0..n_user).map_while(move |i| crate::rxe_abi::sge_at(user, i)),
+        )
+    }
+
+    fn user_slot(self, slot: usize) -> &'a [u8] {
+        let base = slot * self.per_slot;
+        self.data.get(base..base + self.per_slot).unwrap_or(&[])
+    }
 }
 
 /// The send queue: the core's slots, the glue's per-slot data, and counters.
@@ -589,28 +637,30 @@ impl SendRing {
         idx as usize & (self.wqes.len() - 1)
     }
 
+    /// What names each request's buffers.
+    fn view(&self) -> SqBufs<'_> {
+        SqBufs { side: &self.side, bufs: &self.bufs, data: &self.data, per_slot: self.per_slot }
+    }
+
+    /// The core's slots and, borrowed apart from them, what names each request's buffers.
+    fn split(&mut self) -> (&mut [pwr::SendWqe], SqBufs<'_>) {
+        let view = SqBufs { side: &self.side, bufs: &self.bufs, data: &self.data, per_slot: self.per_slot };
+        (&mut self.wqes, view)
+    }
+
     /// The buffers of the request in `slot` (none for inline data).
     fn bufs(&self, slot: usize) -> impl Iterator<Item = Seg> + '_ {
-        let side = self.side.get(slot).copied().unwrap_or_default();
-        let n = if side.inline_len.is_some() { 0 } else { side.num_sge };
-        self.bufs_n(slot, n)
+        self.view().bufs(slot)
     }
 
     /// The first `n` buffers of `slot`, as the request there was parsed.
     fn bufs_n(&self, slot: usize, n: u32) -> impl Iterator<Item = Seg> + '_ {
-        let user = self.user_slot(slot);
-        let n_user = if self.per_slot == 0 { 0 } else { n as usize };
-        // (`Iterator::chain`: pin-init's `Init` has a `chain` too.)
-        Iterator::chain(
-            self.bufs.get(slot, n).iter().copied(),
-            (0..n_user).map_while(move |i| crate::rxe_abi::sge_at(user, i)),
-        )
+        self.view().bufs_n(slot, n)
     }
 
     /// A user QP's bytes for `slot`.
     fn user_slot(&self, slot: usize) -> &[u8] {
-        let base = slot * self.per_slot;
-        self.data.get(base..base + self.per_slot).unwrap_or(&[])
+        self.view().user_slot(slot)
     }
 
     /// The inline data copied for `slot`, if the request carried inline data.
@@ -987,6 +1037,7 @@ fn account(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner) {
     dev.count(Counter::CompleterRetryErr, d(now.comp.retries, was.comp.retries));
     dev.count(Counter::LocalAckTimeouts, d(now.comp.timeouts, was.comp.timeouts));
     dev.count(Counter::Retransmits, d(now.req.retransmits, was.req.retransmits));
+    dev.count(Counter::OdpResponseWaits, d(now.comp.sink_waits, was.comp.sink_waits));
 }
 
 /// Reports the send completions the core has ready.
@@ -1703,6 +1754,16 @@ impl MemAccess for MemCtx<'_> {
             .map_err(access_error)
     }
 
+    /// While the device has on-demand paging regions, READ responses and atomic results are
+    /// placed here in the QP's own buffers, in one go with the check that their pages are
+    /// present (the core asks again for a response it could not place).
+    fn place_response(&mut self, slot: u32, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
+        match self.own {
+            Some(own) if self.dev.has_odp() => place_now(self, own.bufs(slot as usize), offset, data),
+            _ => Ok(false),
+        }
+    }
+
     /// While the device has on-demand paging regions, every WRITE packet is placed here, in
     /// one go with the check that its pages are present (a page could go between a separate
     /// check and the copy).
@@ -1803,14 +1864,15 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         }
         let Some(engine) = inner.engine.as_mut() else { return false };
         let now = qp.device().now_ns();
-        let mut mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+        let mem = MemCtx::of(qp);
         let srq = qp.srq();
         let mut src = RecvSource::new(qp, &mut inner.rq, srq);
-        let out = engine.receive(now, pkt, &mut inner.sq.wqes, &mut mem, &mut src);
+        let (wqes, own) = inner.sq.split();
+        let out = engine.receive(now, pkt, wqes, &mut MemCtx { own: Some(own), ..mem }, &mut src);
         n.srq_limit |= src.srq_limit;
         // Receive requests of an SRQ name memory of the SRQ's protection domain.
         let rmem = match srq {
-            Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
+            Some(s) => MemCtx { pd: Some(s.pd().id()), ..mem },
             None => mem,
         };
         let ud = qp.transport() == Transport::Ud;
@@ -2106,7 +2168,7 @@ fn build_packet(
     let buf = skb.put(total)?;
     let hl = crate::proto::packet::write_headers(&d.hdr, plen, buf).map_err(|_| EINVAL)?;
     let end = hl.checked_add(plen).ok_or(EINVAL)?;
-    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+    let mem = MemCtx::of(qp);
     match d.payload {
         PayloadRef::None => {}
         PayloadRef::Sq { slot, offset, len: _ } => {
@@ -2334,7 +2396,7 @@ pub(crate) fn native_payload(
             Ok(())
         }
         None => {
-            let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+            let mem = MemCtx::of(qp);
             gather(&mem, g.sq.bufs(slot), off, out).map_err(|_| BuildError::Gather)
         }
     }
@@ -2447,7 +2509,7 @@ pub(crate) fn native_place(
         return Placed::Broken;
     };
     let mut refuse = None;
-    let mem = MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn };
+    let mem = MemCtx::of(qp);
     let placed = (|| -> Result {
         let d = data.get(..usize::from(p.len)).ok_or(EINVAL)?;
         if matches!(p.op, MrcOp::ReadResp | MrcOp::AtomicResp) {
@@ -2497,7 +2559,7 @@ pub(crate) fn native_place(
             return Err(EMSGSIZE);
         }
         let rmem = match qp.srq() {
-            Some(s) => MemCtx { dev: mem.dev, pd: Some(s.pd().id()), qpn: mem.qpn },
+            Some(s) => MemCtx { pd: Some(s.pd().id()), ..mem },
             None => mem,
         };
         // A receive whose buffers cannot be written (their MR was deregistered): the message
