@@ -432,10 +432,12 @@ impl Completer {
     /// local error.
     fn sink_missing(&mut self, now: u64, req: &mut Requester, sq: &mut [SendWqe]) -> RxOutcome {
         self.stats.sink_waits = self.stats.sink_waits.saturating_add(1);
-        if self.rnr_until.is_none() {
-            self.rnr_until = Some(now.saturating_add(LOCAL_FAULT_WAIT_NS));
-            self.rewind(req, sq);
-        }
+        // Also during an RNR wait, which may end sooner: the requester resends from `una`,
+        // where it may not stand (a later ACK moved it on), so the refused response is asked
+        // for again without waiting for the ACK timeout.
+        let until = now.saturating_add(LOCAL_FAULT_WAIT_NS);
+        self.rnr_until = Some(self.rnr_until.map_or(until, |t| t.max(until)));
+        self.rewind(req, sq);
         RxOutcome::dropped(DropReason::NotPresent)
     }
 
