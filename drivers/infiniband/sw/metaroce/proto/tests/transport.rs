@@ -1294,6 +1294,50 @@ fn read_response_into_a_missing_page_is_asked_for_again() {
     assert_eq!((s.sink_waits, s.retries, amem.refused), (1, 0, 1));
 }
 
+/// A long READ whose first response loses one packet: the responder (like rdma_rxe) finishes
+/// that response before it reads the repeated request, so the rest of it keeps arriving, out of
+/// sequence, for many ACK timeouts. Each such packet shows the responder alive and restarts the
+/// timer: one retry, then the READ completes with every byte. (Timing out meanwhile spent
+/// retry_cnt on a live responder and failed 4 MiB READs from rdma_rxe with RETRY_EXC_ERR.)
+#[test]
+fn stale_read_response_stream_restarts_the_ack_timer() {
+    use metaroce_proto::timer::ack_timeout_ns;
+    use metaroce_proto::wr::WcStatus::*;
+    const N: usize = 40;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    let (mut b, mut bsq) = qp(Transport::Rc);
+    let to = ack_timeout_ns(config(Transport::Rc).timeout).unwrap();
+    a.post_send(&mut asq, swr(1, SendOp::Read { va: 0x3000, rkey: 1 }, 256 * N as u32)).unwrap();
+    let mut amem = PagedMem { read: vec![0; 256 * N], ..Default::default() };
+    let mut bmem = AnyMem(0);
+    for d in &drain(&mut a, &mut asq) {
+        b.receive(0, &parse(&wire(d, &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    }
+    let resps = drain(&mut b, &mut bsq);
+    assert_eq!(resps.len(), N);
+    // The second response is lost; the rest arrive half a timeout apart (N/2 timeouts in all),
+    // and the requests sent meanwhile reach the responder only after the stream.
+    let (mut now, mut held) = (0, Vec::new());
+    for (i, d) in resps.iter().enumerate() {
+        now += to / 2;
+        a.on_timer(now, &mut asq);
+        held.extend(std::iter::from_fn(|| a.poll_tx(now, &mut asq)));
+        if i != 1 {
+            a.receive(now, &parse(&wire(d, &mr_bytes(d))).unwrap(), &mut asq, &mut amem, &mut Rq(0));
+        }
+        held.extend(std::iter::from_fn(|| a.poll_tx(now, &mut asq)));
+    }
+    assert_eq!(statuses(&mut a, &mut asq), [], "still waiting for the rest");
+    assert_eq!(held.len(), 1, "one repeated request");
+    assert_eq!(held[0].hdr.reth.map(|r| (r.va, r.len)), Some((0x3000 + 256, 256 * (N as u32 - 1))));
+    b.receive(now, &parse(&wire(&held[0], &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, 0);
+    let want: Vec<u8> = (0x3000u64..0x3000 + 256 * N as u64).map(|v| v as u8).collect();
+    assert!(amem.read == want, "every byte placed");
+    assert_eq!(statuses(&mut a, &mut asq), [(1, Success)]);
+    assert_eq!(a.stats().comp.retries, 1);
+}
+
 /// An atomic whose result finds its local page missing is answered again after the wait from
 /// the responder's saved result: executed once, completed with the original value.
 #[test]
