@@ -214,6 +214,9 @@ pub fn run(cfg: &SimConfig) -> Result<Report, String> {
         qc.access = qc.access.with(Access::FLUSH_GLOBAL);
         qc.ack_every = 1 + rng.below(16) as u32;
         qc.ack_req_every = 1 + rng.below(32) as u32;
+        // Small PSN windows too, so that READs (up to 3 PSNs here) often start with the
+        // window nearly full and their responses run past it.
+        qc.max_inflight = [2, 5, 16, 128][rng.below(4) as usize];
         let ips = [[10, 0, 0, 1], [10, 0, 0, 2]];
         let ep = Endpoint::new(qc, mems[i].clone(), ips[i], ips[1 - i])
             .map_err(|e| err(seed, i, format!("{e:?}")))?;

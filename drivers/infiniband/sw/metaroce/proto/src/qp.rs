@@ -60,7 +60,9 @@ pub struct QpConfig {
     pub ack_every: u32,
     /// Requester: set AckReq at least every this many packets.
     pub ack_req_every: u32,
-    /// Requester: most unacknowledged PSNs (1..=2^22).
+    /// Requester: PSN window (1..=2^22). A request packet leaves only while
+    /// fewer than this many PSNs are unacknowledged; a READ's responses may
+    /// run past it (their span stays within 2^22, see `req.rs`).
     pub max_inflight: u32,
 }
 

@@ -243,8 +243,18 @@ impl Requester {
             } else {
                 1
             };
+            // A request leaves while its first PSN is inside the window. A READ's
+            // responses take `need` PSNs that the responder, not this window, paces:
+            // like rdma_rxe's requester, the next READ leaves as soon as the window
+            // has room for its first PSN, so the responder has it before the previous
+            // response stream ends (no round trip between long READs). The span
+            // still never exceeds MAX_MSG_PSNS (2^22): a longer one waits until
+            // nothing is in flight.
             let inflight = self.psn.since(comp.una);
-            if inflight > 0 && inflight.saturating_add(need) > self.cfg.max_inflight {
+            if inflight > 0
+                && (inflight >= self.cfg.max_inflight
+                    || inflight.saturating_add(need) > MAX_MSG_PSNS)
+            {
                 return None;
             }
         }
