@@ -14,9 +14,10 @@
 //!   and matches it: opcode and position, payload offset and length (never
 //!   past the WR's data), RETH / AtomicETH / immediate / IETH / DETH, AckReq
 //!   on a message's last packet, solicited bit; new PSNs are contiguous (no
-//!   gap) and, on RC, within `max_inflight` of the oldest PSN that could
-//!   still be unacknowledged, and a READ, atomic, ATOMIC WRITE or FLUSH only
-//!   while fewer than `max_rd_atomic` earlier ones wait for their response;
+//!   gap) and, on RC, start within `max_inflight` of the oldest PSN that
+//!   could still be unacknowledged (a READ's responses may run past it),
+//!   and a READ, atomic, ATOMIC WRITE or FLUSH only while fewer than
+//!   `max_rd_atomic` earlier ones wait for their response;
 //!   a FLUSH is one RC FLUSH packet (one PSN) with the WR's FETH and RETH
 //!   (its range length, not the WR's length, which is 0) and no payload;
 //!   nothing is sent in the error state;
@@ -50,7 +51,7 @@ use metaroce_proto::opcode::{OpKind, Opcode, Position, Transport};
 use metaroce_proto::packet::{build, pad_for, parse, Headers, Packet, PayloadRef, TxDesc};
 use metaroce_proto::psn::Psn;
 use metaroce_proto::qp::{DropReason, Qp, QpConfig};
-use metaroce_proto::req::{PostError, MAX_MSG_LEN};
+use metaroce_proto::req::{PostError, MAX_MSG_LEN, MAX_MSG_PSNS};
 use metaroce_proto::wr::{AtomicOp, Place, SendOp, SendWqe, SendWr, UdDest, WcStatus};
 
 /// Local QP number.
@@ -869,13 +870,14 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
         assert!(b.ack_req, "last packet of a message without AckReq");
     }
     if l == m.hi {
-        // A new PSN: within the window of the oldest PSN that may be
-        // unacknowledged.
+        // A new PSN: inside the window of the oldest PSN that may be
+        // unacknowledged (a READ's responses may run past it), and the
+        // unacknowledged span never beyond 2^22 PSNs unless alone.
         if rc {
             let lb = l.saturating_sub(m.una_ub);
             assert!(
-                lb == 0 || lb + covers <= m.cfg.max_inflight,
-                "window: {lb} PSNs unacknowledged + {covers} > max_inflight {}",
+                lb == 0 || (lb < m.cfg.max_inflight && lb + covers <= MAX_MSG_PSNS),
+                "window: {lb} PSNs unacknowledged (+ {covers}), max_inflight {}",
                 m.cfg.max_inflight
             );
         }

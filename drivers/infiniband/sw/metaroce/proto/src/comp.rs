@@ -494,7 +494,7 @@ impl Completer {
         req: &mut Requester,
         sq: &mut [SendWqe],
     ) -> Result<(), ImpliedNak> {
-        let start = self.una;
+        let (start, start_idx) = (self.una, self.una_idx);
         let mut result = Ok(());
         while self.una_idx != req.tail {
             let Some(w) = wqe(sq, self.una_idx).copied() else {
@@ -522,8 +522,22 @@ impl Completer {
         }
         if self.una != start {
             self.progressed(now, req, sq);
+        } else if self.una_idx != start_idx {
+            // Only local WQEs (no PSN) were retired.
+            self.catch_up(req, sq);
         }
         result
+    }
+
+    /// A late ACK covered WQEs that were rewound but not resent yet: the
+    /// requester resumes after them. Also when they were only local WQEs,
+    /// which leave `una` where it was: a requester left at a retired index
+    /// would read its slot, which a new request may have taken.
+    fn catch_up(&self, req: &mut Requester, sq: &[SendWqe]) {
+        let passed = self.una_idx.wrapping_sub(self.head) > req.cur.wrapping_sub(self.head);
+        if self.una.is_after(req.psn) || passed {
+            req.seek(self.una_idx, self.una, sq);
+        }
     }
 
     /// Marks WQE `una_idx` successfully done and moves past it.
@@ -547,10 +561,7 @@ impl Completer {
         self.retry_left = self.cfg.retry_cnt;
         self.rnr_left = self.cfg.rnr_retry;
         self.rewound_at = None;
-        if self.una.is_after(req.psn) {
-            // A late ACK covered WQEs that were rewound but not resent yet.
-            req.seek(self.una_idx, self.una, sq);
-        }
+        self.catch_up(req, sq);
         self.rto = if self.una != req.psn {
             ack_timeout_ns(self.cfg.timeout).map(|t| now.saturating_add(t))
         } else {

@@ -1405,3 +1405,55 @@ fn next_read_request_leaves_once_its_first_psn_is_in_the_window() {
     assert_eq!(statuses(&mut a, &mut asq), [(1, Success), (2, Success), (3, Success)]);
     assert_eq!(a.stats().comp.retries, 0);
 }
+
+/// A plain ACK packet from the responder at PSN `k`.
+fn ack_at(k: u32) -> Vec<u8> {
+    let mut h = Headers::new(Bth {
+        opcode: Opcode::RcAck,
+        solicited: false,
+        mig_req: false,
+        pad: 0,
+        pkey: 0xFFFF,
+        resv8: 0,
+        dest_qp: 5,
+        ack_req: false,
+        psn: psn(k),
+    });
+    h.aeth = Some(Aeth { syndrome: Syndrome::Ack { credits: 0x1F }, msn: 0 });
+    let mut buf = vec![0u8; 64];
+    let n = build(&h, &[], &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// A timeout rewinds the requester to a local WQE (a memory registration or invalidation
+/// posted first); a late ACK then retires that WQE, whose slot is reused by a new SEND. The
+/// requester must resume after the retired WQE: before, it stayed at the retired index and
+/// sent the new SEND from the reused slot at the PSN of the atomic that followed the local
+/// WQE (found by the `requester` fuzz target on 2026-12-04).
+#[test]
+fn ack_retiring_the_local_wqe_a_retry_restarts_at_moves_the_requester_on() {
+    use metaroce_proto::timer::ack_timeout_ns;
+    use metaroce_proto::wr::WcStatus::*;
+    let (mut a, mut asq) = qp(Transport::Rc);
+    a.post_send(&mut asq, swr(0, SendOp::Local, 0)).unwrap();
+    let cs = SendOp::Atomic { va: 0x2000, rkey: 1, op: AtomicOp::CmpSwap { compare: 0, swap: 1 } };
+    a.post_send(&mut asq, swr(1, cs, 8)).unwrap();
+    for id in 2..8 {
+        a.post_send(&mut asq, swr(id, SendOp::Send, 4)).unwrap();
+    }
+    assert_eq!(drain(&mut a, &mut asq).len(), 7);
+    let to = ack_timeout_ns(config(Transport::Rc).timeout).unwrap();
+    a.on_timer(to + 1, &mut asq);
+    // A plain ACK at the atomic's PSN: the local WQE before it is done (the atomic still
+    // waits for its result).
+    a.receive(to + 2, &parse(&ack_at(0)).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    assert_eq!(statuses(&mut a, &mut asq), [(0, Success)]);
+    a.post_send(&mut asq, swr(8, SendOp::Send, 4)).unwrap(); // slot of WQE 0
+    let sent: Vec<_> = std::iter::from_fn(|| a.poll_tx(to + 3, &mut asq))
+        .map(|d| (d.hdr.bth.opcode, d.hdr.bth.psn))
+        .collect();
+    let mut want = vec![(Opcode::RcCmpSwap, psn(0))];
+    want.extend((1..=7).map(|k| (Opcode::RcSendOnly, psn(k))));
+    assert_eq!(sent, want, "the atomic again, the six SENDs again, then the new SEND");
+}
