@@ -482,8 +482,13 @@ fn flush_request(k: u32, rkey: u32, placement: u8, selectivity: u8) -> Vec<u8> {
     let (mut h, _) = request(Opcode::RcFlush, k, 0);
     h.feth = Some(Feth { placement, selectivity });
     h.reth = Some(Reth { va: 0x1000, rkey, len: 4096 });
+    encode(&h)
+}
+
+/// The wire bytes of a packet without payload.
+fn encode(h: &Headers) -> Vec<u8> {
     let mut buf = vec![0u8; 4200];
-    let n = build(&h, &[], &mut buf).unwrap();
+    let n = build(h, &[], &mut buf).unwrap();
     buf.truncate(n);
     buf
 }
@@ -1420,10 +1425,7 @@ fn ack_at(k: u32) -> Vec<u8> {
         psn: psn(k),
     });
     h.aeth = Some(Aeth { syndrome: Syndrome::Ack { credits: 0x1F }, msn: 0 });
-    let mut buf = vec![0u8; 64];
-    let n = build(&h, &[], &mut buf).unwrap();
-    buf.truncate(n);
-    buf
+    encode(&h)
 }
 
 /// A timeout rewinds the requester to a local WQE (a memory registration or invalidation
