@@ -95,7 +95,7 @@ fn psn(k: u32) -> Psn {
     Psn::new(START).add(k)
 }
 
-/// A request packet as the peer's requester would send it.
+/// A request packet as the peer's requester would send it (an ACK opcode gives a plain ACK).
 fn request(op: Opcode, k: u32, payload: usize) -> (Headers, Vec<u8>) {
     let mut h = Headers::new(Bth {
         opcode: op,
@@ -125,6 +125,9 @@ fn request(op: Opcode, k: u32, payload: usize) -> (Headers, Vec<u8>) {
     }
     if e.contains(ExtSet::DETH) {
         h.deth = Some(Deth { qkey: 0, src_qp: 9 });
+    }
+    if e.contains(ExtSet::AETH) {
+        h.aeth = Some(Aeth { syndrome: Syndrome::Ack { credits: 0x1F }, msn: 0 });
     }
     if e.contains(ExtSet::ATOMIC_ETH) {
         h.atomic_eth = Some(AtomicEth {
@@ -1411,23 +1414,6 @@ fn next_read_request_leaves_once_its_first_psn_is_in_the_window() {
     assert_eq!(a.stats().comp.retries, 0);
 }
 
-/// A plain ACK packet from the responder at PSN `k`.
-fn ack_at(k: u32) -> Vec<u8> {
-    let mut h = Headers::new(Bth {
-        opcode: Opcode::RcAck,
-        solicited: false,
-        mig_req: false,
-        pad: 0,
-        pkey: 0xFFFF,
-        resv8: 0,
-        dest_qp: 5,
-        ack_req: false,
-        psn: psn(k),
-    });
-    h.aeth = Some(Aeth { syndrome: Syndrome::Ack { credits: 0x1F }, msn: 0 });
-    encode(&h)
-}
-
 /// A timeout rewinds the requester to a local WQE (a memory registration or invalidation
 /// posted first); a late ACK then retires that WQE, whose slot is reused by a new SEND. The
 /// requester must resume after the retired WQE: before, it stayed at the retired index and
@@ -1449,7 +1435,8 @@ fn ack_retiring_the_local_wqe_a_retry_restarts_at_moves_the_requester_on() {
     a.on_timer(to + 1, &mut asq);
     // A plain ACK at the atomic's PSN: the local WQE before it is done (the atomic still
     // waits for its result).
-    a.receive(to + 2, &parse(&ack_at(0)).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    let (_, ack) = request(Opcode::RcAck, 0, 0); // a plain ACK at the atomic's PSN
+    a.receive(to + 2, &parse(&ack).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
     assert_eq!(statuses(&mut a, &mut asq), [(0, Success)]);
     a.post_send(&mut asq, swr(8, SendOp::Send, 4)).unwrap(); // slot of WQE 0
     let sent: Vec<_> = std::iter::from_fn(|| a.poll_tx(to + 3, &mut asq))
