@@ -75,10 +75,15 @@ __rust_helper struct ib_ucontext *rust_helper_metaroce_udata_ucontext(struct ib_
 	return rdma_udata_to_uverbs_attr_bundle(udata)->context;
 }
 
-/* vmalloc_user is a macro over the allocation-profiling variant. */
+/*
+ * vmalloc_user(), charged to the caller's memory cgroup (__GFP_ACCOUNT): queue memory a
+ * process sizes (rings up to tens of MiB per QP) counts against its cgroup's limit.
+ */
 __rust_helper void *rust_helper_metaroce_vmalloc_user(unsigned long size)
 {
-	return vmalloc_user(size);
+	return __vmalloc_node_range(size, SHMLBA, VMALLOC_START, VMALLOC_END,
+				    GFP_KERNEL_ACCOUNT | __GFP_ZERO, PAGE_KERNEL,
+				    VM_USERMAP, NUMA_NO_NODE, __builtin_return_address(0));
 }
 
 /*

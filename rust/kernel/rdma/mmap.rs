@@ -38,7 +38,8 @@ use core::{
     },
 };
 
-/// Memory shared with user space: a zeroed `vmalloc_user` allocation.
+/// Memory shared with user space: a zeroed `vmalloc_user` allocation, charged to the memory
+/// cgroup of the process that asked for it (`__GFP_ACCOUNT`).
 ///
 /// # Invariants
 ///

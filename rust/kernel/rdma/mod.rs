@@ -36,3 +36,11 @@ pub mod mmap;
 pub mod umem;
 pub mod umem_odp;
 pub mod trace;
+
+/// A random 32-bit value from the kernel's CRNG (`get_random_u32()`): for what a remote peer
+/// must not predict, such as the variable byte of a memory key or a connection id. Any context.
+pub fn get_random_u32() -> u32 {
+    // SAFETY: `get_random_u32` has no preconditions: it may be called from any context and
+    // only reads and updates the per-CPU CRNG state it owns.
+    unsafe { crate::bindings::get_random_u32() }
+}

@@ -170,9 +170,9 @@ impl UmemOdp {
         };
         let shadow = (|| {
             let n = usize::try_from(end.wrapping_sub(start)).map_err(|_| EINVAL)? / PAGE_SIZE;
-            let mut slots = KVVec::with_capacity(n, GFP_KERNEL)?;
+            let mut slots = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
             for _ in 0..n {
-                slots.push(Slot::EMPTY, GFP_KERNEL)?;
+                slots.push(Slot::EMPTY, GFP_KERNEL_ACCOUNT)?;
             }
             KBox::pin_init(new_spinlock_irq!(Shadow { slots }, "metaroce_odp_shadow"), GFP_KERNEL)
         })();

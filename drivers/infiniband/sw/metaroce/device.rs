@@ -150,9 +150,12 @@ pub(crate) enum Counter {
     /// READ responses and atomic results refused because this QP's own ODP buffers were not
     /// present (the requester waited for the fault and asked again).
     OdpResponseWaits,
+    /// RC/UC packets whose source or destination address is not the QP's peer and its own
+    /// (its address vector): dropped (also counted in `rcvd_dropped`).
+    RcvdBadAddr,
 }
 
-const NUM_COUNTERS: usize = Counter::OdpResponseWaits as usize + 1;
+const NUM_COUNTERS: usize = Counter::RcvdBadAddr as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -198,6 +201,7 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"odp_fault_errors"),
     StatDesc::new(c"odp_fault_drops"),
     StatDesc::new(c"odp_response_waits"),
+    StatDesc::new(c"rcvd_bad_addr"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.

@@ -155,11 +155,19 @@ fn check_access(access: AccessFlags, odp_ok: bool) -> Result {
     Ok(())
 }
 
-/// Enters `region` in the device's table under a new index; returns its keys' index.
-fn insert(dev: &MetaRoceDev, make: impl FnOnce(u32) -> Region) -> Result<usize> {
+/// A new key for table index `index`: the index in the upper 24 bits, a random byte below, so
+/// that a key deregistered and its index reused does not name the new region (a remote peer
+/// holding the old R_Key has a 1 in 256 chance, as with rdma_rxe's keys, instead of a
+/// certainty). Index 0 is never handed out, so no key is 0.
+fn new_key(index: usize) -> u32 {
+    ((index as u32) << 8) | (kernel::rdma::get_random_u32() & 0xff)
+}
+
+/// Enters `region` in the device's table under a new index; returns the index and the key.
+fn insert(dev: &MetaRoceDev, make: impl FnOnce(u32) -> Region) -> Result<(usize, u32)> {
     let index = dev.alloc_mr_index()?;
-    // Index 0 is never handed out, so no key is 0.
-    let node = match RBTreeNode::new(index as u32, make((index as u32) << 8), GFP_KERNEL) {
+    let key = new_key(index);
+    let node = match RBTreeNode::new(index as u32, make(key), GFP_KERNEL) {
         Ok(node) => node,
         Err(e) => {
             dev.free_mr_index(index);
@@ -169,7 +177,7 @@ fn insert(dev: &MetaRoceDev, make: impl FnOnce(u32) -> Region) -> Result<usize> 
     // The index was free, so nothing is replaced.
     let old = dev.mrs.lock().insert(node);
     drop(old);
-    Ok(index)
+    Ok((index, key))
 }
 
 /// Registers user memory (`reg_user_mr`): pins it, takes a key and enters the region in the
@@ -196,7 +204,7 @@ pub(crate) fn reg_user_mr(
     };
     let remote = req.access.intersects(REMOTE);
     let odp = matches!(mem, Backing::Odp(_));
-    let index = insert(dev, |key| Region {
+    let (index, lkey) = insert(dev, |key| Region {
         lkey: key,
         rkey: if remote { key } else { 0 },
         pd: pd.id(),
@@ -209,7 +217,6 @@ pub(crate) fn reg_user_mr(
     if odp {
         dev.objects.odp_mrs.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     }
-    let lkey = (index as u32) << 8;
     Ok((
         MrKeys { lkey, rkey: if remote { lkey } else { 0 } },
         MetaRoceMr::new(index, req.access, true, KVec::new()),
@@ -234,7 +241,7 @@ pub(crate) fn alloc_mr(
     // neither mapping nor registering allocates.
     let pages = KVec::with_capacity(n, GFP_KERNEL)?;
     let staging = KVec::with_capacity(n, GFP_KERNEL)?;
-    let index = insert(pd.device(), |key| Region {
+    let (index, key) = insert(pd.device(), |key| Region {
         lkey: key,
         rkey: key,
         pd: pd.id(),
@@ -248,7 +255,6 @@ pub(crate) fn alloc_mr(
             first_off: 0,
         },
     })?;
-    let key = (index as u32) << 8;
     Ok((
         MrKeys { lkey: key, rkey: key },
         MetaRoceMr::new(index, AccessFlags::NONE, true, staging),
@@ -343,7 +349,7 @@ pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) -> Result {
 pub(crate) fn alloc_mw(pd: &Pd<MetaRoceDriver>, ty: MwType) -> Result<u32> {
     let dev = pd.device();
     let index = dev.alloc_mw_index()?;
-    let key = (index as u32) << 8;
+    let key = new_key(index);
     let region = Region {
         lkey: 0,
         rkey: key,

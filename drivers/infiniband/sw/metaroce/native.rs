@@ -30,12 +30,13 @@ use crate::proto::cc::{RateAlloc, ACTIVE_NS};
 use crate::proto::path::{PathState, PathStats};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, ConnStats, RxDrop, RxEvent};
 use crate::proto::offload::{native_rx, NicIntegrity};
+use crate::proto::packet;
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::qp::{self, BuildError, Notify, OutPacket};
 use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::rdma::trace::{self, PathEvent};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
@@ -386,21 +387,14 @@ impl core::fmt::Debug for ConnView {
     }
 }
 
-/// Connection ids handed out on this host (mixed into each new id).
-static CONN_SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// A connection id: non-zero and different for every connection this host makes, also
-/// across device re-creation (the device clock, its GUID and a host-wide count).
-fn conn_id(dev: &Device<MetaRoceDriver>) -> u32 {
-    let seq = CONN_SEQ.fetch_add(1, Ordering::Relaxed);
-    let t = dev.now_ns();
-    let g = dev.guid_be();
-    let mut x = (t as u32) ^ ((t >> 32) as u32) ^ (g as u32) ^ ((g >> 32) as u32);
-    x = x.wrapping_mul(0x9E37_79B1) ^ seq.wrapping_mul(0x85EB_CA77);
-    if x == 0 {
-        1
-    } else {
-        x
+/// A connection id (section 7): random and non-zero, so that an off-path host cannot predict
+/// the id of the next connection this device makes (it is the first thing a receiver checks).
+fn conn_id() -> u32 {
+    loop {
+        let x = kernel::rdma::get_random_u32();
+        if x != 0 {
+            return x;
+        }
     }
 }
 
@@ -426,7 +420,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
         }
     }
     let mut conn = VBox::new(BLANK, GFP_KERNEL)?;
-    let mut cfg = ConnConfig::new(conn_id(dev));
+    let mut cfg = ConnConfig::new(conn_id());
     cfg.mss = mss(eth_mtu);
     cfg.paths = PATHS as u8;
     // Deadlines fire on the device's timer tick (`timer.rs`): an RTO shorter than two ticks
@@ -742,21 +736,6 @@ pub(crate) fn on_tick(dev: &Device<MetaRoceDriver>, peer: &Peer) -> (bool, bool)
     (fired, g.conn.next_deadline().is_some())
 }
 
-/// The IP address a GID stands for, as a GID: IPv4 source addresses are IPv4-mapped.
-fn ip_gid(ip: &[u8], src: bool) -> Option<[u8; 16]> {
-    let mut g = [0u8; 16];
-    match ip.first().map(|b| b >> 4) {
-        Some(4) if ip.len() >= 20 => {
-            g[10] = 0xff;
-            g[11] = 0xff;
-            g[12..].copy_from_slice(if src { &ip[12..16] } else { &ip[16..20] });
-        }
-        Some(6) if ip.len() >= 40 => g.copy_from_slice(if src { &ip[8..24] } else { &ip[24..40] }),
-        _ => return None,
-    }
-    Some(g)
-}
-
 /// Whether the IP header says Congestion Experienced.
 fn ce(ip: &[u8]) -> bool {
     match ip.first().map(|b| b >> 4) {
@@ -784,7 +763,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
             return;
         }
     };
-    let (Some(src), Some(dst)) = (ip_gid(ip, true), ip_gid(ip, false)) else {
+    let (Some(src), Some(dst)) = (packet::ip_gid(ip, true), packet::ip_gid(ip, false)) else {
         dev.count(Counter::RcvdMalformed, 1);
         return;
     };

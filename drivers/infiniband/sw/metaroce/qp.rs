@@ -23,7 +23,7 @@
 use crate::device::{Counter, MetaRoceDriver, PORT};
 use crate::proto::ext::NakCode as RoceNak;
 use crate::proto::opcode::Transport;
-use crate::proto::packet::{PayloadRef, Pmtu, TxDesc};
+use crate::proto::packet::{self, PayloadRef, Pmtu, TxDesc};
 use crate::proto::psn::Psn;
 use crate::proto::qp::{self as pqp, QpConfig};
 use crate::proto::resp::{AccessError, MemAccess, RecvQueue, GRH_LEN};
@@ -275,9 +275,9 @@ impl BufPool {
     fn new(depth: usize, max_sge: u32) -> Result<Self> {
         let max_sge = core::cmp::max(max_sge as usize, 1);
         let n = depth.checked_mul(max_sge).ok_or(EINVAL)?;
-        let mut bufs = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut bufs = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..n {
-            bufs.push(Seg::default(), GFP_KERNEL)?;
+            bufs.push(Seg::default(), GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self { bufs, max_sge })
     }
@@ -326,9 +326,9 @@ struct RecvRing {
 impl RecvRing {
     fn new(max_wr: u32, max_sge: u32) -> Result<Self> {
         let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
-        let mut entries = KVec::with_capacity(depth, GFP_KERNEL)?;
+        let mut entries = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..depth {
-            entries.push(RecvEntry::default(), GFP_KERNEL)?;
+            entries.push(RecvEntry::default(), GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             entries,
@@ -400,6 +400,13 @@ impl RecvRing {
         self.tail.wrapping_sub(self.head) as usize >= self.entries.len()
     }
 
+    /// The entry handed out under `id` and its buffers, if it is handed out and not
+    /// completed (`head <= id < taken`, wrapping): a completed entry's buffers may already be
+    /// freed or reused by their consumer and are never reached through this.
+    fn outstanding(&self, id: u32) -> Option<(RecvEntry, &[Seg])> {
+        (id.wrapping_sub(self.head) < self.taken.wrapping_sub(self.head)).then(|| self.entry(u64::from(id)))
+    }
+
     /// The entry handed out under `id` and its buffers.
     fn entry(&self, id: u64) -> (RecvEntry, &[Seg]) {
         let slot = self.slot(id as u32);
@@ -418,14 +425,23 @@ impl RecvRing {
     /// those still in a user ring (a consumer may wait for their flush completions, e.g. a
     /// thread blocked on the CQ after `rdma_disconnect`). Malformed user entries are consumed
     /// and counted, without a completion (their `wr_id` cannot be trusted).
+    ///
+    /// At most one user ring's capacity is taken from the user ring per call (the process may
+    /// keep refilling it while this runs under the QP's IRQ-off lock); the rest is flushed on
+    /// the next call (the next doorbell, `post_recv` or state change).
     fn drain(&mut self, mut f: impl FnMut(u64)) {
+        let mut budget = self.user.as_ref().map_or(0, |q| q.capacity());
         loop {
             while self.head != self.tail {
                 f(self.entries[self.slot(self.head)].wr_id);
                 self.head = self.head.wrapping_add(1);
             }
             self.taken = self.head;
-            // Each round consumes one user entry, so this ends with the ring.
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            // Each round consumes one user entry, so this ends with the ring or the budget.
             let errors = self.user_errors;
             if self.pull_user().is_none() && self.user_errors == errors {
                 break;
@@ -488,7 +504,8 @@ impl RecvQueue for RecvSource<'_> {
     fn place(&mut self, wqe: &pwr::RecvWqe, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
         let Some((dev, pd)) = self.odp else { return Ok(false) };
         let m = MemCtx { dev, pd, qpn: 0, own: None };
-        place_now(&m, self.rq.entry(wqe.id).1.iter().copied(), offset, data)
+        let (_, bufs) = self.rq.outstanding(wqe.id as u32).ok_or(AccessError::Operational)?;
+        place_now(&m, bufs.iter().copied(), offset, data)
     }
 }
 
@@ -598,22 +615,22 @@ impl SendRing {
     /// `native` add the per-slot arrays only those QPs use.
     fn new(max_wr: u32, max_sge: u32, user_slot: u32, datagram: bool, native: bool) -> Result<Self> {
         let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
-        let mut wqes = KVec::with_capacity(depth, GFP_KERNEL)?;
-        let mut side = KVec::with_capacity(depth, GFP_KERNEL)?;
+        let mut wqes = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
+        let mut side = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..depth {
-            wqes.push(pwr::SendWqe::default(), GFP_KERNEL)?;
-            side.push(SqSide::default(), GFP_KERNEL)?;
+            wqes.push(pwr::SendWqe::default(), GFP_KERNEL_ACCOUNT)?;
+            side.push(SqSide::default(), GFP_KERNEL_ACCOUNT)?;
         }
         let per_slot = user_slot as usize;
         let mut data = KVec::new();
-        data.resize(depth.checked_mul(per_slot).ok_or(EINVAL)?, 0u8, GFP_KERNEL)?;
+        data.resize(depth.checked_mul(per_slot).ok_or(EINVAL)?, 0u8, GFP_KERNEL_ACCOUNT)?;
         let mut avs = KVec::new();
         if datagram {
-            avs.resize(depth, None, GFP_KERNEL)?;
+            avs.resize(depth, None, GFP_KERNEL_ACCOUNT)?;
         }
         let mut nat = KVec::new();
         if native {
-            nat.resize(depth, NativeSlot::default(), GFP_KERNEL)?;
+            nat.resize(depth, NativeSlot::default(), GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             wqes,
@@ -980,7 +997,7 @@ fn complete(
     let Some(cq) = cq else { return false };
     match cq.push_qpn(wc, qp.qp_num(), solicited) {
         CqPush::QueuedNotify => true,
-        CqPush::Queued => false,
+        CqPush::Queued | CqPush::OverflowAgain => false,
         CqPush::Overflow => {
             cq.dispatch_user_event(CqEvent::Error);
             kernel::pr_warn_once!("work completion dropped: CQ full\n");
@@ -1095,11 +1112,16 @@ fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
     cfg.max_inflight = crate::module_parameters::rc_max_unacked
         .value()
         .clamp(1, crate::proto::req::MAX_MSG_PSNS);
-    cfg.access = RIGHTS
-        .into_iter()
-        .filter(|(_, f)| a.access.contains(*f))
-        .fold(pwr::Access::NONE, |access, (r, _)| access.with(r));
+    cfg.access = core_access(a.access);
     cfg
+}
+
+/// The responder's rights for the QP's access flags.
+fn core_access(flags: AccessFlags) -> pwr::Access {
+    RIGHTS
+        .into_iter()
+        .filter(|(_, f)| flags.contains(*f))
+        .fold(pwr::Access::NONE, |access, (r, _)| access.with(r))
 }
 
 pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask) -> Result {
@@ -1251,6 +1273,11 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             };
             e.set_send_attrs(send, &inner.sq.wqes).map_err(|_| EINVAL)?;
             inner.sq.reset();
+        }
+        // New access rights on a running responder (RTR→RTS, RTS→RTS): the next request is
+        // checked against them (revoking remote write on a live QP takes effect).
+        if let (false, true, Some(e)) = (rebuild, mask.contains(QpAttrMask::ACCESS_FLAGS), inner.engine.as_mut()) {
+            e.set_access(core_access(a.access));
         }
         if rebuild && native_rc {
             inner.sq.reset();
@@ -1527,7 +1554,15 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -
 
 fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify, prefault: &mut bool) {
     let mut raw = [0u8; crate::rxe_abi::SEND_WQE_HDR + USER_MAX_INLINE as usize];
+    // At most one ring's worth of entries per call: the process may keep moving the producer
+    // index (shared memory) while this runs under the QP's IRQ-off lock. What is left waits for
+    // the next doorbell.
+    let mut budget = inner.sq.user.as_ref().map_or(0, |q| q.capacity());
     loop {
+        if budget == 0 {
+            return;
+        }
+        budget -= 1;
         match inner.state {
             QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {}
             _ => return,
@@ -1862,6 +1897,15 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         if pkt.hdr.bth.pkey & 0x7fff != 0x7fff {
             return false;
         }
+        // A connected QP takes packets from its peer's address to its own only (a QP number
+        // and PSN are easy to guess: an off-path host must not inject into it).
+        if matches!(qp.transport(), Transport::Rc | Transport::Uc) {
+            let from_peer = inner.attrs.av.as_ref().is_some_and(|av| packet::from_peer(ip, &av.sgid, &av.dgid));
+            if !from_peer {
+                qp.device().count(Counter::RcvdBadAddr, 1);
+                return false;
+            }
+        }
         let Some(engine) = inner.engine.as_mut() else { return false };
         let now = qp.device().now_ns();
         let mem = MemCtx::of(qp);
@@ -1881,9 +1925,10 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         if let Some(place) = out.place {
             let placed = match place {
                 pwr::Place::Recv { id, offset, len } => {
-                    let (_, bufs) = inner.rq.entry(id);
+                    // (Outstanding by the responder's order; checked all the same.)
+                    let bufs = inner.rq.outstanding(id as u32).map(|(_, b)| b).ok_or(EINVAL);
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
-                    data.and_then(|d| scatter(&rmem, bufs.iter().copied(), offset as usize, d))
+                    data.and_then(|d| scatter(&rmem, bufs?.iter().copied(), offset as usize, d))
                 }
                 pwr::Place::ReadResp { slot, offset, len } => {
                     let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
@@ -2548,10 +2593,10 @@ pub(crate) fn native_place(
             return mem.dev.mr_copy_to(p.rkey, kind, pd, va, d).map_err(|_| EFAULT);
         }
         let id = base.wrapping_add(p.rsn);
-        if (id.wrapping_sub(inner.rq.taken) as i32) >= 0 {
-            return Err(EINVAL);
-        }
-        let (entry, bufs) = inner.rq.entry(u64::from(id));
+        // Only a receive handed to the connection and not completed may be written: a
+        // completed one's buffers are the consumer's again (the stream's Rsn window keeps a
+        // genuine peer inside this range; anything else breaks the QP).
+        let (entry, bufs) = inner.rq.outstanding(id).ok_or(EINVAL)?;
         // The whole message must fit its receive (checked on every packet, as for writes).
         let end = u64::from(p.offset) + d.len() as u64;
         if end > u64::from(entry.len) || u64::from(p.msg_len) > u64::from(entry.len) {

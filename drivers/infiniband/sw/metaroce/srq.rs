@@ -61,14 +61,14 @@ struct KernelRing {
 impl KernelRing {
     fn new(max_wr: u32, max_sge: u32) -> Result<Self> {
         let depth = max_wr.checked_next_power_of_two().ok_or(EINVAL)? as usize;
-        let mut entries = KVec::with_capacity(depth, GFP_KERNEL)?;
+        let mut entries = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..depth {
-            entries.push(Posted::default(), GFP_KERNEL)?;
+            entries.push(Posted::default(), GFP_KERNEL_ACCOUNT)?;
         }
         let n = depth.checked_mul(max_sge as usize).ok_or(EINVAL)?;
-        let mut segs = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut segs = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..n {
-            segs.push(Seg::default(), GFP_KERNEL)?;
+            segs.push(Seg::default(), GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             entries,

@@ -91,6 +91,10 @@ struct CqInner {
     armed: Option<CqArm>,
     /// Completions dropped because the CQ was full (the consumer sized it too small).
     overflows: u64,
+    /// An overflow was reported (`IB_EVENT_CQ_ERR`) and no completion was queued since: the
+    /// consumer has not polled, or resized, yet. Later overflows are counted, not reported
+    /// again (each report is a GFP_ATOMIC entry on the uverbs event list).
+    overflow_reported: bool,
 }
 
 impl CqInner {
@@ -119,8 +123,10 @@ pub(crate) enum CqPush {
     /// Queued; the CQ is not armed for it.
     Queued,
     /// The CQ is full: the completion was dropped (counted; a user CQ's process gets an
-    /// `IB_EVENT_CQ_ERR` from [`cq_post`]).
+    /// `IB_EVENT_CQ_ERR` from [`cq_post`]), the first time since the consumer last made room.
     Overflow,
+    /// The CQ is still full and its overflow was reported already: dropped and counted only.
+    OverflowAgain,
 }
 
 impl MetaRoceCq {
@@ -148,8 +154,13 @@ impl MetaRoceCq {
         };
         if !queued {
             inner.overflows += 1;
+            if core::mem::replace(&mut inner.overflow_reported, true) {
+                return CqPush::OverflowAgain;
+            }
             return CqPush::Overflow;
         }
+        // There was room: the consumer polled (or the CQ was resized) since any report.
+        inner.overflow_reported = false;
         let fire = match inner.armed {
             Some(CqArm::NextComp) => true,
             Some(CqArm::Solicited) => solicited || wc.status != WcStatus::Success,
@@ -196,9 +207,9 @@ pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinIn
     let ring = match cq.udata() {
         None => {
             let capacity = want as usize;
-            let mut ring = KVec::with_capacity(capacity, GFP_KERNEL)?;
+            let mut ring = KVec::with_capacity(capacity, GFP_KERNEL_ACCOUNT)?;
             for _ in 0..capacity {
-                ring.push(None, GFP_KERNEL)?;
+                ring.push(None, GFP_KERNEL_ACCOUNT)?;
             }
             CqRing::Kernel {
                 ring,
@@ -225,6 +236,7 @@ pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinIn
                 ring,
                 armed: None,
                 overflows: 0,
+                overflow_reported: false,
             },
             "metaroce_cq"
         ),

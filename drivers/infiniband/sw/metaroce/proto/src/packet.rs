@@ -383,6 +383,34 @@ pub struct TxDesc {
     pub payload: PayloadRef,
 }
 
+/// The IP address of a packet's IP header `ip` as a GID: the source
+/// (`src`) or the destination; an IPv4 address is IPv4-mapped
+/// (`::ffff:a.b.c.d`, the form of RoCEv2's IPv4 GIDs). `None` for a header
+/// that is neither a whole IPv4 nor a whole IPv6 header.
+pub fn ip_gid(ip: &[u8], src: bool) -> Option<[u8; 16]> {
+    let mut g = [0u8; 16];
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => {
+            let a = ip.get(if src { 12..16 } else { 16..20 })?;
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(a);
+        }
+        Some(6) => g.copy_from_slice(ip.get(if src { 8..24 } else { 24..40 })?),
+        _ => return None,
+    }
+    Some(g)
+}
+
+/// Whether a packet with IP header `ip` came from `remote` to `local`
+/// (GIDs): what a connected QP (RC, UC) requires of every packet it takes,
+/// as the address vector it was given names its peer (rdma_rxe's
+/// `check_addr` does the same). Any other packet is an off-path injection
+/// or misrouted, and is dropped.
+pub fn from_peer(ip: &[u8], local: &[u8; 16], remote: &[u8; 16]) -> bool {
+    ip_gid(ip, true).as_ref() == Some(remote) && ip_gid(ip, false).as_ref() == Some(local)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::opcode::Opcode;
@@ -466,5 +494,43 @@ mod tests {
             build(&h, &[1], &mut out),
             Err(BuildError::UnexpectedPayload)
         );
+    }
+
+    #[test]
+    fn ip_gids_and_the_peer_check() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        v4[16..20].copy_from_slice(&[192, 0, 2, 2]);
+        let mapped = |a: [u8; 4]| {
+            let mut g = [0u8; 16];
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(&a);
+            g
+        };
+        let (one, two, three) = (mapped([192, 0, 2, 1]), mapped([192, 0, 2, 2]), mapped([192, 0, 2, 3]));
+        assert_eq!(ip_gid(&v4, true), Some(one));
+        assert_eq!(ip_gid(&v4, false), Some(two));
+        assert!(from_peer(&v4, &two, &one));
+        assert!(!from_peer(&v4, &one, &two), "reversed");
+        assert!(!from_peer(&v4, &two, &three), "another source");
+        assert!(!from_peer(&v4, &three, &one), "another destination");
+        assert!(!from_peer(&v4[..19], &two, &one), "truncated");
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        v6[8] = 0x20;
+        v6[9] = 0x01;
+        v6[10] = 0x0d;
+        v6[11] = 0xb8;
+        v6[23] = 1;
+        v6.copy_within(8..24, 24);
+        v6[39] = 2;
+        let (s6, d6) = (ip_gid(&v6, true).unwrap(), ip_gid(&v6, false).unwrap());
+        assert_eq!((s6[0], s6[15], d6[15]), (0x20, 1, 2));
+        assert!(from_peer(&v6, &d6, &s6));
+        assert!(!from_peer(&v6, &d6, &one));
+        assert_eq!(ip_gid(&[0x50; 40], true), None);
+        assert_eq!(ip_gid(&[], true), None);
     }
 }

@@ -262,6 +262,15 @@ impl<const R: usize> Qp<R> {
         &self.cfg
     }
 
+    /// Changes the remote access rights the responder grants (verbs'
+    /// `IB_QP_ACCESS_FLAGS`, allowed at RTR→RTS and RTS→RTS on a live QP):
+    /// each request that begins after this call is checked against `access`
+    /// (a multi-packet WRITE already under way finishes as it began).
+    pub fn set_access(&mut self, access: Access) {
+        self.cfg.access = access;
+        self.resp.set_access(access);
+    }
+
     /// Sets the send side's attributes when the QP moves to ready-to-send
     /// (RTR to RTS: the starting send PSN, local ACK timeout, retry counts
     /// and outstanding READ/atomic limit arrive with that transition), keeping

@@ -296,6 +296,12 @@ impl<const R: usize> Responder<R> {
     /// Moves the QP to the error state: nothing more is sent, except the NAK
     /// queued by the request that broke the QP (a second call, e.g. the
     /// consumer's move to the error state, keeps it).
+    /// The remote access rights the QP grants from now on (`IB_QP_ACCESS_FLAGS` at RTR→RTS or
+    /// RTS→RTS): every request that starts after this is checked against them.
+    pub(super) fn set_access(&mut self, access: Access) {
+        self.cfg.access = access;
+    }
+
     pub(super) fn set_error(&mut self) {
         if self.error {
             return;

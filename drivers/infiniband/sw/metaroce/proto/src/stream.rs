@@ -516,6 +516,10 @@ pub enum StreamDrop {
     MsnWindow,
     /// Fields differ from earlier packets of the same message.
     Inconsistent,
+    /// A receive-consuming message whose Rsn cannot be its own: it names a
+    /// receive an earlier message completed, or more receives ahead than
+    /// messages ahead (`rsn - rsn_head > msn - head`).
+    RsnWindow,
 }
 
 /// The receiving side of a stream.
@@ -527,6 +531,9 @@ pub struct RxStream<const K: usize> {
     pub open: bool,
     slots: [RxMsg; K],
     head: u32,
+    /// The Rsn the next receive-consuming message completed in order will
+    /// carry: receives before it are completed and never placed into again.
+    rsn_head: u32,
 }
 
 impl<const K: usize> Default for RxStream<K> {
@@ -556,6 +563,7 @@ impl<const K: usize> RxStream<K> {
                 inv_rkey: 0,
             }; K],
             head: 0,
+            rsn_head: 0,
         };
 }
 
@@ -583,6 +591,16 @@ impl<const K: usize> RxStream<K> {
             .ok_or(StreamDrop::MsnWindow)?;
         if s.active && (s.done.len != rx_len(h) || s.done.op != h.op || s.done.rsn != h.rsn) {
             return Err(StreamDrop::Inconsistent);
+        }
+        // Message `head + d` has at most `d` receive-consuming messages
+        // before it that have not completed, so its Rsn lies in
+        // `[rsn_head, rsn_head + d]`: a receive that completed (its buffer
+        // handed back to the consumer) is never named (section 9).
+        if h.op.consumes_recv() {
+            let r = seq_diff(h.rsn, self.rsn_head);
+            if r < 0 || r > d {
+                return Err(StreamDrop::RsnWindow);
+            }
         }
         // Every packet of a SEND_INV names the same key (section 9.2).
         if s.active && h.op.invalidates() && s.inv_rkey != h.rkey {
@@ -681,6 +699,9 @@ impl<const K: usize> RxStream<K> {
         s.active = false;
         self.head = self.head.wrapping_add(1);
         let mut done = s.done;
+        if done.op.consumes_recv() {
+            self.rsn_head = done.rsn.wrapping_add(1);
+        }
         if done.op.invalidates() && done.refused.is_none() {
             done.invalidated = Some(s.inv_rkey);
         }

@@ -1582,3 +1582,45 @@ fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
     assert_eq!(sends.len(), 20);
     assert!(sends.iter().all(|s| s.2 == SendStatus::Ok), "{sends:?}");
 }
+
+/// A SEND's Rsn names the receive it fills. Once a receive completed (its
+/// buffer is the consumer's again), no packet may name it: a forged or
+/// stale packet of a new message with an old Rsn, or one naming more
+/// receives ahead than messages ahead, is dropped by its stream with
+/// nothing placed (issue 32, finding 1).
+#[test]
+fn send_naming_a_completed_receive_is_dropped() {
+    use metaroce_proto::conn::RxDrop;
+    use metaroce_proto::stream::StreamDrop;
+    let (mut a, mut b) = pair();
+    for _ in 0..3 {
+        a.post(0, msg(MrcOp::Send, 100)).unwrap();
+    }
+    let pkts = drain(&mut a, 0);
+    assert_eq!(data_ops(&pkts), [MrcOp::Send; 3]);
+    for p in &pkts[..2] {
+        assert!(matches!(b.on_packet(1, p, false, 7, 0), Ok(RxEvent::Data(_))));
+    }
+    let done: Vec<_> = std::iter::from_fn(|| b.poll_completion()).collect();
+    assert!(matches!(done[..], [Completion::Recv { done: d0, .. }, Completion::Recv { done: d1, .. }] if d0.rsn == 0 && d1.rsn == 1), "{done:?}");
+    let forged = |msn: u32, rsn: u32| {
+        let mut p = pkts[2].clone();
+        p[24..28].copy_from_slice(&msn.to_be_bytes());
+        p[28..32].copy_from_slice(&rsn.to_be_bytes());
+        p
+    };
+    let rsn_window = Err(RxDrop::Stream(StreamDrop::RsnWindow));
+    // Receives 0 and 1 completed: a new message may not name them.
+    assert_eq!(b.on_packet(2, &forged(2, 0), false, 7, 0), rsn_window);
+    assert_eq!(b.on_packet(2, &forged(2, 1), false, 7, 0), rsn_window);
+    assert_eq!(b.on_packet(2, &forged(2, u32::MAX), false, 7, 0), rsn_window);
+    // Message 2 is the oldest incomplete one: its receive is the next, 2.
+    assert_eq!(b.on_packet(2, &forged(2, 3), false, 7, 0), rsn_window);
+    // Message 4 has at most two receive-consuming messages before it.
+    assert_eq!(b.on_packet(2, &forged(4, 5), false, 7, 0), rsn_window);
+    // The genuine packet is still placed, at receive 2.
+    let r = b.on_packet(3, &pkts[2], false, 7, 0);
+    assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.rsn == 2 && pl.msn == 2), "{r:?}");
+    let done: Vec<_> = std::iter::from_fn(|| b.poll_completion()).collect();
+    assert!(matches!(done[..], [Completion::Recv { done: d, .. }] if d.rsn == 2), "{done:?}");
+}

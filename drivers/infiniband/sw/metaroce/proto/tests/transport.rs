@@ -1446,3 +1446,36 @@ fn ack_retiring_the_local_wqe_a_retry_restarts_at_moves_the_requester_on() {
     want.extend((1..=7).map(|k| (Opcode::RcSendOnly, psn(k))));
     assert_eq!(sent, want, "the atomic again, the six SENDs again, then the new SEND");
 }
+
+/// Rights revoked on a live QP (RTS→RTS with `IB_QP_ACCESS_FLAGS`) apply to the next request:
+/// a WRITE, READ and atomic granted before are refused after (an Invalid Request NAK, as
+/// rdma_rxe answers an operation the QP does not enable), and granted again after the rights
+/// are restored (issue 32, finding 5).
+#[test]
+fn revoked_access_applies_to_the_next_request() {
+    for (op, granted) in [
+        (Opcode::RcWriteOnly, Access::WRITE),
+        (Opcode::RcReadRequest, Access::READ),
+        (Opcode::RcFetchAdd, Access::ATOMIC),
+    ] {
+        let (mut q, mut sq) = qp(Transport::Rc);
+        let (_, first) = request(op, 0, if op == Opcode::RcWriteOnly { 64 } else { 0 });
+        let out = feed(&mut q, &mut sq, &mut Rq(0), &first);
+        assert_eq!(out.drop, None, "{op:?} granted at first");
+        let _ = drain(&mut q, &mut sq);
+        q.set_access(Access::NONE);
+        assert!(!q.config().access.contains(granted));
+        let k = 1;
+        let (_, second) = request(op, k, if op == Opcode::RcWriteOnly { 64 } else { 0 });
+        let out = feed(&mut q, &mut sq, &mut Rq(0), &second);
+        assert_eq!(out.drop, Some(DropReason::QpAccess), "{op:?} after revocation");
+        let d = drain(&mut q, &mut sq);
+        assert_eq!(ack_of(d.last().unwrap()), (Opcode::RcAck, psn(k), Syndrome::Nak(NakCode::InvalidRequest)), "{op:?}");
+    }
+    // Restored before any refused request: granted again.
+    let (mut q, mut sq) = qp(Transport::Rc);
+    q.set_access(Access::NONE);
+    q.set_access(Access::WRITE);
+    let (_, w) = request(Opcode::RcWriteOnly, 0, 64);
+    assert_eq!(feed(&mut q, &mut sq, &mut Rq(0), &w).drop, None);
+}
