@@ -7,6 +7,8 @@ KIND is one of
   bad-icrc   the same packets with one ICRC bit flipped
   short      datagrams too short to hold a BTH and ICRC
   bad-opcode a reserved BTH opcode with a correct ICRC
+  uc-send:QPN  UC SEND-only packets of 64 bytes (0x41) to QP QPN, PSN 0, 1, 2, ... (UC takes a
+             first/only packet at any PSN: an injection needs only the QPN)
 
 IPv6 goes through a normal UDP socket (every field the ICRC covers is known in advance);
 IPv4 through a raw socket with our own IP header, since the kernel picks the IPv4 ID, which the
@@ -75,6 +77,9 @@ def self_check() -> None:
 
 def ib_packet(kind: str, seq: int) -> bytes:
     """BTH (+ payload) without ICRC."""
+    if kind.startswith("uc-send:"):
+        qpn = int(kind.split(":", 1)[1], 0)
+        return struct.pack(">BBHII", 0x24, 0, 0xFFFF, qpn, seq & 0xFFFFFF) + b"\x41" * 64  # UC SEND_ONLY
     opcode = 0x04 if kind != "bad-opcode" else 0x1F   # RC SEND_ONLY / reserved RC opcode
     payload = struct.pack(">I", seq)
     bth = struct.pack(">BBHII", opcode, 0, 0xFFFF, 0x11, seq & 0xFFFFFF)  # pad 0, TVer 0
@@ -101,7 +106,7 @@ def main() -> int:
 
 
 def send(src: str, dst: str, count: int, kind: str) -> None:
-    if kind not in ("valid", "bad-icrc", "short", "bad-opcode"):
+    if kind not in ("valid", "bad-icrc", "short", "bad-opcode") and not kind.startswith("uc-send:"):
         sys.exit(f"roce_inject: unknown kind {kind}")
     v6 = ":" in dst
     if v6:

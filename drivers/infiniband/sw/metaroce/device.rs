@@ -153,9 +153,11 @@ pub(crate) enum Counter {
     /// RC/UC packets whose source or destination address is not the QP's peer and its own
     /// (its address vector): dropped (also counted in `rcvd_dropped`).
     RcvdBadAddr,
+    /// Native connections dropped from a full table for a new one (unbound and quiet).
+    NativePeersReaped,
 }
 
-const NUM_COUNTERS: usize = Counter::RcvdBadAddr as usize + 1;
+const NUM_COUNTERS: usize = Counter::NativePeersReaped as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -202,6 +204,7 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"odp_fault_drops"),
     StatDesc::new(c"odp_response_waits"),
     StatDesc::new(c"rcvd_bad_addr"),
+    StatDesc::new(c"native_peers_reaped"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.

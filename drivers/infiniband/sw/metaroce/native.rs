@@ -62,6 +62,9 @@ const NOTES: usize = 16;
 /// A connection whose peer sent no DATA for this long accepts DATA with a new connection id:
 /// the peer restarted (section 7, `IDLE_REAP`).
 const RESTART_IDLE_NS: u64 = 1_000_000_000;
+/// An unbound connection this long without DATA from its peer, and with nothing of its own in
+/// flight, may give its table slot to a new peer ([`Peer::reapable`]).
+const REAP_IDLE_NS: u64 = 2 * RESTART_IDLE_NS;
 
 /// The protocol core's connection in the kernel's shape (about 100 KiB: allocated with
 /// vmalloc, never on a stack).
@@ -259,7 +262,8 @@ pub(crate) struct Peer {
 
 /// The peers of one device (empty on a RoCEv2 device).
 pub(crate) struct PeerTable {
-    /// Never shrinks while the device lives: a peer's index is its slot in `alloc`.
+    /// Never shrinks while the device lives: a peer's index is its slot in `alloc` (a reaped
+    /// or failed connection's slot goes to its replacement).
     peers: KVec<Arc<Peer>>,
     /// The receive side's fair-share allocator over the peers that send to us (spec 6.4).
     alloc: RateAlloc<MAX_PEERS>,
@@ -404,6 +408,18 @@ impl Peer {
     fn failed(&self) -> bool {
         self.inner.lock().conn.state() == ConnState::Failed
     }
+
+    /// Whether the table may drop this connection for a new one at `now`: no QP is bound to it,
+    /// and it failed or is quiet (nothing in flight, no timer, no DATA from its peer for
+    /// [`REAP_IDLE_NS`]). A peer that later sends again finds no connection (counted
+    /// `rcvd_no_qp`) until a QP of ours binds towards it; its new ConnId is then taken as a
+    /// restart. QPs that still hold a reference keep the connection alive, outside the table.
+    fn reapable(&self, now: u64) -> bool {
+        let g = self.inner.lock();
+        g.streams.iter().all(|&q| q == 0)
+            && (g.conn.state() == ConnState::Failed
+                || (g.conn.next_deadline().is_none() && now.saturating_sub(g.last_rx) > REAP_IDLE_NS))
+    }
 }
 
 /// The connection of `dev` from `sgid` to `dgid`, created if there is none or if the one there
@@ -479,7 +495,15 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
         return Ok(p);
     }
     if t.peers.len() >= MAX_PEERS {
-        return Err(ENOSPC);
+        // Full: an unbound, quiet connection gives its slot (a process that made connections
+        // towards made-up destinations and let their QPs go does not keep the table full).
+        let now = dev.now_ns();
+        let slot = t.peers.iter().position(|q| q.reapable(now)).ok_or(ENOSPC)?;
+        let reaped = core::mem::replace(&mut t.peers[slot], p.clone());
+        drop(t);
+        dev.count(Counter::NativePeersReaped, 1);
+        drop(reaped);
+        return Ok(p);
     }
     t.peers.push(p.clone(), GFP_ATOMIC)?;
     Ok(p)

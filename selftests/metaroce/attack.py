@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""The attack suite's verbs-side checks (issue 32): what a local process or a remote peer could do
+with the defects a source review found, each case written so that it fails on the code before the
+fix. Runs through the stock librxe provider (pyverbs), reusing hostile_user.py's ring and verbs
+helpers and its runner (each case in a forked child, watched for time, the kernel log checked).
+
+Local cases (usage: attack.py local DEV GID_INDEX [CASE-PREFIX...]):
+  e1-key-churn       an MR registered and deregistered 32 times takes the same table index each
+                     time; its R_Key must not repeat (before: index << 8, all 32 equal): at most 4
+                     of 31 successive keys may equal the one before (p = 1/256 each).
+  e2-access-revoked  a loopback RC pair; a WRITE lands; the responder is moved RTS -> RTS with
+                     IB_QP_ACCESS_FLAGS = local write only; the next WRITE must fail
+                     (REM_INV_REQ_ERR, as rdma_rxe) and the target stay untouched (before: it
+                     succeeded, query_qp reporting the new rights).
+  e3-cq-err-once     a 2-entry user CQ overflowed by 16 WRITE completions raises IB_EVENT_CQ_ERR
+                     once (read raw from the context's async event file), and once more after the
+                     consumer polled it and it overflowed again (before: one per dropped
+                     completion, each a GFP_ATOMIC entry on uverbs' list).
+  e4-flush-spin-sq   a QP in the error state whose send ring a racing process keeps full (producer
+                     index one behind the consumer) while this one rings the doorbell: one doorbell
+                     flushes at most one ring's capacity (before: it flushed until the racer
+                     stopped, under the QP's IRQ-off lock).
+  e5-flush-spin-rq   the same with the receive ring while the QP is moved to the error state.
+  n1-peer-churn      (a native device) 80 RC QPs, each to its own made-up destination
+                     (::ffff:192.0.2.100 + i, given permanent neighbour entries by the caller),
+                     moved to RTR (which makes a connection) and destroyed: all 80 succeed, the
+                     table reaping unbound, quiet connections (before: the 65th failed with ENOSPC
+                     until the device was deleted).
+
+Remote cases (the suite's network part, 63-attack.sh):
+  attack.py uc-victim DEV GID_INDEX PEER_ADDR DIR
+                     a UC QP on DEV whose address vector names PEER (an IPv4 address) with 16
+                     posted 64-byte receives filled with 0xEE; writes its QPN to DIR/qpn, then waits
+                     for DIR/go, polls for the seconds DIR/go holds (default 5) and writes to DIR/result the
+                     number of completed receives and of receive buffers that changed.
+Exit status 1 if any expectation failed.
+"""
+import ctypes
+import fcntl
+import os
+import random
+import signal
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hostile_user as h  # noqa: E402  (ring and verbs helpers, the case runner)
+import pyverbs.enums as e  # noqa: E402
+from pyverbs.addr import AHAttr, GlobalRoute  # noqa: E402
+from pyverbs.cq import CQ  # noqa: E402
+from pyverbs.device import Context  # noqa: E402
+from pyverbs.mr import MR  # noqa: E402
+from pyverbs.pd import PD  # noqa: E402
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr  # noqa: E402
+from pyverbs.wr import SGE, RecvWR, SendWR  # noqa: E402
+
+IB_EVENT_CQ_ERR = 0
+ASYNC_DESC = struct.Struct("<QII")  # struct ib_uverbs_async_event_desc
+# Objects a case must not destroy before its child process exits: libibverbs' ibv_destroy_cq
+# waits until every async event reported for the CQ was acknowledged through
+# ibv_ack_async_event, and e3 reads the events from the file itself.
+KEEP = []
+
+
+def case_key_churn():
+    env = h.Env()
+    keys = []
+    for _ in range(32):
+        mr = MR(env.pd, 4096, h.RW)
+        keys.append(mr.rkey)
+        mr.close()
+    same_index = sum(1 for k in keys if k >> 8 == keys[0] >> 8)
+    repeats = sum(1 for a, b in zip(keys, keys[1:]) if a == b)
+    low = len({k & 0xFF for k in keys})
+    h.note(f"32 registrations: {same_index} took index {keys[0] >> 8:#x}; {repeats} of 31 keys equal the "
+           f"one before; {low} distinct low bytes")
+    h.expect(same_index >= 16, "the MR table did not reuse the index (the case proves nothing)")
+    h.expect(repeats <= 4, f"{repeats} of 31 re-registrations got the deregistered MR's key again")
+    return f"{repeats} of 31 keys repeated, {low} distinct key bytes"
+
+
+def case_access_revoked():
+    env = h.Env()
+    a, b = env.rc_pair()
+    env.rmr.write(bytes(4096), 4096)
+    a.qp.post_send(h.write_wr(1, env.lmr, env.rmr, 256))
+    wc = h.poll_one(env.cq, "WRITE with rights")
+    h.expect(wc.status == e.IBV_WC_SUCCESS, f"WRITE with rights: {h.st(wc.status)}")
+    # The responder keeps only local write (RTS -> RTS).
+    attr = QPAttr()
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
+    b.qp.modify(attr, e.IBV_QP_ACCESS_FLAGS)
+    got, _ = b.qp.query(e.IBV_QP_ACCESS_FLAGS)
+    h.expect(got.qp_access_flags & e.IBV_ACCESS_REMOTE_WRITE == 0, "query_qp still reports remote write")
+    before = env.rmr.read(4096, 0)
+    a.qp.post_send(h.write_wr(2, env.lmr, env.rmr, 256, off=1024))
+    wc = h.poll_one(env.cq, "WRITE after revocation")
+    h.expect(wc.status != e.IBV_WC_SUCCESS, "a WRITE succeeded after remote write was revoked")
+    h.expect(env.rmr.read(4096, 0) == before, "the revoked WRITE changed the target")
+    h.note(f"WRITE after revocation: {h.st(wc.status)}")
+    return f"revoked WRITE refused ({h.st(wc.status)}), target untouched"
+
+
+def async_fd():
+    """This process's async event file of its (one) uverbs context, non-blocking."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[infinibandevent]":
+                n = int(fd)
+                fcntl.fcntl(n, fcntl.F_SETFL, fcntl.fcntl(n, fcntl.F_GETFL) | os.O_NONBLOCK)
+                return n
+        except OSError:
+            pass
+    raise h.Expect("no [infinibandevent] file among this process's descriptors")
+
+
+def cq_errors(fd, seconds=2.0):
+    """CQ error events read from `fd` within `seconds` (stops early once quiet after one)."""
+    n, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            buf = os.read(fd, ASYNC_DESC.size * 64)
+        except BlockingIOError:
+            time.sleep(0.05)
+            continue
+        for off in range(0, len(buf) - ASYNC_DESC.size + 1, ASYNC_DESC.size):
+            _, ev, _ = ASYNC_DESC.unpack_from(buf, off)
+            n += ev == IB_EVENT_CQ_ERR
+    return n
+
+
+def case_cq_err_once():
+    env = h.Env()
+    fd = async_fd()
+    small = CQ(env.ctx, 2)
+    a = h.Q(env.pd, small, rcq=env.cq)
+    b = h.Q(env.pd, env.cq)
+    h.connect(a, b)
+    cap = None
+    for rnd in (1, 2):
+        for i in range(16):
+            a.qp.post_send(h.write_wr(i, env.lmr, env.rmr, 64))
+        # Every WRITE is acknowledged (the target sees the last one's bytes) before counting.
+        time.sleep(2)
+        errs = cq_errors(fd)
+        got = h.poll(small, 64, 1)
+        cap = len(got)
+        h.note(f"round {rnd}: 16 completions into a CQ holding {cap}: {errs} CQ error event(s)")
+        h.expect(0 < cap < 16, f"the CQ held {cap} of 16 completions (no overflow to test)")
+        h.expect(errs == 1, f"round {rnd}: {errs} IB_EVENT_CQ_ERR events for one overflow, expected 1")
+    KEEP.extend([env, small, a, b])
+    return f"one CQ error event per overflow ({16 - cap} completions dropped each round)"
+
+
+def spin_full(ring, seconds):
+    """Forks a process (sharing the mapping) that keeps `ring` full for `seconds`: the producer
+    index one behind the consumer index, rewritten as fast as it can."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and os.getppid() == parent:
+            for _ in range(2000):
+                ring.set(h.OFF_PROD, (ring.cons - 1) & ring.mask)
+        os._exit(0)
+    return pid
+
+
+def to_error(q):
+    attr = QPAttr()
+    attr.qp_state = e.IBV_QPS_ERR
+    q.qp.modify(attr, e.IBV_QP_STATE)
+
+
+def case_flush_spin(ring_name):
+    env = h.Env(cqe=4096)
+    a, b = env.rc_pair(max_wr=16)
+    q = a
+    ring = q.sq if ring_name == "sq" else q.rq
+    # Valid-looking entries in every slot (what the kernel flushes).
+    for i in range(ring.mask + 1):
+        ring.write_slot(i, h.send_wqe(i, e.IBV_WR_SEND, sges=[(env.lmr.buf, 64, env.lmr.lkey)])
+                        if ring_name == "sq" else h.recv_wqe(i, sges=[(env.rmr.buf, 64, env.rmr.lkey)]))
+    if ring_name == "sq":
+        to_error(q)
+        h.poll(env.cq, 4096, 1)
+    pid = spin_full(ring, 8)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    if ring_name == "sq":
+        h.doorbell(q, env.lmr)
+    else:
+        to_error(q)
+    took = time.monotonic() - t0
+    flushed = len(h.poll(env.cq, 4096, 1))
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    cap = ring.mask + 1
+    h.note(f"{ring_name}: one {'doorbell' if ring_name == 'sq' else 'move to the error state'} under a racer keeping "
+           f"the {cap}-slot ring full: {flushed} flush completions, {took:.2f} s in the call")
+    # One ring's worth per call (plus what the kernel's own ring held before the call).
+    h.expect(flushed <= 2 * cap + 2, f"{flushed} completions from one call on a {cap}-slot ring: unbounded drain")
+    return f"{flushed} flush completions from one call ({cap}-slot ring)"
+
+
+def case_peer_churn(n=80):
+    from pyverbs.addr import GID
+    env = h.Env()
+    made = 0
+    for i in range(n):
+        q = h.Q(env.pd, env.cq, max_wr=4)
+        attr = QPAttr(port_num=h.PORT)
+        attr.qp_access_flags = h.RW
+        attr.path_mtu = e.IBV_MTU_1024
+        attr.dest_qp_num = 0x100 + i
+        attr.rq_psn = attr.sq_psn = 0
+        attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
+        attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 1, 14, 3, 3
+        gid = f"0000:0000:0000:0000:0000:ffff:c000:02{100 + i:02x}"
+        attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=h.GIDX))
+        try:
+            q.qp.to_rtr(attr)
+        except Exception as ex:  # noqa: BLE001  (pyverbs raises its own error types)
+            raise h.Expect(f"QP {i + 1} of {n} to a new destination: RTR refused: {ex}")
+        q.qp.close()
+        made += 1
+    h.note(f"{made} connections made to as many destinations, each QP destroyed after RTR")
+    return f"{made} of {n} QPs to new destinations reached RTR"
+
+
+CASES = [
+    ("e1-key-churn", case_key_churn, 120),
+    ("e2-access-revoked", case_access_revoked, 120),
+    ("e3-cq-err-once", case_cq_err_once, 120),
+    ("e4-flush-spin-sq", lambda: case_flush_spin("sq"), 120),
+    ("e5-flush-spin-rq", lambda: case_flush_spin("rq"), 120),
+    ("n1-peer-churn", case_peer_churn, 300),
+]
+
+
+def uc_victim(dev, gidx, peer, d):
+    """See the module's docstring."""
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    cq = CQ(ctx, 64)
+    mr = MR(pd, 16 * 64, h.RW)
+    mr.write(b"\xee" * (16 * 64), 16 * 64)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)))
+    init = QPAttr(port_num=h.PORT)
+    init.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
+    qp.to_init(init)
+    for i in range(16):
+        qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + 64 * i, 64, mr.lkey)]))
+    mapped = bytes(10) + b"\xff\xff" + bytes(int(x) for x in peer.split("."))
+    gid = ":".join(mapped[i:i + 2].hex() for i in range(0, 16, 2))
+    attr = QPAttr(port_num=h.PORT)
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = 0x99
+    attr.rq_psn = attr.sq_psn = 0
+    from pyverbs.addr import GID
+    attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=gidx))
+    qp.to_rtr(attr)
+    with open(os.path.join(d, "qpn.tmp"), "w") as f:
+        f.write(f"{qp.qp_num}\n")
+    os.rename(os.path.join(d, "qpn.tmp"), os.path.join(d, "qpn"))
+    end = time.monotonic() + 600
+    while not os.path.exists(os.path.join(d, "go")) and time.monotonic() < end:
+        time.sleep(0.1)
+    wait = float(open(os.path.join(d, "go")).read().strip() or 5)
+    got = h.poll(cq, 16, wait)
+    changed = sum(1 for i in range(16) if mr.read(64, 64 * i) != b"\xee" * 64)
+    with open(os.path.join(d, "result"), "w") as f:
+        f.write(f"{len(got)} {changed}\n")
+    print(f"uc-victim: {len(got)} receives completed, {changed} buffers changed", flush=True)
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "uc-victim":
+        uc_victim(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+        return
+    if mode != "local":
+        sys.exit(__doc__)
+    h.DEV, h.GIDX = sys.argv[2], int(sys.argv[3])
+    only = sys.argv[4:]
+    with Context(name=h.DEV) as ctx:
+        h.GID = ctx.query_gid(h.PORT, h.GIDX)
+    failed = []
+    for name, fn, limit in CASES:
+        if only and not any(name.startswith(o) for o in only):
+            continue
+        ok, line = h.run_case(name, fn, limit)
+        print(line, flush=True)
+        if not ok:
+            failed.append(name)
+    print(f"attack: {len(failed)} failed{': ' + ' '.join(failed) if failed else ''}", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

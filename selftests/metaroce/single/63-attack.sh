@@ -1,0 +1,83 @@
+# The attack suite (issue 32; ReDMArk, USENIX Security 2021, is the model): what a remote host
+# without keys, and a local process, could do with the defects a source review found. Each check
+# fails on the code before its fix.
+# Network part: mra0 (192.0.2.1) has a UC QP whose address vector names mrb0 (192.0.2.2). A third
+# namespace mrc (192.0.2.200, routed through mrb) knows the QPN and sends 20 forged UC SEND-only
+# packets with correct ICRCs; mrb sends 20 more from a spoofed third address (192.0.2.3, "another
+# address on the link"). Expected: no receive completes, no buffer changes, 40 drops counted
+# (rcvd_bad_addr). Control: the same packets from mrb's own address are placed (so the injection
+# itself works and the check can fail).
+# Verbs part (attack.py local): key churn, access revoked on a live QP, one CQ error event per
+# overflow, bounded ring flushes under a racing process.
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/single/link-common.bash"
+mr_fresh
+mr_two_devices
+trap 'ip netns del mrc 2>/dev/null; mr_two_namespaces_cleanup' EXIT
+echo "GID indices: mra0 $ga, mrb0 $gb"
+ADDR_C=192.0.2.200 ADDR_GW=192.0.2.201 ADDR_SPOOF=192.0.2.3
+ip netns add mrc || fail "ip netns add mrc"
+ip link add vc netns mrc type veth peer name vbc netns mrb || fail "veth mrc-mrb"
+ip -n mrc addr add $ADDR_C/32 dev vc && ip -n mrb addr add $ADDR_GW/32 dev vbc || fail "addresses c"
+ip -n mrc link set vc up && ip -n mrb link set vbc up && ip -n mrc link set lo up || fail "link up c"
+ip -n mrc route add $ADDR_GW/32 dev vc && ip -n mrc route add $MR_ADDR_A/32 via $ADDR_GW dev vc || fail "routes c"
+ip -n mrb route add $ADDR_C/32 dev vbc || fail "route b -> c"
+ip netns exec mrb sysctl -qw net.ipv4.ip_forward=1 || fail "forwarding in mrb"
+for ns in mra mrb; do ip netns exec $ns sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0; done
+ip netns exec mra sysctl -qw net.ipv4.conf.va.rp_filter=0
+
+stat() { ip netns exec mra rdma statistic show link mra0/1 | tr ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'; }
+# victim DIR: starts attack.py's UC victim on mra0 and waits for its QPN (in $qpn).
+victim() {
+  rm -rf "$1"; mkdir -p "$1"
+  ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" uc-victim mra0 "$ga" $MR_ADDR_B "$1" > "$1/log" 2>&1 &
+  local pid=$!
+  mr_wait 120 sh -c "test -e $1/qpn || ! kill -0 $pid 2>/dev/null"
+  [ -e "$1/qpn" ] || { cat "$1/log"; fail "the UC victim did not start"; }
+  qpn=$(cat "$1/qpn")
+}
+# verdict DIR SECONDS: lets the victim poll, then prints "completed changed".
+verdict() {
+  echo "$2" > "$1/go"
+  mr_wait 120 test -e "$1/result"
+  [ -e "$1/result" ] || { cat "$1/log"; fail "the UC victim gave no result"; }
+  cat "$1/result"
+}
+
+bad0=$(stat rcvd_bad_addr)
+[ -n "$bad0" ] || fail "no rcvd_bad_addr counter"
+victim /tmp/attack-uc
+echo "victim UC QP $qpn on mra0 (peer $MR_ADDR_B)"
+ip netns exec mrc python3 "$MR_SELFTESTS/roce_inject.py" $ADDR_C $MR_ADDR_A 20 uc-send:$qpn || fail "injection from mrc"
+ip netns exec mrb python3 "$MR_SELFTESTS/roce_inject.py" $ADDR_SPOOF $MR_ADDR_A 20 uc-send:$qpn || fail "injection from a spoofed address"
+counted() { [ "$(( $(stat rcvd_bad_addr) - bad0 ))" -ge 40 ]; }
+mr_wait 30 counted
+res=$(verdict /tmp/attack-uc 3)
+bad=$(( $(stat rcvd_bad_addr) - bad0 ))
+echo "forged UC SENDs: 40 sent (20 off-path via mrb, 20 spoofed on the link); victim: completed/changed $res; rcvd_bad_addr +$bad"
+[ "$res" = "0 0" ] || fail "forged UC SENDs were placed into the victim's receives: $res"
+[ "$bad" -ge 40 ] || fail "rcvd_bad_addr +$bad, expected +40"
+
+# Control: the same packets from the peer's own address are taken (UC accepts a first/only packet
+# at any PSN): the injection path works, so the check above can fail.
+victim /tmp/attack-uc2
+ip netns exec mrb python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A 20 uc-send:$qpn || fail "injection from the peer's address"
+res=$(verdict /tmp/attack-uc2 5)
+echo "control, from the peer's address: completed/changed $res"
+[ "${res% *}" -ge 1 ] && [ "${res#* }" -ge 1 ] || fail "packets from the peer's own address were not placed ($res): the check above proves nothing"
+
+ip netns exec mra timeout -k 10 900 /usr/bin/python3 "$MR_SELFTESTS/attack.py" local mra0 "$ga" e; rc=$?
+ip netns exec mra rdma statistic show link mra0/1
+
+# A native device on the same netdev: connections to made-up destinations do not fill its table.
+ip netns exec mra rdma link delete mra0 || fail "delete mra0"
+ip netns exec mra rdma link add mrn0 type metaroce-native netdev va || fail "add mrn0 (native)"
+# 80 made-up hosts 192.0.2.100-179 with permanent neighbour entries (modify_qp resolves the MAC).
+for i in $(seq 100 179); do ip -n mra neigh replace 192.0.2.$i lladdr 02:00:5e:10:00:$(printf %02x $((i - 100))) dev va nud permanent; done
+gn=$(mr_ns_gid mra mrn0 $MR_ADDR_A); [ -n "$gn" ] || fail "no RoCE v2 GID for $MR_ADDR_A on mrn0"
+ip netns exec mra timeout -k 10 600 /usr/bin/python3 "$MR_SELFTESTS/attack.py" local mrn0 "$gn" n1; rc2=$?
+ip netns exec mra rdma statistic show link mrn0/1
+ip netns exec mra rdma link delete mrn0
+mr_dmesg_clean
+[ "$rc" = 0 ] || fail "attack.py local: some cases did not behave as expected (see above)"
+[ "$rc2" = 0 ] || fail "attack.py local n1 (native peer table): see above"
