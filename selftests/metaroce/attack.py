@@ -137,6 +137,7 @@ def case_cq_err_once():
     small = CQ(env.ctx, 2)
     a = h.Q(env.pd, small, rcq=env.cq)
     b = h.Q(env.pd, env.cq)
+    KEEP.extend([env, small, a, b])
     h.connect(a, b)
     cap = None
     for rnd in (1, 2):
@@ -150,7 +151,6 @@ def case_cq_err_once():
         h.note(f"round {rnd}: 16 completions into a CQ holding {cap}: {errs} CQ error event(s)")
         h.expect(0 < cap < 16, f"the CQ held {cap} of 16 completions (no overflow to test)")
         h.expect(errs == 1, f"round {rnd}: {errs} IB_EVENT_CQ_ERR events for one overflow, expected 1")
-    KEEP.extend([env, small, a, b])
     return f"one CQ error event per overflow ({16 - cap} completions dropped each round)"
 
 
