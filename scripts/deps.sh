@@ -38,7 +38,7 @@ debs=(
   clang-19 lld-19 llvm-19 libclang-19-dev
   flex bison bc libelf-dev libssl-dev cpio kmod xz-utils zstd make
   qemu-system-x86 busybox-static
-  rdma-core ibverbs-utils perftest rdmacm-utils python3-pyverbs iproute2 iperf3 tshark
+  rdma-core ibverbs-utils perftest rdmacm-utils python3-pyverbs iproute2 iperf3 tshark python3-docutils
 )
 missing=()
 for d in "${debs[@]}"; do
