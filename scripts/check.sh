@@ -66,6 +66,14 @@ step "test kernel build"
 if "$repo/scripts/kernel.sh" test >"$OUT/kernel-test.log" 2>&1; then result ok "kernel build (test)" "$(grep 'done in' "$OUT/kernel-test.log" | sed 's/.*done in //')"
 else tail -40 "$OUT/kernel-test.log" | sed 's/^/# /'; result not-ok "kernel build (test)"; finish; fi
 
+step "lint: cargo fmt, cargo clippy, the kernel's rustfmtcheck, checkpatch --strict"
+"$repo/scripts/lint.sh" >"$OUT/lint.log" 2>&1
+while read -r st name; do
+  if [ "$st" = ok ]; then result ok "lint: $name"
+  else awk -v n="$name" '$0 == "not-ok " n { p = 1; next } /^(ok|not-ok) / { p = 0 } p' "$OUT/lint.log" | head -20 | sed 's/^/# /'
+    result not-ok "lint: $name" "see $OUT/lint.log"; fi
+done < <(grep -E '^(ok|not-ok) ' "$OUT/lint.log")
+
 step "peer kernel (Debian $PEER_KERNEL_ABI)"
 if guest_kernel peer >"$OUT/peer.log" 2>&1; then result ok "peer kernel fetched and verified"
 else sed 's/^/# /' "$OUT/peer.log"; result not-ok "peer kernel"; fi

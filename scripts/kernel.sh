@@ -37,7 +37,7 @@ tarball=/usr/src/$KERNEL_SRC_PKG.tar.xz
 stamp="$KERNEL_SRC_PKG $KERNEL_SRC_VERSION $(stat -c '%s %Y' "$tarball")"
 if [ "$(cat "$src/.metaroce-pristine" 2>/dev/null)" != "$stamp" ]; then
   log "unpacking $tarball"
-  rm -rf "$src" "$cache/build"; mkdir -p "$src"
+  rm -rf "$src" "$src.orig" "$cache/build"; mkdir -p "$src"
   tar -xf "$tarball" -C "$src" --strip-components=1
   echo "$stamp" >"$src/.metaroce-pristine"
 fi

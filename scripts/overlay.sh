@@ -39,13 +39,15 @@ fi
 cp "$new_manifest" "$manifest"
 
 # Hooks: the few kernel files the overlay edits are rebuilt every time from their pristine
-# versions (kept in $tree/.metaroce-orig, extracted from the tarball once) plus the hook lines
+# versions (kept beside the tree in $tree.orig, outside it so that the kernel's own file walks such as
+# `make rustfmtcheck` do not see them; extracted from the tarball once) plus the hook lines
 # that apply to this repo state, and written back only when that differs. So hooks are declarative:
 # a hook dropped from the repo disappears from the tree too.
 . "$repo/scripts/versions.env"
 hooked=(drivers/infiniband/Kconfig drivers/infiniband/sw/Makefile rust/bindings/bindings_helper.h
         rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs rust/bindgen_parameters)
-pristine=$tree/.metaroce-orig
+pristine=$tree.orig
+rm -rf "$tree/.metaroce-orig"   # where older versions of this script kept them
 missing=()
 for f in "${hooked[@]}"; do [ -f "$pristine/$f" ] || missing+=("$KERNEL_SRC_PKG/$f"); done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -87,13 +89,32 @@ for e in ib_srq_attr_mask ib_mr_type ib_cq_notify_flags rdma_link_layer; do
   hook rust/bindgen_parameters "$cfi_anchor" "--with-derive-custom-enum=$e=MaybeZeroable"
   hook rust/bindgen_parameters "$cfi_anchor" "--newtype-enum $e"
 done
-# Our networking modules, one line each (in reverse name order after the anchor, so sorted).
-for f in $(ls "$repo"/rust/kernel/net/*.rs 2>/dev/null | sort -r); do
-  m=$(basename "$f" .rs)
-  hook rust/kernel/net/mod.rs 'pub mod netlink;' "#[cfg(CONFIG_RUST_RDMA)] pub mod $m;"
-done
+# mods FILE ANCHOR_MOD MOD...: declares each MOD (behind `#[cfg(CONFIG_RUST_RDMA)]`, on lines of
+# their own) around the line `pub mod ANCHOR_MOD;`, those that sort before it above it and the
+# others below, so the module list stays in the order rustfmt keeps (`make rustfmtcheck`).
+mods() {
+  local file=$stage/$1 anchor=$2; shift 2
+  grep -qxF -- "pub mod $anchor;" "$file" || die "anchor not found in $1: pub mod $anchor;"
+  printf '%s\n' "$@" | sort | awk -v a="$anchor" -v f="$file" '
+    { m[n++] = $0 }
+    END {
+      while ((getline line < f) > 0) {
+        if (!done && line == "pub mod " a ";") {
+          for (i = 0; i < n; i++) if (m[i] < a) printf "#[cfg(CONFIG_RUST_RDMA)]\npub mod %s;\n", m[i]
+          print line
+          for (i = 0; i < n; i++) if (m[i] > a) printf "#[cfg(CONFIG_RUST_RDMA)]\npub mod %s;\n", m[i]
+          done = 1
+        } else print line
+      }
+    }' >"$file.tmp"
+  mv "$file.tmp" "$file"
+}
+# Our networking modules, and the RDMA module of the kernel crate.
+net_mods=()
+for f in "$repo"/rust/kernel/net/*.rs; do [ -e "$f" ] && net_mods+=("$(basename "$f" .rs)"); done
+[ "${#net_mods[@]}" -gt 0 ] && mods rust/kernel/net/mod.rs netlink "${net_mods[@]}"
 if [ -d "$repo/rust/kernel/rdma" ]; then
-  hook rust/kernel/lib.rs 'pub mod pwm;' '#[cfg(CONFIG_RUST_RDMA)] pub mod rdma;'
+  mods rust/kernel/lib.rs rbtree rdma
 fi
 for f in "${hooked[@]}"; do
   cmp -s "$stage/$f" "$tree/$f" || { cp "$stage/$f" "$tree/$f"; changed=$((changed + 1)); }

@@ -240,8 +240,8 @@ __rust_helper struct net *rust_helper_metaroce_dev_get_net(const struct net_devi
  */
 
 /* Route to @daddr leaving through @oif (0: any); fills *@saddr if it was 0.0.0.0. */
-__rust_helper struct dst_entry *rust_helper_metaroce_route4(struct net *net, int oif,
-							   __be32 *saddr, __be32 daddr)
+__rust_helper struct dst_entry *
+rust_helper_metaroce_route4(struct net *net, int oif, __be32 *saddr, __be32 daddr)
 {
 	struct flowi4 fl = {};
 	struct rtable *rt;
@@ -258,9 +258,9 @@ __rust_helper struct dst_entry *rust_helper_metaroce_route4(struct net *net, int
 }
 
 /* Route to @daddr through @oif (0: any) for socket @sk; fills *@saddr if it was ::. */
-__rust_helper struct dst_entry *rust_helper_metaroce_route6(struct net *net, struct sock *sk,
-							   int oif, struct in6_addr *saddr,
-							   const struct in6_addr *daddr)
+__rust_helper struct dst_entry *
+rust_helper_metaroce_route6(struct net *net, struct sock *sk, int oif, struct in6_addr *saddr,
+			    const struct in6_addr *daddr)
 {
 	struct flowi6 fl6 = {};
 	struct dst_entry *dst;
@@ -335,7 +335,8 @@ __rust_helper bool rust_helper_metaroce_virt_addr_valid(unsigned long addr)
 }
 
 /* The device owning an address of @via's namespace; caller holds the RCU read lock. */
-__rust_helper struct net_device *rust_helper_metaroce_local_dev4(struct net_device *via, __be32 daddr)
+__rust_helper struct net_device *
+rust_helper_metaroce_local_dev4(struct net_device *via, __be32 daddr)
 {
 	return __ip_dev_find(dev_net(via), daddr, false);
 }

@@ -28,6 +28,12 @@ Local cases (usage: attack.py local DEV GID_INDEX [CASE-PREFIX...]):
                      table reaping unbound, quiet connections (before: the 65th failed with ENOSPC
                      until the device was deleted).
 
+Memory cgroup (usage: attack.py memcg DEV GID_INDEX; run inside a cgroup v2 group with the memory
+controller): sets the group's memory.max to what it uses now plus 16 MiB, then creates up to 32
+RC QPs of 4,096 send and receive WRs (about 5 MiB of ring memory each, 160 MiB in all), printing
+"created N" after each. The rings must be charged to the group: creation fails (ENOMEM) or the
+process is OOM-killed before the 32nd (before: all 32 were created, outside the limit).
+
 Remote cases (the suite's network part, 63-attack.sh):
   attack.py uc-victim DEV GID_INDEX PEER_ADDR DIR
                      a UC QP on DEV whose address vector names PEER (an IPv4 address) with 16
@@ -240,6 +246,29 @@ CASES = [
 ]
 
 
+def memcg(dev, gidx):
+    """See the module's docstring."""
+    rel = open("/proc/self/cgroup").read().strip().split("::", 1)[1]
+    cg = "/sys/fs/cgroup" + rel
+    h.DEV, h.GIDX = dev, gidx
+    env = h.Env()
+    cur = int(open(f"{cg}/memory.current").read())
+    with open(f"{cg}/memory.max", "w") as f:
+        f.write(str(cur + 16 * 1024 * 1024))
+    print(f"memcg: {cg} uses {cur >> 20} MiB, limit set to {(cur >> 20) + 16} MiB", flush=True)
+    qps = []
+    for i in range(32):
+        try:
+            qps.append(h.Q(env.pd, env.cq, max_wr=4096, send_sge=16, recv_sge=2))
+        except Exception as ex:  # noqa: BLE001  (pyverbs raises its own error types)
+            print(f"refused {i + 1}: {ex}", flush=True)
+            break
+        ring = sum(r.size for r in (qps[-1].sq, qps[-1].rq))
+        print(f"created {i + 1} ({ring >> 10} KiB of rings each)", flush=True)
+    print(f"memcg: memory.current {int(open(f'{cg}/memory.current').read()) >> 20} MiB", flush=True)
+    os._exit(0)
+
+
 def uc_victim(dev, gidx, peer, d):
     """See the module's docstring."""
     ctx = Context(name=dev)
@@ -280,6 +309,9 @@ def uc_victim(dev, gidx, peer, d):
 
 def main():
     mode = sys.argv[1]
+    if mode == "memcg":
+        memcg(sys.argv[2], int(sys.argv[3]))
+        return
     if mode == "uc-victim":
         uc_victim(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
         return

@@ -16,8 +16,11 @@ for t in "$here/$suite"/*.sh; do
   n=$(basename "$t"); n=$((10#${n%%-*}))
   [ "$n" -ge "${range%-*}" ] && [ "$n" -le "${range#*-}" ] && tests+=("$t")
 done
+# A kernel with kmemleak (the test kernel) ends the suite with one scan: any unreferenced object
+# whose allocation involves RDMA or Rust code fails it (kmemleak's console line only counts them).
+leaks=0; [ -w /sys/kernel/debug/kmemleak ] && leaks=1
 echo "TAP version 13"
-echo "1..${#tests[@]}"
+echo "1..$(( ${#tests[@]} + leaks ))"
 i=0 failed=0
 for t in "${tests[@]}"; do
   i=$((i + 1)); name="$suite/$(basename "$t" .sh)"
@@ -43,4 +46,21 @@ for t in "${tests[@]}"; do
     *) echo "not ok $i $name # exit $rc after $dur"; failed=$((failed + 1));;
   esac
 done
+if [ "$leaks" = 1 ]; then
+  i=$((i + 1)); start=$(date +%s)
+  # Twice: the first scan only ages objects freed moments ago (kmemleak reports an object once it
+  # was seen unreferenced for 5 s).
+  echo scan >/sys/kernel/debug/kmemleak; sleep 6; echo scan >/sys/kernel/debug/kmemleak
+  ours=$(awk '/^unreferenced object/ { n++ } { blk[n] = blk[n] "\n" $0 }
+              END { for (k = 1; k <= n; k++) if (blk[k] ~ /ib_|rdma|uverbs|metaroce|_RN/) print blk[k] }' \
+         /sys/kernel/debug/kmemleak)
+  all=$(grep -c '^unreferenced object' /sys/kernel/debug/kmemleak)
+  if [ -z "$ours" ]; then
+    echo "ok $i $suite/kmemleak # $(( $(date +%s) - start ))s, $all unreferenced object(s), none from RDMA/Rust code"
+  else
+    echo "$ours" | head -80 | sed 's/^/# /'
+    echo "not ok $i $suite/kmemleak # $(echo "$ours" | grep -c '^unreferenced object') leak(s) from RDMA/Rust code"
+    failed=$((failed + 1))
+  fi
+fi
 [ "$failed" = 0 ]

@@ -95,10 +95,12 @@
 use super::enc::{steps, Enc, Wire};
 use arbitrary::{Result, Unstructured};
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, ConnState, MrRef, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, AckPkt, DataHdr, MrcOp, MrcPacket, NakCode, DATA_HDR_LEN, MAX_HDR_LEN, MAX_MSG_LEN};
-use metaroce_proto::stream::{Request, Response};
+use metaroce_proto::mrc_wire::{
+    parse, AckPkt, DataHdr, MrcOp, MrcPacket, NakCode, DATA_HDR_LEN, MAX_HDR_LEN, MAX_MSG_LEN,
+};
 use metaroce_proto::path::PATH_WINDOW;
 use metaroce_proto::stream::{MsgDesc, PostError};
+use metaroce_proto::stream::{Request, Response};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Paths, Dsn descriptors (64 * 1), streams, messages per stream.
@@ -117,7 +119,9 @@ fn local_qpn(side: usize, s: usize) -> u32 {
 
 /// The stream of `side` whose QPN is `qpn`.
 fn dst_stream(side: usize, qpn: u32) -> usize {
-    (0..S).find(|&s| local_qpn(side, s) == qpn).unwrap_or_else(|| panic!("DATA for QPN {qpn}, no stream of side {side}"))
+    (0..S)
+        .find(|&s| local_qpn(side, s) == qpn)
+        .unwrap_or_else(|| panic!("DATA for QPN {qpn}, no stream of side {side}"))
 }
 
 /// Parameters.
@@ -211,7 +215,11 @@ pub enum Step {
 
 impl Wire for Cfg {
     fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
-        Ok(Cfg { mss: u.arbitrary()?, paths: u.arbitrary()?, max_retx: u.arbitrary()? })
+        Ok(Cfg {
+            mss: u.arbitrary()?,
+            paths: u.arbitrary()?,
+            max_retx: u.arbitrary()?,
+        })
     }
     fn encode(&self, e: &mut Enc) {
         e.u8(self.mss).u8(self.paths).u8(self.max_retx);
@@ -261,24 +269,63 @@ impl Wire for Step {
     }
     fn encode(&self, e: &mut Enc) {
         match self {
-            Step::Post { side, stream, op, len, flags } => {
+            Step::Post {
+                side,
+                stream,
+                op,
+                len,
+                flags,
+            } => {
                 e.u8(0).u8(*side).u8(*stream).u8(*op).u16(*len).u8(*flags);
             }
             Step::Pump(s, n) => {
                 e.u8(4).u8(*s).u8(*n);
             }
-            Step::Deliver { idx, action, arg, ce, hint } => {
+            Step::Deliver {
+                idx,
+                action,
+                arg,
+                ce,
+                hint,
+            } => {
                 e.u8(8).u16(*idx).u8(*action).u16(*arg).bool(*ce).u32(*hint);
             }
-            Step::ForgeAck { side, path, cum, ack_seq, mode, sack, hint, ce } => {
-                e.u8(13).u8(*side).u8(*path).u32(*cum).u32(*ack_seq).u8(*mode);
+            Step::ForgeAck {
+                side,
+                path,
+                cum,
+                ack_seq,
+                mode,
+                sack,
+                hint,
+                ce,
+            } => {
+                e.u8(13)
+                    .u8(*side)
+                    .u8(*path)
+                    .u32(*cum)
+                    .u32(*ack_seq)
+                    .u8(*mode);
                 for w in sack {
                     e.u64(*w);
                 }
                 e.u32(*hint).u32(*ce);
             }
-            Step::ForgeData { side, sel, seq, dsn, msn, len } => {
-                e.u8(14).u8(*side).u8(*sel).u8(*seq as u8).u16(*dsn as u16).u8(*msn).u32(*len);
+            Step::ForgeData {
+                side,
+                sel,
+                seq,
+                dsn,
+                msn,
+                len,
+            } => {
+                e.u8(14)
+                    .u8(*side)
+                    .u8(*sel)
+                    .u8(*seq as u8)
+                    .u16(*dsn as u16)
+                    .u8(*msn)
+                    .u32(*len);
             }
             Step::Timer(m, ns) => {
                 e.u8(15).u8(*m).u32(*ns);
@@ -448,7 +495,8 @@ fn seq_diff(a: u32, b: u32) -> i64 {
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
-    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data))
+    else {
         return;
     };
     run_input(&input);
@@ -458,8 +506,16 @@ pub fn run(data: &[u8]) {
 pub fn run_input(input: &Input) {
     let mss = [16u16, 64, 256, 1000][usize::from(input.cfg.mss % 4)];
     let paths = input.cfg.paths % 4 + 1;
-    let max_retx = if input.cfg.max_retx & 0x80 != 0 { 16 } else { input.cfg.max_retx % 4 };
-    let pace_burst = if input.cfg.paths & 0x80 != 0 { 5_000_000 } else { 0 };
+    let max_retx = if input.cfg.max_retx & 0x80 != 0 {
+        16
+    } else {
+        input.cfg.max_retx % 4
+    };
+    let pace_burst = if input.cfg.paths & 0x80 != 0 {
+        5_000_000
+    } else {
+        0
+    };
     let mk = |side: usize| {
         let mut cfg = ConnConfig::new(IDS[side]);
         cfg.mss = mss;
@@ -486,10 +542,27 @@ pub fn run_input(input: &Input) {
     for step in &input.steps {
         w.now += 1;
         if super::trace() {
-            eprintln!("step {step:?} (now {}, wire {}, tainted {})", w.now, w.wire.len(), w.tainted);
+            eprintln!(
+                "step {step:?} (now {}, wire {}, tainted {})",
+                w.now,
+                w.wire.len(),
+                w.tainted
+            );
         }
         match *step {
-            Step::Post { side, stream, op, len, flags } => w.post(usize::from(side % 2), usize::from(stream) % S, op, len, flags),
+            Step::Post {
+                side,
+                stream,
+                op,
+                len,
+                flags,
+            } => w.post(
+                usize::from(side % 2),
+                usize::from(stream) % S,
+                op,
+                len,
+                flags,
+            ),
             Step::Pump(side, n) => {
                 for _ in 0..=n % 16 {
                     if !w.pump(usize::from(side % 2)) {
@@ -497,12 +570,33 @@ pub fn run_input(input: &Input) {
                     }
                 }
             }
-            Step::Deliver { idx, action, arg, ce, hint } => w.deliver(idx, action, arg, ce, hint),
-            Step::ForgeAck { side, path, cum, ack_seq, mode, sack, hint, ce } => {
+            Step::Deliver {
+                idx,
+                action,
+                arg,
+                ce,
+                hint,
+            } => w.deliver(idx, action, arg, ce, hint),
+            Step::ForgeAck {
+                side,
+                path,
+                cum,
+                ack_seq,
+                mode,
+                sack,
+                hint,
+                ce,
+            } => {
                 let side = usize::from(side % 2);
                 let pi = usize::from(path % 4);
                 let top = w.tx[side].path_next[pi];
-                let rel = |v: u32, raw: bool| if raw { v } else { top.wrapping_add(v as u16 as i16 as i32 as u32) };
+                let rel = |v: u32, raw: bool| {
+                    if raw {
+                        v
+                    } else {
+                        top.wrapping_add(v as u16 as i16 as i32 as u32)
+                    }
+                };
                 let a = AckPkt {
                     path: pi as u8,
                     conn: IDS[side],
@@ -516,7 +610,14 @@ pub fn run_input(input: &Input) {
                 a.write(&mut b).unwrap();
                 w.receive(side, &b, false, 0, false);
             }
-            Step::ForgeData { side, sel, seq, dsn, msn, len } => {
+            Step::ForgeData {
+                side,
+                sel,
+                seq,
+                dsn,
+                msn,
+                len,
+            } => {
                 let side = usize::from(side % 2);
                 let b = w.forge_data(side, sel, seq, dsn, msn, len);
                 w.receive(side, &b, false, 0, false);
@@ -536,7 +637,11 @@ impl World {
         } else {
             [MrcOp::Send, MrcOp::SendImm, MrcOp::Write, MrcOp::WriteImm]
         };
-        let op = if flags & 4 == 0 && flags & 32 != 0 { MrcOp::SendInv } else { ops[usize::from(op % 4)] };
+        let op = if flags & 4 == 0 && flags & 32 != 0 {
+            MrcOp::SendInv
+        } else {
+            ops[usize::from(op % 4)]
+        };
         let mut len = u32::from(len) % (4 * self.mss + 1);
         if op.is_atomic() {
             len = 8;
@@ -548,7 +653,9 @@ impl World {
         let va = match op {
             MrcOp::Read => 0x20_0000 * (s as u64 + 1) + u64::from(len % 61),
             MrcOp::CmpSwap | MrcOp::FetchAdd => {
-                0x30_0000 * (s as u64 + 1) + 8 * u64::from(len % 2) + if flags & 16 != 0 { 4 } else { 0 }
+                0x30_0000 * (s as u64 + 1)
+                    + 8 * u64::from(len % 2)
+                    + if flags & 16 != 0 { 4 } else { 0 }
             }
             _ if op.is_write() => 0x10_0000 * (s as u64 + 1),
             _ => 0,
@@ -557,13 +664,29 @@ impl World {
             op,
             len,
             va,
-            rkey: if op.has_remote() || op.invalidates() { if flags & 8 != 0 { BAD_KEY } else { GOOD_KEY } } else { 0 },
-            imm: if op.has_imm() { 0xC0DE_0000 | u32::from(len as u16) } else { 0 },
+            rkey: if op.has_remote() || op.invalidates() {
+                if flags & 8 != 0 {
+                    BAD_KEY
+                } else {
+                    GOOD_KEY
+                }
+            } else {
+                0
+            },
+            imm: if op.has_imm() {
+                0xC0DE_0000 | u32::from(len as u16)
+            } else {
+                0
+            },
             se: flags & 1 != 0 && !op.is_request(),
         };
         // CMP_SWAP compares with the word's current value when `len` is even
         // (so that some succeed), FETCH_ADD adds.
-        let cur = self.rx[1 - side].words.get(&va).copied().unwrap_or_else(|| word0(1 - side, va));
+        let cur = self.rx[1 - side]
+            .words
+            .get(&va)
+            .copied()
+            .unwrap_or_else(|| word0(1 - side, va));
         let operands = match op {
             MrcOp::CmpSwap if len % 2 == 0 => [cur, u64::from(len) << 40 | 0xAB],
             MrcOp::CmpSwap => [!cur, 1],
@@ -581,12 +704,21 @@ impl World {
         let stream_failed = self.c[side].stream_failed(s);
         match got {
             Err(PostError::ConnFailed) => assert!(failed, "ConnFailed while not failed"),
-            Err(PostError::StreamFailed) => assert!(!failed && stream_failed, "StreamFailed while the stream did not fail"),
+            Err(PostError::StreamFailed) => assert!(
+                !failed && stream_failed,
+                "StreamFailed while the stream did not fail"
+            ),
             Err(PostError::TooLong) => assert!(!failed && len > MAX_MSG_LEN),
-            Err(PostError::Full) => assert!(!failed && outstanding as usize >= K, "Full with {outstanding} outstanding"),
+            Err(PostError::Full) => assert!(
+                !failed && outstanding as usize >= K,
+                "Full with {outstanding} outstanding"
+            ),
             Err(e) => panic!("post refused: {e:?}"),
             Ok(msn) => {
-                assert!(!failed && !stream_failed && len <= MAX_MSG_LEN && (outstanding as usize) < K, "post accepted: {desc:?}, {outstanding} outstanding");
+                assert!(
+                    !failed && !stream_failed && len <= MAX_MSG_LEN && (outstanding as usize) < K,
+                    "post accepted: {desc:?}, {outstanding} outstanding"
+                );
                 assert_eq!(msn, t.msgs[s].len() as u32, "Msn not in posting order");
                 let rsn = if op.consumes_recv() {
                     t.next_rsn[s] += 1;
@@ -598,7 +730,11 @@ impl World {
                     desc,
                     rsn,
                     operands,
-                    resp: if op == MrcOp::Read { vec![false; len as usize] } else { Vec::new() },
+                    resp: if op == MrcOp::Read {
+                        vec![false; len as usize]
+                    } else {
+                        Vec::new()
+                    },
                     value: None,
                     nak: None,
                     started: false,
@@ -622,7 +758,10 @@ impl World {
         assert!(usize::from(t.path) < self.paths, "path {}", t.path);
         match parse(&bytes) {
             Ok(MrcPacket::Ack(a)) => {
-                assert!(t.payload.is_none() && !t.ect && !t.retx, "ACK transmit {t:?}");
+                assert!(
+                    t.payload.is_none() && !t.ect && !t.retx,
+                    "ACK transmit {t:?}"
+                );
                 self.check_ack_sent(side, &a);
             }
             Ok(MrcPacket::Data(h, payload)) if h.len == 0 || t.payload.is_none() => {
@@ -643,18 +782,28 @@ impl World {
                 // message, or (a READ response) from our memory.
                 let p = t.payload.expect("DATA transmit without payload");
                 match p.mr {
-                    None => bytes.extend((0..u32::from(p.len)).map(|i| pattern(side, p.stream, p.msn, p.offset + i))),
+                    None => bytes.extend(
+                        (0..u32::from(p.len)).map(|i| pattern(side, p.stream, p.msn, p.offset + i)),
+                    ),
                     Some(MrRef { va, .. }) => {
-                        bytes.extend((0..u64::from(p.len)).map(|i| mem_byte(side, va.wrapping_add(i))));
+                        bytes.extend(
+                            (0..u64::from(p.len)).map(|i| mem_byte(side, va.wrapping_add(i))),
+                        );
                     }
                 }
-                let Ok(MrcPacket::Data(h, _)) = parse(&bytes) else { panic!("DATA with its payload does not parse") };
+                let Ok(MrcPacket::Data(h, _)) = parse(&bytes) else {
+                    panic!("DATA with its payload does not parse")
+                };
                 assert!(!failed, "DATA sent after the connection failed");
                 self.check_data_sent(side, &h, &t);
             }
             other => panic!("transmit does not parse: {other:?}"),
         }
-        self.wire.push(Pkt { to: 1 - side, bytes, genuine: true });
+        self.wire.push(Pkt {
+            to: 1 - side,
+            bytes,
+            genuine: true,
+        });
         true
     }
 
@@ -669,21 +818,41 @@ impl World {
             self.check_response_sent(side, s, h, t);
         }
         let tm = &mut self.tx[side];
-        let seg = Seg { stream: s, resp: h.op.is_response(), msn: h.msn, offset: h.offset, len: h.len };
+        let seg = Seg {
+            stream: s,
+            resp: h.op.is_response(),
+            msn: h.msn,
+            offset: h.offset,
+            len: h.len,
+        };
         if !h.op.is_response() {
-            let m = tm.msgs[s].get(h.msn as usize).unwrap_or_else(|| panic!("DATA for unposted message {} of stream {s}", h.msn));
-            assert!(h.msn >= tm.reported[s], "DATA for message {} already completed", h.msn);
+            let m = tm.msgs[s]
+                .get(h.msn as usize)
+                .unwrap_or_else(|| panic!("DATA for unposted message {} of stream {s}", h.msn));
+            assert!(
+                h.msn >= tm.reported[s],
+                "DATA for message {} already completed",
+                h.msn
+            );
             let d = m.desc;
             match t.payload {
                 Some(p) => {
                     assert!(!d.op.is_request(), "request with a payload reference");
-                    assert_eq!((p.stream, p.msn, p.offset, p.len, p.mr), (s, h.msn, h.offset, h.len, None), "payload reference and header differ");
+                    assert_eq!(
+                        (p.stream, p.msn, p.offset, p.len, p.mr),
+                        (s, h.msn, h.offset, h.len, None),
+                        "payload reference and header differ"
+                    );
                 }
                 None => assert!(d.op.is_request(), "DATA without payload reference"),
             }
             let last = h.offset + u32::from(h.len) >= d.len;
             let msg_len = if d.op.is_atomic() { 16 } else { d.len };
-            assert_eq!((h.op, h.msg_len, h.rsn), (d.op, msg_len, m.rsn), "opcode, MsgLen, Rsn");
+            assert_eq!(
+                (h.op, h.msg_len, h.rsn),
+                (d.op, msg_len, m.rsn),
+                "opcode, MsgLen, Rsn"
+            );
             let remote = if d.op.has_remote() {
                 (d.va, d.rkey)
             } else if d.op.invalidates() {
@@ -695,11 +864,22 @@ impl World {
             assert_eq!(h.imm, if d.op.has_imm() { d.imm } else { 0 }, "Imm");
             assert_eq!(h.se, d.se && last && d.op.consumes_recv(), "SE");
             if d.op.is_request() {
-                assert_eq!((h.offset, u32::from(h.len)), (0, if d.op.is_atomic() { 16 } else { 0 }), "request Offset/PayloadLen");
+                assert_eq!(
+                    (h.offset, u32::from(h.len)),
+                    (0, if d.op.is_atomic() { 16 } else { 0 }),
+                    "request Offset/PayloadLen"
+                );
             } else {
                 assert_eq!(h.offset % mss, 0, "offset not on an MSS boundary");
-                assert_eq!(u32::from(h.len), (d.len - h.offset.min(d.len)).min(mss), "segment length");
-                assert!(h.offset < d.len || (d.len == 0 && h.offset == 0), "segment past the message");
+                assert_eq!(
+                    u32::from(h.len),
+                    (d.len - h.offset.min(d.len)).min(mss),
+                    "segment length"
+                );
+                assert!(
+                    h.offset < d.len || (d.len == 0 && h.offset == 0),
+                    "segment past the message"
+                );
             }
             // Section 11.4: a message starts only while every older
             // incomplete message is of its class; an atomic only alone.
@@ -718,17 +898,37 @@ impl World {
             }
         }
         if h.retx {
-            assert_eq!(tm.dsns.get(&h.dsn), Some(&seg), "retransmission of Dsn {} changed its segment", h.dsn);
+            assert_eq!(
+                tm.dsns.get(&h.dsn),
+                Some(&seg),
+                "retransmission of Dsn {} changed its segment",
+                h.dsn
+            );
         } else {
             assert_eq!(h.dsn, tm.next_dsn, "new Dsns not contiguous");
-            assert!(!tm.dsns.values().any(|x| *x == seg), "segment {seg:?} sent under a second Dsn");
+            assert!(
+                !tm.dsns.values().any(|x| *x == seg),
+                "segment {seg:?} sent under a second Dsn"
+            );
             tm.dsns.insert(h.dsn, seg);
             tm.next_dsn += 1;
         }
         let pi = usize::from(h.path);
-        assert_eq!(h.path_seq, tm.path_next[pi], "PathSeq not contiguous on path {pi}");
-        assert!(seq_diff(h.path_floor, tm.path_floor[pi]) >= 0, "PathFloor went back on path {pi}");
-        assert!(seq_diff(h.path_seq, h.path_floor) >= 0 && h.path_seq.wrapping_sub(h.path_floor) < PATH_WINDOW, "PathSeq {} PathFloor {}", h.path_seq, h.path_floor);
+        assert_eq!(
+            h.path_seq, tm.path_next[pi],
+            "PathSeq not contiguous on path {pi}"
+        );
+        assert!(
+            seq_diff(h.path_floor, tm.path_floor[pi]) >= 0,
+            "PathFloor went back on path {pi}"
+        );
+        assert!(
+            seq_diff(h.path_seq, h.path_floor) >= 0
+                && h.path_seq.wrapping_sub(h.path_floor) < PATH_WINDOW,
+            "PathSeq {} PathFloor {}",
+            h.path_seq,
+            h.path_floor
+        );
         tm.path_next[pi] = h.path_seq.wrapping_add(1);
         tm.path_floor[pi] = h.path_floor;
         // Pacing (section 6.4): with a rate hint, a new packet leaves no
@@ -753,27 +953,62 @@ impl World {
     }
 
     /// A response packet `side` sent on stream `s`: the answer its glue gave.
-    fn check_response_sent(&self, side: usize, s: usize, h: &DataHdr, t: &metaroce_proto::conn::Transmit) {
+    fn check_response_sent(
+        &self,
+        side: usize,
+        s: usize,
+        h: &DataHdr,
+        t: &metaroce_proto::conn::Transmit,
+    ) {
         let mss = self.mss;
-        let (req, answer) = self.rx[side].requests.get(&(s, h.msn)).unwrap_or_else(|| panic!("response to no request {} of stream {s}", h.msn));
+        let (req, answer) = self.rx[side]
+            .requests
+            .get(&(s, h.msn))
+            .unwrap_or_else(|| panic!("response to no request {} of stream {s}", h.msn));
         assert_eq!((h.rsn, h.se), (0, false), "response Rsn/SE");
         match *answer {
             Response::Read => {
                 let req = req.expect("READ answered without its request");
-                assert_eq!((h.op, h.msg_len, h.rkey, h.va, h.imm), (MrcOp::ReadResp, req.len, 0, 0, 0), "READ_RESP header");
+                assert_eq!(
+                    (h.op, h.msg_len, h.rkey, h.va, h.imm),
+                    (MrcOp::ReadResp, req.len, 0, 0, 0),
+                    "READ_RESP header"
+                );
                 assert_eq!(h.offset % mss, 0, "READ_RESP offset not on an MSS boundary");
-                assert_eq!(u32::from(h.len), (req.len - h.offset.min(req.len)).min(mss), "READ_RESP length");
-                assert!(h.offset < req.len || (req.len == 0 && h.offset == 0), "READ_RESP past the READ");
+                assert_eq!(
+                    u32::from(h.len),
+                    (req.len - h.offset.min(req.len)).min(mss),
+                    "READ_RESP length"
+                );
+                assert!(
+                    h.offset < req.len || (req.len == 0 && h.offset == 0),
+                    "READ_RESP past the READ"
+                );
                 let p = t.payload.expect("READ_RESP without payload reference");
-                let mr = Some(MrRef { rkey: req.rkey, va: req.va.wrapping_add(u64::from(h.offset)) });
-                assert_eq!((p.stream, p.msn, p.offset, p.len, p.mr), (s, h.msn, h.offset, h.len, mr), "READ_RESP payload reference");
+                let mr = Some(MrRef {
+                    rkey: req.rkey,
+                    va: req.va.wrapping_add(u64::from(h.offset)),
+                });
+                assert_eq!(
+                    (p.stream, p.msn, p.offset, p.len, p.mr),
+                    (s, h.msn, h.offset, h.len, mr),
+                    "READ_RESP payload reference"
+                );
             }
             Response::Atomic(v) => {
-                assert_eq!((h.op, h.msg_len, h.offset, h.len, h.rkey, h.va), (MrcOp::AtomicResp, 8, 0, 0, 0, v), "ATOMIC_RESP");
+                assert_eq!(
+                    (h.op, h.msg_len, h.offset, h.len, h.rkey, h.va),
+                    (MrcOp::AtomicResp, 8, 0, 0, 0, v),
+                    "ATOMIC_RESP"
+                );
                 assert!(t.payload.is_none());
             }
             Response::Nak(c) => {
-                assert_eq!((h.op, h.msg_len, h.offset, h.len, h.imm), (MrcOp::Nak, 0, 0, 0, c.to_u32()), "NAK");
+                assert_eq!(
+                    (h.op, h.msg_len, h.offset, h.len, h.imm),
+                    (MrcOp::Nak, 0, 0, 0, c.to_u32()),
+                    "NAK"
+                );
                 assert!(t.payload.is_none());
             }
         }
@@ -781,7 +1016,11 @@ impl World {
 
     fn check_ack_sent(&self, side: usize, a: &AckPkt) {
         let r = &self.rx[side];
-        assert_eq!(Some(a.conn), r.peer, "ACK with a connection id never accepted");
+        assert_eq!(
+            Some(a.conn),
+            r.peer,
+            "ACK with a connection id never accepted"
+        );
         let pi = usize::from(a.path);
         assert!(pi < self.paths);
         assert_eq!(a.rate_hint_kbps, r.hint, "ACK rate hint");
@@ -791,7 +1030,10 @@ impl World {
         for i in 0..256u32 {
             if a.sack[(i / 64) as usize] >> (i % 64) & 1 == 1 {
                 let s = a.cum.wrapping_add(1).wrapping_add(i);
-                assert!(got.contains(&s), "ACK claims PathSeq {s} on path {pi}, never accepted");
+                assert!(
+                    got.contains(&s),
+                    "ACK claims PathSeq {s} on path {pi}, never accepted"
+                );
             }
         }
         let f = r.floor[pi];
@@ -799,7 +1041,11 @@ impl World {
         assert!(n >= 0, "CumSeq {} behind the newest PathFloor {f}", a.cum);
         for k in 0..n.min(4096) as u32 {
             let s = f.wrapping_add(k);
-            assert!(got.contains(&s), "ACK CumSeq {} covers PathSeq {s} never accepted (floor {f})", a.cum);
+            assert!(
+                got.contains(&s),
+                "ACK CumSeq {} covers PathSeq {s} never accepted (floor {f})",
+                a.cum
+            );
         }
     }
 
@@ -809,7 +1055,11 @@ impl World {
         }
         let i = usize::from(idx) % self.wire.len();
         let p = match action % 8 {
-            3 => Pkt { to: self.wire[i].to, bytes: self.wire[i].bytes.clone(), genuine: self.wire[i].genuine },
+            3 => Pkt {
+                to: self.wire[i].to,
+                bytes: self.wire[i].bytes.clone(),
+                genuine: self.wire[i].genuine,
+            },
             _ => self.wire.remove(i),
         };
         let mut bytes = p.bytes;
@@ -836,10 +1086,13 @@ impl World {
         let now = self.now;
         let r = self.c[side].on_packet(now, bytes, ce, 50_000, hint);
         if super::trace() {
-            eprintln!("  rx side {side} genuine {genuine} {:?} -> {r:?}", parse(bytes).map(|p| match p {
-                MrcPacket::Data(h, _) => format!("DATA {h:?}"),
-                MrcPacket::Ack(a) => format!("ACK {a:?}"),
-            }));
+            eprintln!(
+                "  rx side {side} genuine {genuine} {:?} -> {r:?}",
+                parse(bytes).map(|p| match p {
+                    MrcPacket::Data(h, _) => format!("DATA {h:?}"),
+                    MrcPacket::Ack(a) => format!("ACK {a:?}"),
+                })
+            );
         }
         super::count(
             || {
@@ -861,7 +1114,9 @@ impl World {
             }
             // DATA naming no open stream is acknowledged and its Dsn recorded
             // before it is dropped (section 4): the receive half took it.
-            if let (Err(metaroce_proto::conn::RxDrop::NoStream), Ok(MrcPacket::Data(h, _))) = (r, &parsed) {
+            if let (Err(metaroce_proto::conn::RxDrop::NoStream), Ok(MrcPacket::Data(h, _))) =
+                (r, &parsed)
+            {
                 if !genuine {
                     self.tainted = true;
                 }
@@ -888,7 +1143,9 @@ impl World {
                 }
                 tm.hint = a.rate_hint_kbps;
             }
-            (Ok(MrcPacket::Data(h, payload)), Ok(ev)) => self.data_accepted(side, &h, payload, ce, hint, genuine, ev),
+            (Ok(MrcPacket::Data(h, payload)), Ok(ev)) => {
+                self.data_accepted(side, &h, payload, ce, hint, genuine, ev)
+            }
             (p, r) => panic!("packet {p:?} gave {r:?}"),
         }
     }
@@ -899,25 +1156,42 @@ impl World {
     /// receiver that has not polled can have its K-message ring full of
     /// complete messages and drops (MsnWindow) a genuine packet K messages
     /// ahead of the oldest, which the sender retransmits later.
-    fn genuine_drop(&self, side: usize, parsed: &core::result::Result<MrcPacket<'_>, metaroce_proto::mrc_wire::MrcError>, r: core::result::Result<RxEvent, metaroce_proto::conn::RxDrop>) {
+    fn genuine_drop(
+        &self,
+        side: usize,
+        parsed: &core::result::Result<MrcPacket<'_>, metaroce_proto::mrc_wire::MrcError>,
+        r: core::result::Result<RxEvent, metaroce_proto::conn::RxDrop>,
+    ) {
         use metaroce_proto::conn::RxDrop;
         use metaroce_proto::stream::StreamDrop;
         if let (Ok(MrcPacket::Data(h, _)), Err(RxDrop::NakPending)) = (parsed, r) {
             // Held until our NAK of the refused message is acknowledged
             // (section 9.1).
             let s = dst_stream(side, h.stream);
-            assert!(self.rx[side].refused.contains(&(s, h.msn)), "genuine DATA {h:?} held, its message not refused");
+            assert!(
+                self.rx[side].refused.contains(&(s, h.msn)),
+                "genuine DATA {h:?} held, its message not refused"
+            );
             super::count(|| "genuine NakPending drop (held)".into(), 1);
             return;
         }
-        let (Ok(MrcPacket::Data(h, _)), Err(RxDrop::Stream(StreamDrop::MsnWindow))) = (parsed, r) else {
+        let (Ok(MrcPacket::Data(h, _)), Err(RxDrop::Stream(StreamDrop::MsnWindow))) = (parsed, r)
+        else {
             panic!("genuine packet dropped: {r:?}");
         };
         let rm = &self.rx[side];
-        let s = (0..S).find(|&s| local_qpn(side, s) == h.stream).expect("genuine DATA for no stream");
+        let s = (0..S)
+            .find(|&s| local_qpn(side, s) == h.stream)
+            .expect("genuine DATA for no stream");
         let head = rm.reported[s];
-        assert!(h.msn.wrapping_sub(head) as usize >= K, "genuine Msn {} dropped inside the window (head {head})", h.msn);
-        let oldest = rm.open[s].get(&head).expect("window full but its oldest message has nothing placed");
+        assert!(
+            h.msn.wrapping_sub(head) as usize >= K,
+            "genuine Msn {} dropped inside the window (head {head})",
+            h.msn
+        );
+        let oldest = rm.open[s]
+            .get(&head)
+            .expect("window full but its oldest message has nothing placed");
         assert!(oldest.placed.iter().all(|&b| b), "window full but message {head} is incomplete: the sender ran more than K messages ahead");
         super::count(|| "genuine MsnWindow drop (receiver not polled)".into(), 1);
     }
@@ -950,7 +1224,16 @@ impl World {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn data_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], ce: bool, hint: u32, genuine: bool, ev: RxEvent) {
+    fn data_accepted(
+        &mut self,
+        side: usize,
+        h: &DataHdr,
+        payload: &[u8],
+        ce: bool,
+        hint: u32,
+        genuine: bool,
+        ev: RxEvent,
+    ) {
         let tainted = self.tainted;
         // What a refusal on this packet takes back (section 9.1).
         let pi = usize::from(h.path);
@@ -965,13 +1248,19 @@ impl World {
                 // A response for a message completed or flushed is
                 // acknowledged like a duplicate (section 11.2).
                 let stale = h.op.is_response()
-                    && (0..S).any(|s| local_qpn(side, s) == h.stream && h.msn < self.tx[side].reported[s]);
+                    && (0..S).any(|s| {
+                        local_qpn(side, s) == h.stream && h.msn < self.tx[side].reported[s]
+                    });
                 assert!(!new_dsn || stale, "new Dsn {} reported duplicate", h.dsn);
             }
             return;
         }
         // The Dsn window places each Dsn once, whatever else happened.
-        assert!(new_dsn && rm.dsns.insert(h.dsn), "Dsn {} placed twice", h.dsn);
+        assert!(
+            new_dsn && rm.dsns.insert(h.dsn),
+            "Dsn {} placed twice",
+            h.dsn
+        );
         if h.op.is_response() {
             self.response_accepted(side, h, payload, genuine, ev);
             return;
@@ -982,34 +1271,72 @@ impl World {
         }
         let rm = &mut self.rx[side];
         if h.op.is_request() {
-            assert!(h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K, "Msn {} outside the window", h.msn);
-            let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg { op: h.op, rsn: 0, msg_len: 0, placed: Vec::new(), pkts: 0, bytes: 0 });
-            assert_eq!((m.op, m.rsn, m.msg_len), (h.op, 0, 0), "packets of request {} disagree", h.msn);
+            assert!(
+                h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K,
+                "Msn {} outside the window",
+                h.msn
+            );
+            let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg {
+                op: h.op,
+                rsn: 0,
+                msg_len: 0,
+                placed: Vec::new(),
+                pkts: 0,
+                bytes: 0,
+            });
+            assert_eq!(
+                (m.op, m.rsn, m.msg_len),
+                (h.op, 0, 0),
+                "packets of request {} disagree",
+                h.msn
+            );
             return;
         }
         if let RxEvent::Refused(c) = ev {
             // A new Dsn for a message the glue refused: only a forged or
             // corrupted copy (a refusal comes on the completing packet).
-            assert!(tainted && rm.refused.contains(&(s, h.msn)) && c == NakCode::InvalidRequest, "DATA {h:?} refused ({c:?})");
+            assert!(
+                tainted && rm.refused.contains(&(s, h.msn)) && c == NakCode::InvalidRequest,
+                "DATA {h:?} refused ({c:?})"
+            );
             return;
         }
-        let RxEvent::Data(pl) = ev else { panic!("DATA {h:?} gave {ev:?}") };
-        assert!(s < S && local_qpn(side, s) == h.stream, "placed into stream {s} for StreamId {}", h.stream);
+        let RxEvent::Data(pl) = ev else {
+            panic!("DATA {h:?} gave {ev:?}")
+        };
+        assert!(
+            s < S && local_qpn(side, s) == h.stream,
+            "placed into stream {s} for StreamId {}",
+            h.stream
+        );
         assert_eq!(
             (pl.op, pl.msn, pl.rsn, pl.offset, pl.va, pl.rkey, pl.len),
             (h.op, h.msn, h.rsn, h.offset, h.va, h.rkey, h.len),
             "placement differs from the packet"
         );
-        assert!(h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K, "Msn {} outside the window", h.msn);
+        assert!(
+            h.msn >= rm.reported[s] && ((h.msn - rm.reported[s]) as usize) < K,
+            "Msn {} outside the window",
+            h.msn
+        );
         let m = rm.open[s].entry(h.msn).or_insert_with(|| RxMsg {
             op: h.op,
             rsn: h.rsn,
             msg_len: h.msg_len,
-            placed: if tainted { Vec::new() } else { vec![false; h.msg_len as usize] },
+            placed: if tainted {
+                Vec::new()
+            } else {
+                vec![false; h.msg_len as usize]
+            },
             pkts: 0,
             bytes: 0,
         });
-        assert_eq!((m.op, m.rsn, m.msg_len), (h.op, h.rsn, h.msg_len), "packets of message {} disagree", h.msn);
+        assert_eq!(
+            (m.op, m.rsn, m.msg_len),
+            (h.op, h.rsn, h.msg_len),
+            "packets of message {} disagree",
+            h.msn
+        );
         // Section 9.2: the packet that places a SEND_INV's last byte (the
         // first time) names the key; no other packet does.
         let complete_before = m.pkts > 0 && m.bytes >= u64::from(m.msg_len);
@@ -1017,13 +1344,19 @@ impl World {
         m.bytes += u64::from(h.len);
         let completes = !complete_before && m.bytes >= u64::from(m.msg_len);
         let want = (h.op.invalidates() && completes).then_some(h.rkey);
-        assert_eq!(pl.invalidate, want, "SEND_INV key named on the wrong packet");
+        assert_eq!(
+            pl.invalidate, want,
+            "SEND_INV key named on the wrong packet"
+        );
         if let Some(key) = pl.invalidate {
             self.send_inv_completed(side, s, h, key, before);
         }
         let rm = &mut self.rx[side];
         let m = rm.open[s].get_mut(&h.msn).expect("message just placed");
-        let end = h.offset.checked_add(u32::from(h.len)).expect("offset overflows");
+        let end = h
+            .offset
+            .checked_add(u32::from(h.len))
+            .expect("offset overflows");
         assert!(end <= m.msg_len, "placement past the message");
         if genuine && !tainted {
             let from = 1 - side;
@@ -1043,7 +1376,14 @@ impl World {
     /// invalidated, another refused (`Conn::refuse`, which takes back that
     /// packet's acknowledgement: the model forgets its path sequence number,
     /// PathFloor and CE mark as `before` says).
-    fn send_inv_completed(&mut self, side: usize, s: usize, h: &DataHdr, key: u32, before: (bool, u32, u32)) {
+    fn send_inv_completed(
+        &mut self,
+        side: usize,
+        s: usize,
+        h: &DataHdr,
+        key: u32,
+        before: (bool, u32, u32),
+    ) {
         let tainted = self.tainted;
         let rm = &mut self.rx[side];
         if !tainted {
@@ -1051,18 +1391,31 @@ impl World {
             // placed before the SEND_INV's key is invalidated.
             for msn in rm.reported[s]..h.msn {
                 let o = rm.open[s].get(&msn);
-                assert!(o.is_some_and(|o| o.placed.iter().all(|&b| b)), "SEND_INV {} complete before message {msn} was placed", h.msn);
+                assert!(
+                    o.is_some_and(|o| o.placed.iter().all(|&b| b)),
+                    "SEND_INV {} complete before message {msn} was placed",
+                    h.msn
+                );
             }
             let id = (s, h.msn);
-            assert!(!rm.invalidated.contains(&id) && !rm.refused.contains(&id), "SEND_INV {} named its key twice", h.msn);
+            assert!(
+                !rm.invalidated.contains(&id) && !rm.refused.contains(&id),
+                "SEND_INV {} named its key twice",
+                h.msn
+            );
         }
         if key == GOOD_KEY {
             rm.invalidated.insert((s, h.msn));
             return;
         }
-        assert!(self.c[side].refuse(s, h.msn, NakCode::InvalidRequest), "refusing SEND_INV {} failed", h.msn);
+        assert!(
+            self.c[side].refuse(s, h.msn, NakCode::InvalidRequest),
+            "refusing SEND_INV {} failed",
+            h.msn
+        );
         rm.refused.insert((s, h.msn));
-        rm.requests.insert((s, h.msn), (None, Response::Nak(NakCode::InvalidRequest)));
+        rm.requests
+            .insert((s, h.msn), (None, Response::Nak(NakCode::InvalidRequest)));
         let pi = usize::from(h.path);
         if !before.0 {
             rm.path_seqs[pi].remove(&h.path_seq);
@@ -1077,21 +1430,40 @@ impl World {
         let tainted = self.tainted;
         let key = (s, h.msn);
         if !tainted {
-            assert!(!self.rx[side].requests.contains_key(&key), "request {key:?} reported twice (executed twice)");
+            assert!(
+                !self.rx[side].requests.contains_key(&key),
+                "request {key:?} reported twice (executed twice)"
+            );
         }
-        let posted = self.tx[1 - side].msgs[s].get(h.msn as usize).filter(|_| !tainted);
+        let posted = self.tx[1 - side].msgs[s]
+            .get(h.msn as usize)
+            .filter(|_| !tainted);
         let answer = match ev {
             RxEvent::Refused(c) => {
-                assert!(h.op.is_atomic() && h.va % 8 != 0 && c == NakCode::InvalidRequest, "core refused {h:?} with {c:?}");
+                assert!(
+                    h.op.is_atomic() && h.va % 8 != 0 && c == NakCode::InvalidRequest,
+                    "core refused {h:?} with {c:?}"
+                );
                 self.rx[side].requests.insert(key, (None, Response::Nak(c)));
                 return;
             }
             RxEvent::Request(req) => {
                 let want_len = if h.op.is_atomic() { 8 } else { h.msg_len };
-                assert_eq!((req.stream, req.msn, req.op, req.rkey, req.va, req.len), (s, h.msn, h.op, h.rkey, h.va, want_len), "request event differs from the packet");
-                assert!(!(h.op.is_atomic() && h.va % 8 != 0), "misaligned atomic handed to the glue");
+                assert_eq!(
+                    (req.stream, req.msn, req.op, req.rkey, req.va, req.len),
+                    (s, h.msn, h.op, h.rkey, h.va, want_len),
+                    "request event differs from the packet"
+                );
+                assert!(
+                    !(h.op.is_atomic() && h.va % 8 != 0),
+                    "misaligned atomic handed to the glue"
+                );
                 if let Some(m) = posted {
-                    assert_eq!((m.desc.op, m.desc.va, m.desc.rkey, m.desc.len), (req.op, req.va, req.rkey, req.len), "request differs from the posted message");
+                    assert_eq!(
+                        (m.desc.op, m.desc.va, m.desc.rkey, m.desc.len),
+                        (req.op, req.va, req.rkey, req.len),
+                        "request differs from the posted message"
+                    );
                     assert_eq!([req.compare_add, req.swap], m.operands, "atomic operands");
                 }
                 if req.rkey != GOOD_KEY {
@@ -1099,7 +1471,10 @@ impl World {
                 } else if req.op == MrcOp::Read {
                     Response::Read
                 } else {
-                    let w = self.rx[side].words.entry(req.va).or_insert_with(|| word0(side, req.va));
+                    let w = self.rx[side]
+                        .words
+                        .entry(req.va)
+                        .or_insert_with(|| word0(side, req.va));
                     let old = *w;
                     *w = match req.op {
                         MrcOp::CmpSwap if old == req.compare_add => req.swap,
@@ -1111,23 +1486,40 @@ impl World {
             }
             other => panic!("request {h:?} gave {other:?}"),
         };
-        let RxEvent::Request(req) = ev else { unreachable!() };
+        let RxEvent::Request(req) = ev else {
+            unreachable!()
+        };
         assert!(self.c[side].respond(s, h.msn, answer), "respond refused");
         assert!(!self.c[side].respond(s, h.msn, answer), "answered twice");
         self.rx[side].requests.insert(key, (Some(req), answer));
     }
 
     /// A new response reached `side` (the requester).
-    fn response_accepted(&mut self, side: usize, h: &DataHdr, payload: &[u8], genuine: bool, ev: RxEvent) {
+    fn response_accepted(
+        &mut self,
+        side: usize,
+        h: &DataHdr,
+        payload: &[u8],
+        genuine: bool,
+        ev: RxEvent,
+    ) {
         let tainted = self.tainted;
         let s = dst_stream(side, h.stream);
         let tm = &mut self.tx[side];
-        assert!(h.msn >= tm.reported[s], "response to completed message {} placed", h.msn);
+        assert!(
+            h.msn >= tm.reported[s],
+            "response to completed message {} placed",
+            h.msn
+        );
         let Some(m) = tm.msgs[s].get_mut(h.msn as usize) else {
             assert!(tainted, "response to unposted message {}", h.msn);
             return;
         };
-        assert!(m.started, "response to message {} whose request was never sent", h.msn);
+        assert!(
+            m.started,
+            "response to message {} whose request was never sent",
+            h.msn
+        );
         let answer = self.rx[1 - side].requests.get(&(s, h.msn)).map(|a| a.1);
         match ev {
             RxEvent::Data(pl) => {
@@ -1138,11 +1530,19 @@ impl World {
                 );
                 match h.op {
                     MrcOp::ReadResp => {
-                        assert!(m.desc.op == MrcOp::Read && h.msg_len == m.desc.len, "READ_RESP for {:?}", m.desc);
+                        assert!(
+                            m.desc.op == MrcOp::Read && h.msg_len == m.desc.len,
+                            "READ_RESP for {:?}",
+                            m.desc
+                        );
                         if genuine && !tainted {
                             for (i, &b) in payload.iter().enumerate() {
                                 let off = h.offset + i as u32;
-                                assert_eq!(b, mem_byte(1 - side, m.desc.va + u64::from(off)), "READ byte {off}");
+                                assert_eq!(
+                                    b,
+                                    mem_byte(1 - side, m.desc.va + u64::from(off)),
+                                    "READ byte {off}"
+                                );
                                 let x = &mut m.resp[off as usize];
                                 assert!(!*x, "READ byte {off} of message {} placed twice", h.msn);
                                 *x = true;
@@ -1150,9 +1550,17 @@ impl World {
                         }
                     }
                     MrcOp::AtomicResp => {
-                        assert!(m.desc.op.is_atomic() && m.value.is_none(), "ATOMIC_RESP for {:?}", m.desc);
+                        assert!(
+                            m.desc.op.is_atomic() && m.value.is_none(),
+                            "ATOMIC_RESP for {:?}",
+                            m.desc
+                        );
                         if !tainted {
-                            assert_eq!(answer, Some(Response::Atomic(h.va)), "atomic value is not the responder's");
+                            assert_eq!(
+                                answer,
+                                Some(Response::Atomic(h.va)),
+                                "atomic value is not the responder's"
+                            );
                         }
                         m.value = Some(h.va);
                     }
@@ -1160,13 +1568,26 @@ impl World {
                 }
             }
             RxEvent::Nak { stream, msn, code } => {
-                assert_eq!((stream, msn, Some(code)), (s, h.msn, NakCode::from_u32(h.imm)), "NAK event");
+                assert_eq!(
+                    (stream, msn, Some(code)),
+                    (s, h.msn, NakCode::from_u32(h.imm)),
+                    "NAK event"
+                );
                 // The model never refuses a data message (`Conn::refuse`):
                 // a NAK for one is corrupted or forged (the core takes a NAK
                 // for any started message, section 9.1).
-                assert!((m.desc.op.is_request() || m.desc.op.invalidates() || tainted) && m.nak.is_none(), "NAK for {:?}", m.desc);
+                assert!(
+                    (m.desc.op.is_request() || m.desc.op.invalidates() || tainted)
+                        && m.nak.is_none(),
+                    "NAK for {:?}",
+                    m.desc
+                );
                 if !tainted {
-                    assert_eq!(answer, Some(Response::Nak(code)), "NAK the responder did not give");
+                    assert_eq!(
+                        answer,
+                        Some(Response::Nak(code)),
+                        "NAK the responder did not give"
+                    );
                 }
                 m.nak = Some(code);
             }
@@ -1186,7 +1607,9 @@ impl World {
         let s = usize::from(sel >> 4) % S;
         let msg_len = len % (4 * self.mss + 1);
         let offset = (len >> 16) % (msg_len + 1);
-        let plen = ((len >> 8) as u8 as u32).min(msg_len - offset).min(self.mss);
+        let plen = ((len >> 8) as u8 as u32)
+            .min(msg_len - offset)
+            .min(self.mss);
         let top = t.path_next[pi];
         let h = DataHdr {
             retx: sel & 0x80 != 0,
@@ -1195,15 +1618,27 @@ impl World {
             op,
             conn: IDS[peer],
             path_seq: top.wrapping_add(seq as i32 as u32),
-            path_floor: top.wrapping_add(seq as i32 as u32).wrapping_sub(u32::from(msn >> 4)),
+            path_floor: top
+                .wrapping_add(seq as i32 as u32)
+                .wrapping_sub(u32::from(msn >> 4)),
             stream: local_qpn(side, s),
             dsn: t.next_dsn.wrapping_add(dsn as i32 as u32),
             msn: u32::from(msn % 16),
-            rsn: if op == MrcOp::Write { 0 } else { u32::from(msn >> 4) },
+            rsn: if op == MrcOp::Write {
+                0
+            } else {
+                u32::from(msn >> 4)
+            },
             msg_len,
             offset,
             va: if op.is_write() { 0x4000 } else { 0 },
-            rkey: if op.is_write() { 1 } else if op.invalidates() { GOOD_KEY } else { 0 },
+            rkey: if op.is_write() {
+                1
+            } else if op.invalidates() {
+                GOOD_KEY
+            } else {
+                0
+            },
             imm: if op.has_imm() { 9 } else { 0 },
             len: plen as u16,
         };
@@ -1238,8 +1673,16 @@ impl World {
             }
             super::count(
                 || match c {
-                    Completion::Send { stream, msn, status } => {
-                        let op = self.tx[side].msgs.get(stream).and_then(|m| m.get(msn as usize)).map(|m| m.desc.op);
+                    Completion::Send {
+                        stream,
+                        msn,
+                        status,
+                    } => {
+                        let op = self.tx[side]
+                            .msgs
+                            .get(stream)
+                            .and_then(|m| m.get(msn as usize))
+                            .map(|m| m.desc.op);
                         format!("completion send {op:?} {status:?}")
                     }
                     Completion::Recv { done, .. } => format!("completion recv {:?}", done.op),
@@ -1247,7 +1690,11 @@ impl World {
                 1,
             );
             match c {
-                Completion::Send { stream, msn, status } => self.send_done(side, stream, msn, status),
+                Completion::Send {
+                    stream,
+                    msn,
+                    status,
+                } => self.send_done(side, stream, msn, status),
                 Completion::Recv { stream, done } => self.recv_done(side, stream, done),
             }
         }
@@ -1259,26 +1706,60 @@ impl World {
         let failed = self.c[side].state() == ConnState::Failed || self.c[side].stream_failed(s);
         let t = &mut self.tx[side];
         assert!(s < S);
-        assert_eq!(msn, t.reported[s], "send completion out of order on stream {s}");
-        assert!((msn as usize) < t.msgs[s].len(), "completion of unposted message {msn}");
+        assert_eq!(
+            msn, t.reported[s],
+            "send completion out of order on stream {s}"
+        );
+        assert!(
+            (msn as usize) < t.msgs[s].len(),
+            "completion of unposted message {msn}"
+        );
         t.reported[s] += 1;
         match status {
             SendStatus::Ok => {
-                assert!(!t.failed_seen[s], "success on stream {s} after RetryExceeded (section 7: only flushes follow)");
+                assert!(
+                    !t.failed_seen[s],
+                    "success on stream {s} after RetryExceeded (section 7: only flushes follow)"
+                );
                 if !self.tainted {
                     // Every packet of the message reached the peer; a READ's
                     // every byte, an atomic's value came back.
                     let m = &t.msgs[s][msn as usize];
                     let d = m.desc;
-                    assert!(m.resp.iter().all(|&b| b), "READ {msn} completed with bytes missing");
-                    assert!(!d.op.is_atomic() || m.value.is_some(), "atomic {msn} completed without its value");
+                    assert!(
+                        m.resp.iter().all(|&b| b),
+                        "READ {msn} completed with bytes missing"
+                    );
+                    assert!(
+                        !d.op.is_atomic() || m.value.is_some(),
+                        "atomic {msn} completed without its value"
+                    );
                     assert!(m.nak.is_none(), "message {msn} completed Ok after a NAK");
-                    assert!(!(d.op.invalidates() && d.rkey == BAD_KEY), "SEND_INV {msn} of a refused key completed Ok");
-                    let segs: Vec<(&u32, &Seg)> = t.dsns.iter().filter(|(_, g)| g.stream == s && !g.resp && g.msn == msn).collect();
-                    let want = if d.op.is_request() { 1 } else { d.len.div_ceil(self.mss).max(1) as usize };
-                    assert_eq!(segs.len(), want, "message {msn} completed with {} of {want} packets sent", segs.len());
+                    assert!(
+                        !(d.op.invalidates() && d.rkey == BAD_KEY),
+                        "SEND_INV {msn} of a refused key completed Ok"
+                    );
+                    let segs: Vec<(&u32, &Seg)> = t
+                        .dsns
+                        .iter()
+                        .filter(|(_, g)| g.stream == s && !g.resp && g.msn == msn)
+                        .collect();
+                    let want = if d.op.is_request() {
+                        1
+                    } else {
+                        d.len.div_ceil(self.mss).max(1) as usize
+                    };
+                    assert_eq!(
+                        segs.len(),
+                        want,
+                        "message {msn} completed with {} of {want} packets sent",
+                        segs.len()
+                    );
                     for (dsn, g) in segs {
-                        assert!(self.rx[1 - side].seen.contains(dsn), "message {msn} completed but Dsn {dsn} ({g:?}) never reached the peer");
+                        assert!(
+                            self.rx[1 - side].seen.contains(dsn),
+                            "message {msn} completed but Dsn {dsn} ({g:?}) never reached the peer"
+                        );
                     }
                 }
             }
@@ -1289,11 +1770,17 @@ impl World {
             }
             SendStatus::Flushed => {
                 assert!(failed, "Flushed without a failure");
-                assert!(t.failed_seen[s], "Flushed before the stream's RetryExceeded");
+                assert!(
+                    t.failed_seen[s],
+                    "Flushed before the stream's RetryExceeded"
+                );
             }
             other => {
                 let m = &t.msgs[s][msn as usize];
-                assert!(m.desc.op.is_request() || m.desc.op.invalidates() || self.tainted, "{other:?} for a message that is no READ, atomic or SEND_INV");
+                assert!(
+                    m.desc.op.is_request() || m.desc.op.invalidates() || self.tainted,
+                    "{other:?} for a message that is no READ, atomic or SEND_INV"
+                );
                 if !self.tainted {
                     let want = match m.nak {
                         Some(NakCode::RemoteAccess) => SendStatus::RemoteAccess,
@@ -1303,7 +1790,11 @@ impl World {
                     };
                     assert_eq!(other, want);
                     let misaligned = m.desc.op.is_atomic() && m.desc.va % 8 != 0;
-                    assert!(m.desc.rkey == BAD_KEY || misaligned, "refused a good request {:?}", m.desc);
+                    assert!(
+                        m.desc.rkey == BAD_KEY || misaligned,
+                        "refused a good request {:?}",
+                        m.desc
+                    );
                 }
             }
         }
@@ -1313,30 +1804,59 @@ impl World {
         let tainted = self.tainted;
         let rm = &mut self.rx[side];
         assert!(s < S);
-        assert_eq!(done.msn, rm.reported[s], "receive completion out of order on stream {s}");
+        assert_eq!(
+            done.msn, rm.reported[s],
+            "receive completion out of order on stream {s}"
+        );
         rm.reported[s] += 1;
-        let m = rm.open[s].remove(&done.msn).expect("completion of a message with nothing placed");
+        let m = rm.open[s]
+            .remove(&done.msn)
+            .expect("completion of a message with nothing placed");
         assert_eq!((done.op, done.rsn, done.len), (m.op, m.rsn, m.msg_len));
         if !tainted {
             let t = &self.tx[1 - side];
-            let sent = t.msgs[s].get(done.msn as usize).expect("completion of a message the peer never posted");
+            let sent = t.msgs[s]
+                .get(done.msn as usize)
+                .expect("completion of a message the peer never posted");
             let d = sent.desc;
-            assert!(m.placed.iter().all(|&b| b), "message {} completed with bytes never placed", done.msn);
+            assert!(
+                m.placed.iter().all(|&b| b),
+                "message {} completed with bytes never placed",
+                done.msn
+            );
             // A request holds its place with length 0 (section 11.3).
             let len = if d.op.is_request() { 0 } else { d.len };
             assert_eq!(
                 (done.op, done.len, done.rsn, done.imm, done.se),
-                (d.op, len, sent.rsn, if d.op.has_imm() { d.imm } else { 0 }, d.se && d.op.consumes_recv()),
+                (
+                    d.op,
+                    len,
+                    sent.rsn,
+                    if d.op.has_imm() { d.imm } else { 0 },
+                    d.se && d.op.consumes_recv()
+                ),
                 "receive completion differs from the message sent"
             );
             // Section 9.2: a SEND_INV's completion names its key, after the
             // glue invalidated it, or is refused.
             let inv = d.op.invalidates();
             let refused = inv && d.rkey != GOOD_KEY;
-            assert_eq!(done.refused, refused.then_some(NakCode::InvalidRequest), "refusal of {d:?}");
-            assert_eq!(done.invalidated, (inv && !refused).then_some(d.rkey), "invalidated key of {d:?}");
+            assert_eq!(
+                done.refused,
+                refused.then_some(NakCode::InvalidRequest),
+                "refusal of {d:?}"
+            );
+            assert_eq!(
+                done.invalidated,
+                (inv && !refused).then_some(d.rkey),
+                "invalidated key of {d:?}"
+            );
             if done.invalidated.is_some() {
-                assert!(rm.invalidated.contains(&(s, done.msn)), "SEND_INV {} completed before its key was invalidated", done.msn);
+                assert!(
+                    rm.invalidated.contains(&(s, done.msn)),
+                    "SEND_INV {} completed before its key was invalidated",
+                    done.msn
+                );
             }
         }
     }
@@ -1345,11 +1865,20 @@ impl World {
         for (side, c) in self.c.iter().enumerate() {
             for i in 0..self.paths {
                 let (cwnd, ..) = c.path_rtt(i).unwrap();
-                assert!(cwnd >= self.mss && cwnd <= 256 * self.mss, "path {i} window {cwnd}");
+                assert!(
+                    cwnd >= self.mss && cwnd <= 256 * self.mss,
+                    "path {i} window {cwnd}"
+                );
             }
             let (cwnd, hint) = c.conn_window();
-            assert!(cwnd >= self.mss && cwnd <= MAX_CWND_CONN * self.mss, "connection window {cwnd}");
-            assert_eq!(hint, self.tx[side].hint, "rate hint in use is not the newest ACK's");
+            assert!(
+                cwnd >= self.mss && cwnd <= MAX_CWND_CONN * self.mss,
+                "connection window {cwnd}"
+            );
+            assert_eq!(
+                hint, self.tx[side].hint,
+                "rate hint in use is not the newest ACK's"
+            );
         }
     }
 
@@ -1364,7 +1893,10 @@ impl World {
                     // Section 11.5: a request whose responder failed waits,
                     // and the messages behind it with it.
                     let from = t.reported[s] as usize;
-                    if let Some(i) = t.msgs[s][from..].iter().position(|m| m.desc.op.is_request()) {
+                    if let Some(i) = t.msgs[s][from..]
+                        .iter()
+                        .position(|m| m.desc.op.is_request())
+                    {
                         n = (from + i) as u32;
                     }
                 }

@@ -64,7 +64,11 @@ pub fn all() -> &'static [Fixture] {
         HEX.iter()
             .map(|&(name, text)| {
                 let raw = decode_hex(text);
-                let ip_len = if raw[0] >> 4 == 6 { IPV6_HDR_LEN } else { IPV4_HDR_LEN };
+                let ip_len = if raw[0] >> 4 == 6 {
+                    IPV6_HDR_LEN
+                } else {
+                    IPV4_HDR_LEN
+                };
                 Fixture { name, raw, ip_len }
             })
             .collect()

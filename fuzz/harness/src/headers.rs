@@ -101,9 +101,20 @@ impl Wire for Input {
     }
     fn encode(&self, e: &mut Enc) {
         e.u8(self.op).u8(self.flags).u16(self.pkey).u8(self.resv8);
-        e.u32(self.dest_qp).u32(self.psn).u64(self.va).u32(self.rkey).u32(self.len);
-        e.u64(self.swap).u64(self.compare).u64(self.orig).u8(self.syndrome);
-        e.u32(self.msn).u32(self.imm).u32(self.ieth).u32(self.qkey).u32(self.src_qp);
+        e.u32(self.dest_qp)
+            .u32(self.psn)
+            .u64(self.va)
+            .u32(self.rkey)
+            .u32(self.len);
+        e.u64(self.swap)
+            .u64(self.compare)
+            .u64(self.orig)
+            .u8(self.syndrome);
+        e.u32(self.msn)
+            .u32(self.imm)
+            .u32(self.ieth)
+            .u32(self.qkey)
+            .u32(self.src_qp);
         e.u16(self.plen).u8(self.fill).u8(self.tweak);
     }
 }
@@ -119,7 +130,11 @@ pub fn headers_of(i: &Input) -> (Headers, usize) {
     let ops = all_opcodes();
     let op = ops[usize::from(i.op) % ops.len()];
     let info = op.info();
-    let plen = if info.payload { usize::from(i.plen) % 4200 } else { 0 };
+    let plen = if info.payload {
+        usize::from(i.plen) % 4200
+    } else {
+        0
+    };
     let mut h = Headers::new(Bth {
         opcode: op,
         solicited: i.flags & 1 != 0,
@@ -133,16 +148,28 @@ pub fn headers_of(i: &Input) -> (Headers, usize) {
     });
     let has = |x| info.exts.contains(x);
     h.feth = has(ExtSet::FETH).then_some(feth_of(i.swap));
-    h.deth = has(ExtSet::DETH).then_some(Deth { qkey: i.qkey, src_qp: i.src_qp & QPN_MASK });
-    h.reth = has(ExtSet::RETH).then_some(Reth { va: i.va, rkey: i.rkey, len: i.len });
+    h.deth = has(ExtSet::DETH).then_some(Deth {
+        qkey: i.qkey,
+        src_qp: i.src_qp & QPN_MASK,
+    });
+    h.reth = has(ExtSet::RETH).then_some(Reth {
+        va: i.va,
+        rkey: i.rkey,
+        len: i.len,
+    });
     h.atomic_eth = has(ExtSet::ATOMIC_ETH).then_some(AtomicEth {
         va: i.va,
         rkey: i.rkey,
         swap_add: i.swap,
         compare: i.compare,
     });
-    let syndrome = Syndrome::decode(i.syndrome).unwrap_or(Syndrome::Ack { credits: i.syndrome & 0x1F });
-    h.aeth = has(ExtSet::AETH).then_some(Aeth { syndrome, msn: i.msn & 0xFF_FFFF });
+    let syndrome = Syndrome::decode(i.syndrome).unwrap_or(Syndrome::Ack {
+        credits: i.syndrome & 0x1F,
+    });
+    h.aeth = has(ExtSet::AETH).then_some(Aeth {
+        syndrome,
+        msn: i.msn & 0xFF_FFFF,
+    });
     h.atomic_ack_eth = has(ExtSet::ATOMIC_ACK_ETH).then_some(AtomicAckEth { orig: i.orig });
     h.imm = has(ExtSet::IMM).then_some(i.imm);
     h.ieth = has(ExtSet::IETH).then_some(i.ieth);
@@ -152,7 +179,10 @@ pub fn headers_of(i: &Input) -> (Headers, usize) {
 /// The FETH the low bits of `v` stand for: every placement type (0-15)
 /// and selectivity level (0-3), valid or not (the codec does not judge).
 pub fn feth_of(v: u64) -> Feth {
-    Feth { placement: (v & 0xF) as u8, selectivity: ((v >> 4) & 3) as u8 }
+    Feth {
+        placement: (v & 0xF) as u8,
+        selectivity: ((v >> 4) & 3) as u8,
+    }
 }
 
 /// Runs one input.
@@ -174,7 +204,10 @@ pub fn run(data: &[u8]) {
             } else {
                 h.ieth = Some(i.ieth);
             }
-            assert_eq!(build(&h, &payload, &mut out), Err(BuildError::HeaderMismatch));
+            assert_eq!(
+                build(&h, &payload, &mut out),
+                Err(BuildError::HeaderMismatch)
+            );
         }
         2 => {
             h.bth.pad = (h.bth.pad + 1 + i.fill % 3) % 4;
@@ -183,7 +216,10 @@ pub fn run(data: &[u8]) {
         3 if !info.payload => {
             let extra = vec![i.fill; usize::from(i.plen % 64) + 1];
             h.bth.pad = pad_for(extra.len());
-            assert_eq!(build(&h, &extra, &mut out), Err(BuildError::UnexpectedPayload));
+            assert_eq!(
+                build(&h, &extra, &mut out),
+                Err(BuildError::UnexpectedPayload)
+            );
         }
         4 if !info.exts.is_empty() => {
             if i.fill & 0x80 != 0 && h.feth.is_some() {
@@ -199,7 +235,10 @@ pub fn run(data: &[u8]) {
                 h.imm = None;
                 h.ieth = None;
             }
-            assert_eq!(build(&h, &payload, &mut out), Err(BuildError::HeaderMismatch));
+            assert_eq!(
+                build(&h, &payload, &mut out),
+                Err(BuildError::HeaderMismatch)
+            );
         }
         _ => {
             let n = build(&h, &payload, &mut out).expect("consistent packet refused");

@@ -35,7 +35,11 @@ pub enum Reject {
 }
 
 /// The glue's receive path: the ICRC is checked before the parser runs.
-pub fn receive_checked<'a>(ip: &[u8], udp: &[u8], ib: &'a [u8]) -> core::result::Result<Packet<'a>, Reject> {
+pub fn receive_checked<'a>(
+    ip: &[u8],
+    udp: &[u8],
+    ib: &'a [u8],
+) -> core::result::Result<Packet<'a>, Reject> {
     icrc_verify(ip, udp, ib).map_err(Reject::Icrc)?;
     parse(ib).map_err(Reject::Parse)
 }
@@ -120,7 +124,11 @@ pub fn run(data: &[u8]) {
             raw.truncate(raw.len() - cut);
             let (ip, rest) = raw.split_at(fx.ip_len);
             let (udp, ib) = rest.split_at(UDP_HDR_LEN);
-            assert!(receive_checked(ip, udp, ib).is_err(), "{}: truncated by {cut} bytes accepted", fx.name);
+            assert!(
+                receive_checked(ip, udp, ib).is_err(),
+                "{}: truncated by {cut} bytes accepted",
+                fx.name
+            );
             false
         }
         Mutation::Extend(extra) => {

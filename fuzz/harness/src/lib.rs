@@ -44,7 +44,10 @@ macro_rules! target_input {
 
         impl<'a> arbitrary::Arbitrary<'a> for Input {
             fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-                Ok(Input { cfg: Cfg::decode(u)?, steps: steps(u, MAX_STEPS)? })
+                Ok(Input {
+                    cfg: Cfg::decode(u)?,
+                    steps: steps(u, MAX_STEPS)?,
+                })
             }
             fn arbitrary_take_rest(mut u: Unstructured<'a>) -> Result<Self> {
                 Self::arbitrary(&mut u)

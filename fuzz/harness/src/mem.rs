@@ -34,14 +34,27 @@ pub const MRS: [Mr; 2] = [
         rkey: 0x100,
         base: 0x1_0000,
         len: 0x4000,
-        access: Access::READ.with(Access::WRITE).with(Access::ATOMIC).with(Access::FLUSH_GLOBAL),
+        access: Access::READ
+            .with(Access::WRITE)
+            .with(Access::ATOMIC)
+            .with(Access::FLUSH_GLOBAL),
     },
-    Mr { rkey: 0x200, base: 0xFFFF_FFFF_FFFF_E000, len: 0x2000, access: Access::READ },
+    Mr {
+        rkey: 0x200,
+        base: 0xFFFF_FFFF_FFFF_E000,
+        len: 0x2000,
+        access: Access::READ,
+    },
 ];
 
 /// True if `[va, va + len)` lies inside `mr` (no overflow: 128-bit maths).
 pub fn inside(mr: &Mr, va: u64, len: u64) -> bool {
-    let (va, len, base, mlen) = (u128::from(va), u128::from(len), u128::from(mr.base), u128::from(mr.len));
+    let (va, len, base, mlen) = (
+        u128::from(va),
+        u128::from(len),
+        u128::from(mr.base),
+        u128::from(mr.len),
+    );
     va >= base && va + len <= base + mlen
 }
 
@@ -59,7 +72,10 @@ pub struct Range {
 impl Range {
     /// True if `[va, va + len)` is within this range.
     pub fn covers(&self, rkey: u32, va: u64, len: u32) -> bool {
-        let (s, e) = (u128::from(self.va), u128::from(self.va) + u128::from(self.len));
+        let (s, e) = (
+            u128::from(self.va),
+            u128::from(self.va) + u128::from(self.len),
+        );
         rkey == self.rkey && u128::from(va) >= s && u128::from(va) + u128::from(len) <= e
     }
 }
@@ -106,7 +122,10 @@ impl MemAccess for Mem {
     fn check(&mut self, rkey: u32, va: u64, len: u32, access: Access) -> Result<(), AccessError> {
         self.calls += 1;
         assert!(len > 0, "check of an empty range");
-        assert!(access == Access::READ || access == Access::WRITE, "check for {access:?}");
+        assert!(
+            access == Access::READ || access == Access::WRITE,
+            "check for {access:?}"
+        );
         if std::mem::take(&mut self.fail_next) {
             return Err(AccessError::Operational);
         }
@@ -131,7 +150,10 @@ impl MemAccess for Mem {
         if std::mem::take(&mut self.fail_next) {
             return Err(AccessError::Operational);
         }
-        if !MRS.iter().any(|m| m.rkey == rkey && m.access.contains(Access::ATOMIC) && inside(m, va, 8)) {
+        if !MRS
+            .iter()
+            .any(|m| m.rkey == rkey && m.access.contains(Access::ATOMIC) && inside(m, va, 8))
+        {
             return Err(AccessError::Access);
         }
         let w = self.words.entry(va).or_insert(0);
@@ -155,7 +177,10 @@ impl MemAccess for Mem {
         if std::mem::take(&mut self.fail_next) {
             return Err(AccessError::Operational);
         }
-        if !MRS.iter().any(|m| m.rkey == rkey && m.access.contains(Access::WRITE) && inside(m, va, 8)) {
+        if !MRS
+            .iter()
+            .any(|m| m.rkey == rkey && m.access.contains(Access::WRITE) && inside(m, va, 8))
+        {
             return Err(AccessError::Access);
         }
         let v = u64::from_ne_bytes(value);
@@ -163,7 +188,14 @@ impl MemAccess for Mem {
         self.atomic_writes.push((rkey, va, v));
         Ok(())
     }
-    fn flush(&mut self, rkey: u32, va: u64, len: u32, whole_mr: bool, access: Access) -> Result<(), AccessError> {
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        whole_mr: bool,
+        access: Access,
+    ) -> Result<(), AccessError> {
         self.calls += 1;
         assert!(
             access != Access::NONE && FLUSH_RIGHTS.contains(access),
@@ -173,12 +205,20 @@ impl MemAccess for Mem {
             return Err(AccessError::Operational);
         }
         let ok = MRS.iter().any(|m| {
-            m.rkey == rkey && m.access.contains(access) && (whole_mr || inside(m, va, u64::from(len)))
+            m.rkey == rkey
+                && m.access.contains(access)
+                && (whole_mr || inside(m, va, u64::from(len)))
         });
         if !ok {
             return Err(AccessError::Access);
         }
-        self.flushes.push(Flush { rkey, va, len, whole_mr, access });
+        self.flushes.push(Flush {
+            rkey,
+            va,
+            len,
+            whole_mr,
+            access,
+        });
         Ok(())
     }
 }
@@ -200,7 +240,10 @@ pub struct Rq {
 impl Rq {
     /// Posts a WQE of `len` bytes.
     pub fn post(&mut self, len: u32) {
-        self.posted.push_back(RecvWqe { id: self.next_id, len });
+        self.posted.push_back(RecvWqe {
+            id: self.next_id,
+            len,
+        });
         self.next_id += 1;
     }
 }

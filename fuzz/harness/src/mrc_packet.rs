@@ -36,7 +36,10 @@ pub fn run(data: &[u8]) {
             check_accepted(data, p);
         }
         (Err(e), Err(errs)) => {
-            assert!(errs.contains(e), "parser says {e:?}, the spec's rules broken are {errs:?}");
+            assert!(
+                errs.contains(e),
+                "parser says {e:?}, the spec's rules broken are {errs:?}"
+            );
         }
         (Ok(p), Err(errs)) => panic!("parser accepted {p:?}, the spec refuses it: {errs:?}"),
         (Err(e), Ok(r)) => panic!("parser refused ({e:?}) a packet the spec accepts: {r:?}"),
@@ -182,7 +185,10 @@ fn reference(d: &[u8]) -> Result<MrcPacket<'_>, Vec<MrcError>> {
         imm,
         len,
     };
-    Ok(MrcPacket::Data(hdr, &d[DATA_HDR_LEN..DATA_HDR_LEN + usize::from(len)]))
+    Ok(MrcPacket::Data(
+        hdr,
+        &d[DATA_HDR_LEN..DATA_HDR_LEN + usize::from(len)],
+    ))
 }
 
 fn check_accepted(data: &[u8], p: &MrcPacket<'_>) {
@@ -190,12 +196,24 @@ fn check_accepted(data: &[u8], p: &MrcPacket<'_>) {
         MrcPacket::Data(h, payload) => {
             let n = DATA_HDR_LEN + usize::from(h.len);
             assert_eq!(payload.len(), usize::from(h.len));
-            assert_eq!(payload.as_ptr() as usize - data.as_ptr() as usize, DATA_HDR_LEN, "payload not after the header");
+            assert_eq!(
+                payload.as_ptr() as usize - data.as_ptr() as usize,
+                DATA_HDR_LEN,
+                "payload not after the header"
+            );
             let mut out = [0xEEu8; DATA_HDR_LEN + 1];
             assert_eq!(h.write(&mut out), Some(DATA_HDR_LEN));
-            assert_eq!(&out[..DATA_HDR_LEN], &data[..DATA_HDR_LEN], "DATA header re-encodes differently");
+            assert_eq!(
+                &out[..DATA_HDR_LEN],
+                &data[..DATA_HDR_LEN],
+                "DATA header re-encodes differently"
+            );
             assert_eq!(out[DATA_HDR_LEN], 0xEE, "header write past its 60 bytes");
-            assert_eq!(h.write(&mut out[..DATA_HDR_LEN - 1]), None, "short buffer accepted");
+            assert_eq!(
+                h.write(&mut out[..DATA_HDR_LEN - 1]),
+                None,
+                "short buffer accepted"
+            );
             // The exact packet (no trailing bytes) parses to the same thing,
             // and every shorter prefix is truncated.
             assert_eq!(parse(&data[..n]).as_ref(), Ok(p));
@@ -204,19 +222,35 @@ fn check_accepted(data: &[u8], p: &MrcPacket<'_>) {
             assert_eq!(parse(&re).as_ref(), Ok(p));
             for cut in [0, 7, 8, DATA_HDR_LEN - 1, DATA_HDR_LEN, n.saturating_sub(1)] {
                 if cut < n {
-                    assert_eq!(parse(&data[..cut]).err(), Some(MrcError::Truncated), "prefix of {cut} bytes");
+                    assert_eq!(
+                        parse(&data[..cut]).err(),
+                        Some(MrcError::Truncated),
+                        "prefix of {cut} bytes"
+                    );
                 }
             }
         }
         MrcPacket::Ack(a) => {
             let mut out = [0xEEu8; ACK_LEN + 1];
             assert_eq!(a.write(&mut out), Some(ACK_LEN));
-            assert_eq!(&out[..ACK_LEN], &data[..ACK_LEN], "ACK re-encodes differently");
+            assert_eq!(
+                &out[..ACK_LEN],
+                &data[..ACK_LEN],
+                "ACK re-encodes differently"
+            );
             assert_eq!(out[ACK_LEN], 0xEE, "ACK write past its 56 bytes");
-            assert_eq!(a.write(&mut out[..ACK_LEN - 1]), None, "short buffer accepted");
+            assert_eq!(
+                a.write(&mut out[..ACK_LEN - 1]),
+                None,
+                "short buffer accepted"
+            );
             assert_eq!(parse(&data[..ACK_LEN]).as_ref(), Ok(p));
             for cut in [0, 7, 8, ACK_LEN - 1] {
-                assert_eq!(parse(&data[..cut]).err(), Some(MrcError::Truncated), "prefix of {cut} bytes");
+                assert_eq!(
+                    parse(&data[..cut]).err(),
+                    Some(MrcError::Truncated),
+                    "prefix of {cut} bytes"
+                );
             }
         }
     }

@@ -16,8 +16,8 @@
 //! set, placement in 0-15, selectivity in 0-3).
 
 use metaroce_proto::bth::{Bth, BTH_LEN};
-use metaroce_proto::opcode::Opcode;
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, Reth, Syndrome};
+use metaroce_proto::opcode::Opcode;
 use metaroce_proto::packet::{
     build, pad_for, parse, wire_len, write_headers, Packet, ParseError, ICRC_LEN,
 };
@@ -40,10 +40,18 @@ pub fn check_parsed(data: &[u8], p: &Packet<'_>) {
     let hlen = p.hdr.hdr_len();
     let pad = usize::from(p.hdr.bth.pad);
     let plen = p.payload.len();
-    assert_eq!(hlen + plen + pad + ICRC_LEN, data.len(), "lengths do not add up");
+    assert_eq!(
+        hlen + plen + pad + ICRC_LEN,
+        data.len(),
+        "lengths do not add up"
+    );
     assert_eq!((hlen + plen + pad) % 4, 0, "not 4-byte aligned");
     assert!(pad < 4);
-    assert_eq!(pad, usize::from(pad_for(plen)), "pad is not the one of the payload");
+    assert_eq!(
+        pad,
+        usize::from(pad_for(plen)),
+        "pad is not the one of the payload"
+    );
     if !info.payload {
         assert!(plen == 0 && pad == 0, "payload on an opcode without one");
     }
@@ -64,7 +72,10 @@ pub fn check_parsed(data: &[u8], p: &Packet<'_>) {
     assert_eq!(build(&p.hdr, p.payload, &mut out), Ok(data.len()));
     let end = hlen + plen;
     assert_eq!(&out[..end], &data[..end], "packet re-encodes differently");
-    assert!(out[end..].iter().all(|&b| b == 0), "pad and ICRC slot not zeroed");
+    assert!(
+        out[end..].iter().all(|&b| b == 0),
+        "pad and ICRC slot not zeroed"
+    );
     // A buffer one byte short is refused.
     let mut short = vec![0u8; data.len() - 1];
     assert!(build(&p.hdr, p.payload, &mut short).is_err());
@@ -81,7 +92,10 @@ fn check_error(data: &[u8], e: ParseError) {
         ParseError::Truncated => {}
         ParseError::UnknownOpcode(op) | ParseError::UnsupportedOpcode(op) => {
             assert_eq!(Some(&op), data.first(), "opcode error names another byte");
-            assert!(Opcode::from_u8(op).is_none(), "supported opcode {op:#x} refused as {e:?}");
+            assert!(
+                Opcode::from_u8(op).is_none(),
+                "supported opcode {op:#x} refused as {e:?}"
+            );
         }
         ParseError::BadTver(v) => assert!(v != 0 && v < 16),
         ParseError::BadSyndrome(s) => assert!(Syndrome::decode(s).is_err()),
@@ -134,7 +148,10 @@ fn codecs(data: &[u8]) {
                 assert_eq!(feth, Err(ParseError::ReservedBits), "FETH {v:#x}");
             } else {
                 let h = feth.expect("FETH with clear reserved bits refused");
-                assert_eq!((h.placement, h.selectivity), ((v & 0xF) as u8, (v >> 4) as u8));
+                assert_eq!(
+                    (h.placement, h.selectivity),
+                    ((v & 0xF) as u8, (v >> 4) as u8)
+                );
                 same_bytes::<{ Feth::LEN }>(data, |w| h.write(w));
             }
         }

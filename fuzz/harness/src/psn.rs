@@ -45,7 +45,13 @@ impl Input {
     }
 }
 
-const PMTUS: [Pmtu; 5] = [Pmtu::Mtu256, Pmtu::Mtu512, Pmtu::Mtu1024, Pmtu::Mtu2048, Pmtu::Mtu4096];
+const PMTUS: [Pmtu; 5] = [
+    Pmtu::Mtu256,
+    Pmtu::Mtu512,
+    Pmtu::Mtu1024,
+    Pmtu::Mtu2048,
+    Pmtu::Mtu4096,
+];
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
@@ -66,7 +72,10 @@ pub fn run(data: &[u8]) {
     assert!(s <= PSN_MASK);
     assert_eq!(b.add(s), a);
     let d = a.diff(b);
-    assert!((-(1 << 23)..(1 << 23)).contains(&d), "diff {d} out of the window");
+    assert!(
+        (-(1 << 23)..(1 << 23)).contains(&d),
+        "diff {d} out of the window"
+    );
     assert_eq!(b.add(d as u32), a, "diff is not a distance");
     assert_eq!(d.rem_euclid(1 << 24) as u32, s);
     let e = b.diff(a);
@@ -76,7 +85,11 @@ pub fn run(data: &[u8]) {
         assert_eq!(e, -d, "diff is not antisymmetric");
     }
     let rel = [a.is_before(b), a.is_after(b), a == b];
-    assert_eq!(rel.iter().filter(|&&x| x).count(), 1, "not a trichotomy: {rel:?}");
+    assert_eq!(
+        rel.iter().filter(|&&x| x).count(),
+        1,
+        "not a trichotomy: {rel:?}"
+    );
     assert_eq!(a.is_before(b), d < 0);
     assert_eq!(a.is_after(b), d > 0);
     if d != -(1 << 23) {
@@ -94,7 +107,10 @@ pub fn run(data: &[u8]) {
         assert_eq!(k, 1);
     } else {
         let (k, len, mtu) = (u64::from(k), u64::from(i.len), u64::from(mtu));
-        assert!(k * mtu >= len && (k - 1) * mtu < len, "packets({len}) = {k} at {mtu}");
+        assert!(
+            k * mtu >= len && (k - 1) * mtu < len,
+            "packets({len}) = {k} at {mtu}"
+        );
     }
     let l = i.len as usize;
     assert_eq!(pmtu.payload_ok(Position::Middle, l), l == mtu as usize);

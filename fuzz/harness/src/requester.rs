@@ -175,8 +175,14 @@ impl Wire for Cfg {
         })
     }
     fn encode(&self, e: &mut Enc) {
-        e.u8(self.transport).u8(self.pmtu).u32(self.sq_psn).u8(self.sq_depth_log);
-        e.u8(self.max_rd_atomic).u8(self.timeout).u8(self.retry_cnt).u8(self.rnr_retry);
+        e.u8(self.transport)
+            .u8(self.pmtu)
+            .u32(self.sq_psn)
+            .u8(self.sq_depth_log);
+        e.u8(self.max_rd_atomic)
+            .u8(self.timeout)
+            .u8(self.retry_cnt)
+            .u8(self.rnr_retry);
         e.u8(self.max_inflight).u8(self.ack_req_every);
     }
 }
@@ -192,7 +198,11 @@ impl Wire for Post {
         })
     }
     fn encode(&self, e: &mut Enc) {
-        e.u8(self.op).u16(self.len).u8(self.flags).u64(self.va).u32(self.key);
+        e.u8(self.op)
+            .u16(self.len)
+            .u8(self.flags)
+            .u64(self.va)
+            .u32(self.key);
     }
 }
 
@@ -211,7 +221,11 @@ impl Wire for Resp {
         })
     }
     fn encode(&self, e: &mut Enc) {
-        e.u8(self.kind).u8(self.psn_sel).u16(self.k).u16(self.j).u8(self.d as u8);
+        e.u8(self.kind)
+            .u8(self.psn_sel)
+            .u16(self.k)
+            .u16(self.j)
+            .u8(self.d as u8);
         e.u16(self.plen).u8(self.aux).u64(self.value).u32(self.msn);
     }
 }
@@ -288,16 +302,28 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
 /// from `key` (bits 24-27 placement 0-15, bits 28-29 selectivity 0-3).
 pub fn flush_of(p: &Post) -> Feth {
     if p.op & 0x10 == 0 {
-        Feth { placement: [1, 2, 3, 1][usize::from(p.op & 3)], selectivity: (p.op >> 2) & 1 }
+        Feth {
+            placement: [1, 2, 3, 1][usize::from(p.op & 3)],
+            selectivity: (p.op >> 2) & 1,
+        }
     } else {
-        Feth { placement: (p.key >> 24) as u8 & 0xF, selectivity: (p.key >> 28) as u8 & 3 }
+        Feth {
+            placement: (p.key >> 24) as u8 & 0xF,
+            selectivity: (p.key >> 28) as u8 & 3,
+        }
     }
 }
 
 /// True for operations that get a response of their own: READ, atomics,
 /// ATOMIC WRITE and FLUSH (they count against `max_rd_atomic`).
 pub fn needs_response(op: &SendOp) -> bool {
-    matches!(op, SendOp::Read { .. } | SendOp::Atomic { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+    matches!(
+        op,
+        SendOp::Read { .. }
+            | SendOp::Atomic { .. }
+            | SendOp::AtomicWrite { .. }
+            | SendOp::Flush { .. }
+    )
 }
 
 /// True for operations answered by an empty READ RESPONSE Only at their
@@ -310,22 +336,46 @@ pub fn empty_read(op: &SendOp) -> bool {
 pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
     let atomic_va = if p.va & 1 != 0 { p.va } else { p.va & !7 };
     let flush = flush_of(p);
-    let range = if p.flags & 0x80 != 0 { !u32::from(p.len) } else { u32::from(p.len) };
+    let range = if p.flags & 0x80 != 0 {
+        !u32::from(p.len)
+    } else {
+        u32::from(p.len)
+    };
     let sel = if p.op >= 0xE0 { 10 } else { p.op % 10 };
     let op = match sel {
         0 => SendOp::Send,
         1 => SendOp::SendImm { imm: p.key },
         2 => SendOp::SendInv { rkey: p.key },
-        3 => SendOp::Write { va: p.va, rkey: p.key },
-        4 => SendOp::WriteImm { va: p.va, rkey: p.key, imm: !p.key },
-        5 => SendOp::Read { va: p.va, rkey: p.key },
+        3 => SendOp::Write {
+            va: p.va,
+            rkey: p.key,
+        },
+        4 => SendOp::WriteImm {
+            va: p.va,
+            rkey: p.key,
+            imm: !p.key,
+        },
+        5 => SendOp::Read {
+            va: p.va,
+            rkey: p.key,
+        },
         6 => SendOp::Atomic {
             va: atomic_va,
             rkey: p.key,
-            op: AtomicOp::CmpSwap { compare: p.va, swap: !p.va },
+            op: AtomicOp::CmpSwap {
+                compare: p.va,
+                swap: !p.va,
+            },
         },
-        7 => SendOp::Atomic { va: atomic_va, rkey: p.key, op: AtomicOp::FetchAdd { add: p.va >> 3 } },
-        8 => SendOp::AtomicWrite { va: atomic_va, rkey: p.key },
+        7 => SendOp::Atomic {
+            va: atomic_va,
+            rkey: p.key,
+            op: AtomicOp::FetchAdd { add: p.va >> 3 },
+        },
+        8 => SendOp::AtomicWrite {
+            va: atomic_va,
+            rkey: p.key,
+        },
         9 => SendOp::Local,
         _ => SendOp::Flush {
             va: p.va,
@@ -336,7 +386,11 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
         },
     };
     // Mostly messages of up to four 256-byte packets (bit 7: up to 64 KiB).
-    let mut len = if p.flags & 0x80 != 0 { u32::from(p.len) } else { u32::from(p.len) % 1100 };
+    let mut len = if p.flags & 0x80 != 0 {
+        u32::from(p.len)
+    } else {
+        u32::from(p.len) % 1100
+    };
     if matches!(op, SendOp::Atomic { .. } | SendOp::AtomicWrite { .. }) && p.flags & 0x20 == 0 {
         len = 8;
     }
@@ -348,7 +402,11 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
     }
     let ud = (t == Transport::Ud && p.flags & 0x40 == 0).then_some(UdDest {
         qpn: p.key & 0xFF_FFFF,
-        qkey: if p.flags & 8 != 0 { 0x8000_0000 } else { p.key & 0x7FFF_FFFF },
+        qkey: if p.flags & 8 != 0 {
+            0x8000_0000
+        } else {
+            p.key & 0x7FFF_FFFF
+        },
     });
     SendWr {
         wr_id: id,
@@ -362,7 +420,11 @@ pub fn send_wr(p: &Post, id: u64, t: Transport) -> SendWr {
 }
 
 /// What `post_send` must answer, given the send queue use.
-pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Result<(), PostError> {
+pub fn expected_post(
+    cfg: &QpConfig,
+    used: u32,
+    wr: &SendWr,
+) -> core::result::Result<(), PostError> {
     if used >= cfg.sq_depth {
         return Err(PostError::QueueFull);
     }
@@ -370,7 +432,11 @@ pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Re
         Transport::Rc => true,
         Transport::Uc => matches!(
             wr.op,
-            SendOp::Send | SendOp::SendImm { .. } | SendOp::Write { .. } | SendOp::WriteImm { .. } | SendOp::Local
+            SendOp::Send
+                | SendOp::SendImm { .. }
+                | SendOp::Write { .. }
+                | SendOp::WriteImm { .. }
+                | SendOp::Local
         ),
         _ => matches!(wr.op, SendOp::Send | SendOp::SendImm { .. }),
     };
@@ -389,7 +455,12 @@ pub fn expected_post(cfg: &QpConfig, used: u32, wr: &SendWr) -> core::result::Re
     }
     // FLUSH: placement GLOBAL (1) and/or PERSISTENT (2), nothing else;
     // selectivity range (0) or whole region (1).
-    if let SendOp::Flush { placement, selectivity, .. } = wr.op {
+    if let SendOp::Flush {
+        placement,
+        selectivity,
+        ..
+    } = wr.op
+    {
         if !(1..=3).contains(&placement) || selectivity > 1 {
             return Err(PostError::InvalidOp);
         }
@@ -465,7 +536,8 @@ impl Model {
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
-    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data))
+    else {
         return;
     };
     run_input(&input);
@@ -488,7 +560,10 @@ pub fn run_input(input: &Input) {
     for step in &input.steps {
         m.now += 1;
         if super::trace() {
-            eprintln!("step {step:?} (hi {}, una_ub {}, now {})", m.hi, m.una_ub, m.now);
+            eprintln!(
+                "step {step:?} (hi {}, una_ub {}, now {})",
+                m.hi, m.una_ub, m.now
+            );
         }
         match step {
             Step::Post(p) => post(&mut qp, &mut m, &mut sq, p),
@@ -502,7 +577,11 @@ pub fn run_input(input: &Input) {
             Step::Resp(r) => {
                 let buf = build_resp(&m, r);
                 let pkt = parse(&buf).expect("built response does not parse");
-                let mut mem = SinkMem { refuse: r.aux & 8 != 0, place_now: r.msn & 1 != 0, placed: None };
+                let mut mem = SinkMem {
+                    refuse: r.aux & 8 != 0,
+                    place_now: r.msn & 1 != 0,
+                    placed: None,
+                };
                 receive(&mut qp, &mut m, &pkt, &mut sq, &mut mem);
             }
             Step::Timer(mode, ns) => {
@@ -529,7 +608,11 @@ pub fn run_input(input: &Input) {
                     check_parsed(b, &pkt);
                     let kind = pkt.hdr.bth.opcode.info().kind;
                     if !kind.is_request() {
-                        let mut mem = SinkMem { refuse: false, place_now: false, placed: None };
+                        let mut mem = SinkMem {
+                            refuse: false,
+                            place_now: false,
+                            placed: None,
+                        };
                         receive(&mut qp, &mut m, &pkt, &mut sq, &mut mem);
                     }
                 }
@@ -545,8 +628,22 @@ pub fn run_input(input: &Input) {
     super::count(|| "stat retries".into(), st.comp.retries);
     super::count(|| "stat seq_naks".into(), st.comp.seq_naks);
     super::count(|| "stat rnr_naks".into(), st.comp.rnr_naks);
-    super::count(|| format!("input ended: error {} used {}", qp.is_error(), qp.sq_used().min(2)), 1);
-    if cfg.transport == Transport::Rc && cfg.timeout != 0 && cfg.max_rd_atomic > 0 && !qp.is_error() && qp.sq_used() > 0 {
+    super::count(
+        || {
+            format!(
+                "input ended: error {} used {}",
+                qp.is_error(),
+                qp.sq_used().min(2)
+            )
+        },
+        1,
+    );
+    if cfg.transport == Transport::Rc
+        && cfg.timeout != 0
+        && cfg.max_rd_atomic > 0
+        && !qp.is_error()
+        && qp.sq_used() > 0
+    {
         let mut probe = qp.clone();
         let mut psq = sq.clone();
         if probe.poll_tx(m.now, &mut psq).is_none() && qp.next_deadline().is_none() {
@@ -564,11 +661,21 @@ pub fn run_input(input: &Input) {
         }
     }
     qp.set_error();
-    assert!(qp.poll_tx(m.now, &mut sq).is_none(), "sent after the error transition");
+    assert!(
+        qp.poll_tx(m.now, &mut sq).is_none(),
+        "sent after the error transition"
+    );
     while poll_comp(&mut qp, &mut m, &mut sq) {}
-    assert_eq!(qp.sq_used(), 0, "WRs not retired after the error transition");
+    assert_eq!(
+        qp.sq_used(),
+        0,
+        "WRs not retired after the error transition"
+    );
     for (k, w) in m.wrs.iter().enumerate() {
-        assert!(w.reported || !w.wr.signaled, "signaled WR {k} never reported");
+        assert!(
+            w.reported || !w.wr.signaled,
+            "signaled WR {k} never reported"
+        );
     }
 }
 
@@ -578,7 +685,18 @@ fn post(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe], p: &Post) {
     let want = expected_post(&m.cfg, qp.sq_used(), &wr);
     let in_error = qp.is_error();
     let got = qp.post_send(sq, wr);
-    super::count(|| format!("post {} -> {got:?}", format!("{:?}", wr.op).split([' ', '{']).next().unwrap_or("?")), 1);
+    super::count(
+        || {
+            format!(
+                "post {} -> {got:?}",
+                format!("{:?}", wr.op)
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap_or("?")
+            )
+        },
+        1,
+    );
     assert_eq!(got, want, "post_send of {wr:?}");
     if got.is_ok() {
         let npsn = match wr.op {
@@ -614,11 +732,19 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
             // A local WQE has no PSN of its own: aim at the one its range
             // starts at (the next WR's first).
             let n = w.npsn.max(1);
-            let j = if r.j & 0x8000 != 0 { n - 1 } else { u32::from(r.j) % n };
+            let j = if r.j & 0x8000 != 0 {
+                n - 1
+            } else {
+                u32::from(r.j) % n
+            };
             // An ATOMIC WRITE's or FLUSH's right answer is an empty READ
             // RESPONSE Only.
             let aw = empty_read(&w.wr.op);
-            let left = if aw { 0 } else { w.wr.len.saturating_sub(j.saturating_mul(mtu)) };
+            let left = if aw {
+                0
+            } else {
+                w.wr.len.saturating_sub(j.saturating_mul(mtu))
+            };
             let fit = match (j == 0, j + 1 == w.npsn) {
                 _ if aw => 3,
                 (true, true) => 3,
@@ -632,7 +758,9 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
         _ => (m.psn(m.hi).add(r.d as i32 as u32), mtu, 3),
     };
     let aux = r.aux;
-    let ack = Syndrome::Ack { credits: aux & 0x1F };
+    let ack = Syndrome::Ack {
+        credits: aux & 0x1F,
+    };
     let codes = [
         NakCode::PsnSeqErr,
         NakCode::InvalidRequest,
@@ -650,8 +778,16 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
                 Opcode::RcReadRespMiddle,
                 Opcode::RcReadRespLast,
                 Opcode::RcReadRespOnly,
-            ][if aux & 4 != 0 { usize::from(aux & 3) } else { fit }];
-            let syn = if aux & 0x10 != 0 { Syndrome::Nak(codes[usize::from(aux >> 5) % 5]) } else { ack };
+            ][if aux & 4 != 0 {
+                usize::from(aux & 3)
+            } else {
+                fit
+            }];
+            let syn = if aux & 0x10 != 0 {
+                Syndrome::Nak(codes[usize::from(aux >> 5) % 5])
+            } else {
+                ack
+            };
             let v = u32::from(r.plen >> 2);
             let plen = match r.plen & 3 {
                 0 => want_len,
@@ -671,7 +807,11 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
         },
         _ => (Opcode::RcAck, ack, 0),
     };
-    let psn = if r.kind % 7 == 5 { m.psn(m.hi).sub(1) } else { psn };
+    let psn = if r.kind % 7 == 5 {
+        m.psn(m.hi).sub(1)
+    } else {
+        psn
+    };
     let plen = plen as usize;
     let mut h = Headers::new(Bth {
         opcode: op,
@@ -685,7 +825,10 @@ fn build_resp(m: &Model, r: &Resp) -> Vec<u8> {
         psn,
     });
     if op != Opcode::RcReadRespMiddle {
-        h.aeth = Some(Aeth { syndrome, msn: r.msn & 0xFF_FFFF });
+        h.aeth = Some(Aeth {
+            syndrome,
+            msn: r.msn & 0xFF_FFFF,
+        });
     }
     if op == Opcode::RcAtomicAck {
         h.atomic_ack_eth = Some(AtomicAckEth { orig: r.value });
@@ -713,10 +856,16 @@ fn honest(m: &Model, r: &Resp) -> Option<(Opcode, Psn, u32)> {
                 (false, false) => Opcode::RcReadRespMiddle,
                 (false, true) => Opcode::RcReadRespLast,
             };
-            (op, m.psn(w.first + j), w.wr.len.saturating_sub(j * mtu).min(mtu))
+            (
+                op,
+                m.psn(w.first + j),
+                w.wr.len.saturating_sub(j * mtu).min(mtu),
+            )
         }
         SendOp::Atomic { .. } => (Opcode::RcAtomicAck, m.psn(w.first), 0),
-        SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => (Opcode::RcReadRespOnly, m.psn(w.first), 0),
+        SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => {
+            (Opcode::RcReadRespOnly, m.psn(w.first), 0)
+        }
         // A local WQE: the ACK of the PSN before its empty range.
         _ => (Opcode::RcAck, m.psn(w.end()).sub(1), 0),
     })
@@ -728,7 +877,10 @@ fn poll_tx(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
         return false;
     };
     if super::trace() {
-        eprintln!("tx {:?} psn {:?} {:?} {:?}", d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.reth, d.payload);
+        eprintln!(
+            "tx {:?} psn {:?} {:?} {:?}",
+            d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.reth, d.payload
+        );
     }
     assert!(!error, "sent {d:?} in the error state");
     check_request(m, &d, sq.len() as u32);
@@ -742,18 +894,29 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
     let info = b.opcode.info();
     assert!(info.kind.is_request(), "requester sent {:?}", b.opcode);
     assert!(
-        d.hdr.feth.is_none() || matches!(m.find(m.lin(b.psn)).map(|(k, _)| m.wrs[k].wr.op), Some(SendOp::Flush { .. })),
+        d.hdr.feth.is_none()
+            || matches!(
+                m.find(m.lin(b.psn)).map(|(k, _)| m.wrs[k].wr.op),
+                Some(SendOp::Flush { .. })
+            ),
         "FETH on {:?}",
         b.opcode
     );
     assert_eq!(info.transport, m.cfg.transport, "wrong transport");
     assert_eq!(b.pkey, m.cfg.pkey);
     let l = m.lin(b.psn);
-    assert!(l <= m.hi, "PSN gap: sent linear PSN {l}, next new is {}", m.hi);
+    assert!(
+        l <= m.hi,
+        "PSN gap: sent linear PSN {l}, next new is {}",
+        m.hi
+    );
     let (k, j) = m.find(l).expect("packet for no posted WR");
     let w = m.wrs[k];
     assert!(w.wr.op != SendOp::Local, "packet {j} for local WR {k}");
-    assert!(!w.reported, "packet for WR {k} after its completion was reported");
+    assert!(
+        !w.reported,
+        "packet for WR {k} after its completion was reported"
+    );
     let wr = w.wr;
     let off = j * mtu;
     let rc = m.cfg.transport == Transport::Rc;
@@ -808,16 +971,40 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
             assert_eq!((reth.va, reth.rkey, reth.len), (va, rkey, 8));
             assert_eq!(wr.len, 8);
             // The WR's 8 bytes, from its own send queue slot.
-            assert_eq!(d.payload, PayloadRef::Sq { slot: k as u32 % depth, offset: 0, len: 8 });
+            assert_eq!(
+                d.payload,
+                PayloadRef::Sq {
+                    slot: k as u32 % depth,
+                    offset: 0,
+                    len: 8
+                }
+            );
             assert_eq!(b.pad, 0);
             assert_eq!((b.dest_qp, b.solicited), (DEST_QPN, false));
             assert!(d.hdr.atomic_eth.is_none() && d.hdr.imm.is_none() && d.hdr.ieth.is_none());
         }
-        SendOp::Flush { va, rkey, len, placement, selectivity } => {
+        SendOp::Flush {
+            va,
+            rkey,
+            len,
+            placement,
+            selectivity,
+        } => {
             assert_eq!((j, b.opcode), (0, Opcode::RcFlush));
-            assert_eq!(d.hdr.feth, Some(Feth { placement, selectivity }), "FLUSH FETH");
+            assert_eq!(
+                d.hdr.feth,
+                Some(Feth {
+                    placement,
+                    selectivity
+                }),
+                "FLUSH FETH"
+            );
             let reth = d.hdr.reth.expect("FLUSH without RETH");
-            assert_eq!((reth.va, reth.rkey, reth.len), (va, rkey, len), "FLUSH RETH");
+            assert_eq!(
+                (reth.va, reth.rkey, reth.len),
+                (va, rkey, len),
+                "FLUSH RETH"
+            );
             assert_eq!(wr.len, 0);
             assert_eq!(d.payload, PayloadRef::None, "FLUSH with payload");
             assert_eq!(b.pad, 0);
@@ -826,7 +1013,10 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
         }
         op => {
             let len = wr.len.saturating_sub(off).min(mtu);
-            assert!(off < wr.len || (off == 0 && wr.len == 0), "packet past the message");
+            assert!(
+                off < wr.len || (off == 0 && wr.len == 0),
+                "packet past the message"
+            );
             let pos = match (j == 0, last) {
                 (true, true) => Position::Only,
                 (true, false) => Position::First,
@@ -837,7 +1027,11 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
             let write = matches!(op, SendOp::Write { .. } | SendOp::WriteImm { .. });
             assert_eq!(info.kind, if write { OpKind::Write } else { OpKind::Send });
             let want_payload = if len > 0 {
-                PayloadRef::Sq { slot: k as u32 % depth, offset: off, len }
+                PayloadRef::Sq {
+                    slot: k as u32 % depth,
+                    offset: off,
+                    len,
+                }
             } else {
                 PayloadRef::None
             };
@@ -859,7 +1053,11 @@ fn check_request(m: &mut Model, d: &TxDesc, depth: u32) {
             match wr.ud {
                 Some(ud) => {
                     let deth = d.hdr.deth.expect("UD without DETH");
-                    let qkey = if ud.qkey & 0x8000_0000 != 0 { QKEY } else { ud.qkey };
+                    let qkey = if ud.qkey & 0x8000_0000 != 0 {
+                        QKEY
+                    } else {
+                        ud.qkey
+                    };
                     assert_eq!((b.dest_qp, deth.qkey, deth.src_qp), (ud.qpn, qkey, QPN));
                 }
                 None => assert_eq!(b.dest_qp, DEST_QPN),
@@ -893,10 +1091,17 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
     let mut out = qp.receive(m.now, pkt, sq, mem, &mut NoRq);
     // What the QP's own buffers took at once is checked as if the outcome had carried it.
     if let Some(placed) = mem.placed.take() {
-        assert!(out.drop.is_none() && out.place.is_none(), "placed at once, yet {out:?}");
+        assert!(
+            out.drop.is_none() && out.place.is_none(),
+            "placed at once, yet {out:?}"
+        );
         let kind = pkt.hdr.bth.opcode.info().kind;
         out.place = Some(match placed {
-            (slot, offset, data) if kind == OpKind::ReadResp => Place::ReadResp { slot, offset, len: data.len() as u32 },
+            (slot, offset, data) if kind == OpKind::ReadResp => Place::ReadResp {
+                slot,
+                offset,
+                len: data.len() as u32,
+            },
             (slot, 0, data) if kind == OpKind::AtomicAck => Place::AtomicResult {
                 slot,
                 value: u64::from_ne_bytes(data.try_into().expect("atomic result of 8 bytes")),
@@ -908,11 +1113,31 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
         // Refused for a missing local page: nothing was accepted.
         assert!(out.place.is_none());
     } else {
-        assert_ne!(out.drop, Some(DropReason::NotPresent), "NotPresent without a refusal");
+        assert_ne!(
+            out.drop,
+            Some(DropReason::NotPresent),
+            "NotPresent without a refusal"
+        );
     }
-    super::count(|| format!("rx {:?} -> {:?} {}", pkt.hdr.bth.opcode, out.drop, if out.place.is_some() { "placed" } else { "" }), 1);
+    super::count(
+        || {
+            format!(
+                "rx {:?} -> {:?} {}",
+                pkt.hdr.bth.opcode,
+                out.drop,
+                if out.place.is_some() { "placed" } else { "" }
+            )
+        },
+        1,
+    );
     if super::trace() {
-        eprintln!("rx {:?} psn {:?} len {} {:?}\n   -> {out:?}", pkt.hdr.bth.opcode, pkt.hdr.bth.psn, pkt.payload.len(), pkt.hdr.aeth);
+        eprintln!(
+            "rx {:?} psn {:?} len {} {:?}\n   -> {out:?}",
+            pkt.hdr.bth.opcode,
+            pkt.hdr.bth.psn,
+            pkt.payload.len(),
+            pkt.hdr.aeth
+        );
     }
     let p = pkt.hdr.bth.psn;
     let l = m.lin(p);
@@ -920,13 +1145,19 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
         assert!(out.drop.is_some() && out.place.is_none() && out.completion.is_none());
         return;
     }
-    assert!(out.completion.is_none(), "receive completion on the requester side");
+    assert!(
+        out.completion.is_none(),
+        "receive completion on the requester side"
+    );
     if out.drop.is_some() {
         assert!(out.place.is_none(), "dropped response placed data: {out:?}");
     }
     if l >= m.hi {
         assert!(
-            matches!(out.drop, Some(DropReason::Ghost | DropReason::Stale | DropReason::WrongTransport)),
+            matches!(
+                out.drop,
+                Some(DropReason::Ghost | DropReason::Stale | DropReason::WrongTransport)
+            ),
             "response for a PSN never sent accepted: {out:?}"
         );
         return;
@@ -934,7 +1165,11 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
     if let Some((k, j)) = m.find(l) {
         let w = &mut m.wrs[k];
         let read_resp = pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp;
-        if matches!(w.wr.op, SendOp::Read { .. }) && read_resp && out.drop.is_none() && j + 1 == w.npsn {
+        if matches!(w.wr.op, SendOp::Read { .. })
+            && read_resp
+            && out.drop.is_none()
+            && j + 1 == w.npsn
+        {
             w.answered = true;
         }
         if empty_read(&w.wr.op) && pkt.hdr.bth.opcode.info().kind == OpKind::ReadResp {
@@ -951,8 +1186,14 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
                     pkt.hdr.bth.opcode,
                     pkt.payload.len()
                 );
-                assert!(out.place.is_none(), "placement for an ATOMIC WRITE/FLUSH: {out:?}");
-                assert!(!w.reported, "ATOMIC WRITE/FLUSH {k} answered after its completion was reported");
+                assert!(
+                    out.place.is_none(),
+                    "placement for an ATOMIC WRITE/FLUSH: {out:?}"
+                );
+                assert!(
+                    !w.reported,
+                    "ATOMIC WRITE/FLUSH {k} answered after its completion was reported"
+                );
                 w.answered = true;
             }
         }
@@ -962,20 +1203,34 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
         Some(Place::ReadResp { slot, offset, len }) => {
             let (k, j) = m.find(l).expect("READ data for no WR");
             let w = &mut m.wrs[k];
-            assert!(matches!(w.wr.op, SendOp::Read { .. }), "READ data placed into a non-READ WR");
+            assert!(
+                matches!(w.wr.op, SendOp::Read { .. }),
+                "READ data placed into a non-READ WR"
+            );
             assert!(!w.reported);
-            assert_eq!(slot, k as u32 % sq.len() as u32, "READ data into the wrong slot");
+            assert_eq!(
+                slot,
+                k as u32 % sq.len() as u32,
+                "READ data into the wrong slot"
+            );
             assert_eq!(len as usize, pkt.payload.len());
             assert_eq!(offset, j * m.cfg.pmtu.bytes());
             assert_eq!(offset, w.covered, "READ data not contiguous");
             let end = offset.checked_add(len).expect("READ placement overflows");
-            assert!(end <= w.wr.len, "READ data past the buffer: {end} > {}", w.wr.len);
+            assert!(
+                end <= w.wr.len,
+                "READ data past the buffer: {end} > {}",
+                w.wr.len
+            );
             w.covered = end;
         }
         Some(Place::AtomicResult { slot, value }) => {
             let (k, j) = m.find(l).expect("atomic result for no WR");
             let w = &mut m.wrs[k];
-            assert!(matches!(w.wr.op, SendOp::Atomic { .. }), "atomic result into a non-atomic WR");
+            assert!(
+                matches!(w.wr.op, SendOp::Atomic { .. }),
+                "atomic result into a non-atomic WR"
+            );
             assert_eq!((j, slot), (0, k as u32 % sq.len() as u32));
             assert_eq!(Some(value), pkt.hdr.atomic_ack_eth.map(|a| a.orig));
             assert!(!w.atomic_placed, "atomic result placed twice");
@@ -983,7 +1238,10 @@ fn receive(qp: &mut Qp<4>, m: &mut Model, pkt: &Packet<'_>, sq: &mut [SendWqe], 
         }
         Some(pl) => panic!("requester returned a responder placement {pl:?}"),
     }
-    if !matches!(out.drop, Some(DropReason::Stale | DropReason::WrongTransport)) {
+    if !matches!(
+        out.drop,
+        Some(DropReason::Stale | DropReason::WrongTransport)
+    ) {
         m.una_ub = m.una_ub.max(l + 1);
     }
 }
@@ -1000,22 +1258,35 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
         || {
             // The operation's name, without its fields.
             let op = m.wrs.get(k).map(|w| format!("{:?}", w.wr.op));
-            let name = op.as_deref().map(|s| s.split([' ', '{']).next().unwrap_or(s));
+            let name = op
+                .as_deref()
+                .map(|s| s.split([' ', '{']).next().unwrap_or(s));
             format!("completion {:?} {}", c.status, name.unwrap_or("?"))
         },
         1,
     );
-    assert!(k < m.wrs.len() && k >= m.next_report, "completion {k} out of order (next {})", m.next_report);
+    assert!(
+        k < m.wrs.len() && k >= m.next_report,
+        "completion {k} out of order (next {})",
+        m.next_report
+    );
     for s in m.next_report..k {
         assert!(!m.error_reported, "WR {s} skipped after an error");
-        assert!(!m.wrs[s].in_error, "WR {s} posted in the error state retired as a success");
+        assert!(
+            !m.wrs[s].in_error,
+            "WR {s} posted in the error state retired as a success"
+        );
         check_success(m, s);
         assert!(!m.wrs[s].wr.signaled, "signaled WR {s} skipped");
     }
     let w = m.wrs[k];
     assert_eq!(c.byte_len, w.wr.len);
     if m.error_reported {
-        assert_eq!((k, c.status), (m.next_report, WcStatus::WrFlushErr), "after an error only flushes");
+        assert_eq!(
+            (k, c.status),
+            (m.next_report, WcStatus::WrFlushErr),
+            "after an error only flushes"
+        );
     }
     // A local WR only completes (once passed and everything before it
     // completed) or is flushed: it never carries another WR's error.
@@ -1025,7 +1296,11 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
         c.status
     );
     if w.in_error {
-        assert_eq!(c.status, WcStatus::WrFlushErr, "WR {k} posted in the error state not flushed");
+        assert_eq!(
+            c.status,
+            WcStatus::WrFlushErr,
+            "WR {k} posted in the error state not flushed"
+        );
     }
     match c.status {
         WcStatus::Success => {
@@ -1033,7 +1308,10 @@ fn poll_comp(qp: &mut Qp<4>, m: &mut Model, sq: &mut [SendWqe]) -> bool {
             check_success(m, k);
         }
         s => {
-            assert!(qp.is_error(), "error completion {s:?} outside the error state");
+            assert!(
+                qp.is_error(),
+                "error completion {s:?} outside the error state"
+            );
             m.error_reported = true;
         }
     }
@@ -1049,11 +1327,21 @@ fn check_success(m: &Model, k: usize) {
         Transport::Rc => {
             // For a local WQE (an empty PSN range) this says that every WR
             // before it was acknowledged.
-            assert!(w.end() <= m.una_ub, "WR {k} completed without an acknowledgement");
+            assert!(
+                w.end() <= m.una_ub,
+                "WR {k} completed without an acknowledgement"
+            );
             match w.wr.op {
-                SendOp::Read { .. } => assert_eq!(w.covered, w.wr.len, "READ {k} completed without its data"),
-                SendOp::Atomic { .. } => assert!(w.atomic_placed, "atomic {k} completed without its result"),
-                SendOp::AtomicWrite { .. } => assert!(w.answered, "ATOMIC WRITE {k} completed without its response"),
+                SendOp::Read { .. } => {
+                    assert_eq!(w.covered, w.wr.len, "READ {k} completed without its data")
+                }
+                SendOp::Atomic { .. } => {
+                    assert!(w.atomic_placed, "atomic {k} completed without its result")
+                }
+                SendOp::AtomicWrite { .. } => assert!(
+                    w.answered,
+                    "ATOMIC WRITE {k} completed without its response"
+                ),
                 SendOp::Flush { .. } => {
                     assert!(w.answered, "FLUSH {k} completed without its response");
                     assert_eq!(w.wr.len, 0);
@@ -1064,7 +1352,10 @@ fn check_success(m: &Model, k: usize) {
         // A local WQE is passed once everything before it went out.
         _ if w.wr.op == SendOp::Local => {
             for (s, o) in m.wrs[..k].iter().enumerate() {
-                assert!(o.tx_done || o.wr.op == SendOp::Local, "local WR {k} completed before WR {s} was sent");
+                assert!(
+                    o.tx_done || o.wr.op == SendOp::Local,
+                    "local WR {k} completed before WR {s} was sent"
+                );
             }
         }
         _ => assert!(w.tx_done, "UC/UD WR {k} completed before it was sent"),
@@ -1082,7 +1373,12 @@ struct SinkMem {
 }
 
 impl metaroce_proto::resp::MemAccess for SinkMem {
-    fn place_response(&mut self, slot: u32, offset: u32, data: &[u8]) -> core::result::Result<bool, metaroce_proto::resp::AccessError> {
+    fn place_response(
+        &mut self,
+        slot: u32,
+        offset: u32,
+        data: &[u8],
+    ) -> core::result::Result<bool, metaroce_proto::resp::AccessError> {
         assert!(self.placed.is_none(), "two placements for one packet");
         if self.refuse {
             return Err(metaroce_proto::resp::AccessError::NotPresent);
@@ -1102,10 +1398,20 @@ impl metaroce_proto::resp::MemAccess for SinkMem {
     ) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
         panic!("requester target touched responder memory")
     }
-    fn atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> core::result::Result<u64, metaroce_proto::resp::AccessError> {
+    fn atomic(
+        &mut self,
+        _: u32,
+        _: u64,
+        _: AtomicOp,
+    ) -> core::result::Result<u64, metaroce_proto::resp::AccessError> {
         panic!("requester target ran an atomic")
     }
-    fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
+    fn atomic_write(
+        &mut self,
+        _: u32,
+        _: u64,
+        _: [u8; 8],
+    ) -> core::result::Result<(), metaroce_proto::resp::AccessError> {
         panic!("requester target ran an ATOMIC WRITE")
     }
     fn flush(

@@ -146,7 +146,10 @@ impl Wire for Cfg {
         })
     }
     fn encode(&self, e: &mut Enc) {
-        e.u8(self.transport).u8(self.pmtu).u32(self.rq_psn).u8(self.access);
+        e.u8(self.transport)
+            .u8(self.pmtu)
+            .u32(self.rq_psn)
+            .u8(self.access);
         e.u8(self.min_rnr_timer).u8(self.ack_every).u8(self.res);
     }
 }
@@ -167,8 +170,16 @@ impl Wire for Pkt {
         })
     }
     fn encode(&self, e: &mut Enc) {
-        e.u8(self.op).u8(self.dpsn as u8).u8(self.flags).u16(self.plen).u8(self.key);
-        e.u16(self.off).u32(self.rlen).u64(self.swap).u64(self.compare).u32(self.imm);
+        e.u8(self.op)
+            .u8(self.dpsn as u8)
+            .u8(self.flags)
+            .u16(self.plen)
+            .u8(self.key);
+        e.u16(self.off)
+            .u32(self.rlen)
+            .u64(self.swap)
+            .u64(self.compare)
+            .u32(self.imm);
     }
 }
 
@@ -211,7 +222,13 @@ impl Wire for Step {
 
 target_input!("QP attributes.");
 
-const PMTUS: [Pmtu; 5] = [Pmtu::Mtu256, Pmtu::Mtu512, Pmtu::Mtu1024, Pmtu::Mtu2048, Pmtu::Mtu4096];
+const PMTUS: [Pmtu; 5] = [
+    Pmtu::Mtu256,
+    Pmtu::Mtu512,
+    Pmtu::Mtu1024,
+    Pmtu::Mtu2048,
+    Pmtu::Mtu4096,
+];
 
 /// Path MTU for a selector.
 pub fn pmtu_of(sel: u8) -> Pmtu {
@@ -235,7 +252,11 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
     q.sq_psn = Psn::new(c.rq_psn ^ 0x5A_5A5A);
     q.qkey = QKEY;
     q.sq_depth = 4;
-    let bits = if c.access & 0x80 == 0 { 0x1F } else { c.access & 0x1F };
+    let bits = if c.access & 0x80 == 0 {
+        0x1F
+    } else {
+        c.access & 0x1F
+    };
     let mut a = Access::NONE;
     for (bit, r) in [
         (1, Access::READ),
@@ -260,9 +281,15 @@ pub fn qp_config(c: &Cfg) -> QpConfig {
 /// (bits 0-3 placement 0-15, bits 4-5 selectivity 0-3).
 pub fn feth_of(v: u64) -> Feth {
     if v & 0x80 == 0 {
-        Feth { placement: ((v & 3) as u8).max(1), selectivity: ((v >> 4) & 1) as u8 }
+        Feth {
+            placement: ((v & 3) as u8).max(1),
+            selectivity: ((v >> 4) & 1) as u8,
+        }
     } else {
-        Feth { placement: (v & 0xF) as u8, selectivity: ((v >> 4) & 3) as u8 }
+        Feth {
+            placement: (v & 0xF) as u8,
+            selectivity: ((v >> 4) & 3) as u8,
+        }
     }
 }
 
@@ -315,7 +342,11 @@ pub fn build_pkt(p: &Pkt, cfg: &QpConfig, epsn: Psn) -> Vec<u8> {
         1 => MRS[1],
         _ => MRS[0],
     };
-    let rkey = if p.key & 3 == 2 { 0xBAD0 | u32::from(p.key) } else { mr.rkey };
+    let rkey = if p.key & 3 == 2 {
+        0xBAD0 | u32::from(p.key)
+    } else {
+        mr.rkey
+    };
     let off = u64::from(p.off);
     let va = if p.key & 4 != 0 {
         off.wrapping_mul(0x1_0000_0001)
@@ -344,16 +375,30 @@ pub fn build_pkt(p: &Pkt, cfg: &QpConfig, epsn: Psn) -> Vec<u8> {
     let has = |x| info.exts.contains(x);
     h.feth = has(ExtSet::FETH).then_some(feth_of(p.swap));
     h.deth = has(ExtSet::DETH).then_some(Deth {
-        qkey: if p.flags & 8 != 0 { !cfg.qkey } else { cfg.qkey },
+        qkey: if p.flags & 8 != 0 {
+            !cfg.qkey
+        } else {
+            cfg.qkey
+        },
         src_qp: p.imm & 0xFF_FFFF,
     });
-    h.reth = has(ExtSet::RETH).then_some(Reth { va, rkey, len: rlen });
-    h.atomic_eth = has(ExtSet::ATOMIC_ETH).then_some(AtomicEth { va, rkey, swap_add: p.swap, compare: p.compare });
+    h.reth = has(ExtSet::RETH).then_some(Reth {
+        va,
+        rkey,
+        len: rlen,
+    });
+    h.atomic_eth = has(ExtSet::ATOMIC_ETH).then_some(AtomicEth {
+        va,
+        rkey,
+        swap_add: p.swap,
+        compare: p.compare,
+    });
     h.aeth = has(ExtSet::AETH).then_some(metaroce_proto::ext::Aeth {
         syndrome: Syndrome::Ack { credits: 0x1F },
         msn: p.imm & 0xFF_FFFF,
     });
-    h.atomic_ack_eth = has(ExtSet::ATOMIC_ACK_ETH).then_some(metaroce_proto::ext::AtomicAckEth { orig: p.swap });
+    h.atomic_ack_eth =
+        has(ExtSet::ATOMIC_ACK_ETH).then_some(metaroce_proto::ext::AtomicAckEth { orig: p.swap });
     h.imm = has(ExtSet::IMM).then_some(p.imm);
     h.ieth = has(ExtSet::IETH).then_some(p.imm ^ 0x5A5A);
     let payload: Vec<u8> = (0..plen).map(|i| i as u8).collect();
@@ -401,7 +446,8 @@ struct Model {
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
-    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data))
+    else {
         return;
     };
     run_input(&input);
@@ -440,7 +486,11 @@ fn run_with<const R: usize>(input: &Input) {
         }
         match step {
             Step::Pkt(p) => {
-                let base = if cfg.transport == Transport::Uc { m.uc_epsn.unwrap_or(m.epsn) } else { m.epsn };
+                let base = if cfg.transport == Transport::Uc {
+                    m.uc_epsn.unwrap_or(m.epsn)
+                } else {
+                    m.epsn
+                };
                 let buf = build_pkt(p, &cfg, base);
                 let pkt = parse(&buf).expect("built packet does not parse");
                 receive(&mut qp, &mut m, &pkt, now, &mut sq, &mut mem, &mut rq);
@@ -472,14 +522,30 @@ fn run_with<const R: usize>(input: &Input) {
     super::count(|| "stat seq_naks".into(), st.seq_naks);
     super::count(|| "stat rnr_naks".into(), st.rnr_naks);
     super::count(|| "stat atomics executed".into(), mem.atomics.len() as u64);
-    super::count(|| "stat atomic writes executed".into(), mem.atomic_writes.len() as u64);
+    super::count(
+        || "stat atomic writes executed".into(),
+        mem.atomic_writes.len() as u64,
+    );
     super::count(|| "stat flushes executed".into(), mem.flushes.len() as u64);
-    super::count(|| "stat whole-region flushes executed".into(), mem.flushes.iter().filter(|f| f.whole_mr).count() as u64);
-    super::count(|| "input ended in error state".into(), u64::from(qp.is_error()));
+    super::count(
+        || "stat whole-region flushes executed".into(),
+        mem.flushes.iter().filter(|f| f.whole_mr).count() as u64,
+    );
+    super::count(
+        || "input ended in error state".into(),
+        u64::from(qp.is_error()),
+    );
     qp.set_error();
-    assert!(qp.poll_tx(now, &mut sq).is_none(), "sent after the error transition");
+    assert!(
+        qp.poll_tx(now, &mut sq).is_none(),
+        "sent after the error transition"
+    );
     flush(&mut qp, &mut rq);
-    assert!(rq.out.is_empty(), "receive WQEs taken and never returned: {:?}", rq.out);
+    assert!(
+        rq.out.is_empty(),
+        "receive WQEs taken and never returned: {:?}",
+        rq.out
+    );
 }
 
 fn flush<const R: usize>(qp: &mut Qp<R>, rq: &mut Rq) {
@@ -491,16 +557,34 @@ fn flush<const R: usize>(qp: &mut Qp<R>, rq: &mut Rq) {
     assert!(qp.flush_recv().is_none(), "flushed twice");
 }
 
-fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe], mem: &Mem) -> bool {
+fn poll<const R: usize>(
+    qp: &mut Qp<R>,
+    m: &Model,
+    now: u64,
+    sq: &mut [SendWqe],
+    mem: &Mem,
+) -> bool {
     let error = qp.is_error();
     let Some(d) = qp.poll_tx(now, sq) else {
         return false;
     };
     if super::trace() {
-        eprintln!("tx {:?} psn {:?} {:?} {:?}", d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.aeth, d.payload);
+        eprintln!(
+            "tx {:?} psn {:?} {:?} {:?}",
+            d.hdr.bth.opcode, d.hdr.bth.psn, d.hdr.aeth, d.payload
+        );
     }
     assert_eq!(m.cfg.transport, Transport::Rc, "UC/UD responder sent {d:?}");
-    super::count(|| format!("tx {:?} {:?}", d.hdr.bth.opcode, d.hdr.aeth.map(|a| a.syndrome)), 1);
+    super::count(
+        || {
+            format!(
+                "tx {:?} {:?}",
+                d.hdr.bth.opcode,
+                d.hdr.aeth.map(|a| a.syndrome)
+            )
+        },
+        1,
+    );
     check_encodes(&d, m.cfg.pmtu.bytes());
     let b = d.hdr.bth;
     assert_eq!((b.dest_qp, b.pkey), (DEST_QPN, m.cfg.pkey));
@@ -516,22 +600,38 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
         }
     }
     if let Some(a) = aeth {
-        assert!(a.msn <= m.msn, "MSN {} above the {} messages completed", a.msn, m.msn);
+        assert!(
+            a.msn <= m.msn,
+            "MSN {} above the {} messages completed",
+            a.msn,
+            m.msn
+        );
     }
     match b.opcode.info().kind {
         OpKind::Ack => match aeth.expect("ACK without AETH").syndrome {
             Syndrome::Ack { .. } => {
-                assert!(b.psn.is_before(m.epsn), "ACK of {:?}, expected PSN {:?}", b.psn, m.epsn)
+                assert!(
+                    b.psn.is_before(m.epsn),
+                    "ACK of {:?}, expected PSN {:?}",
+                    b.psn,
+                    m.epsn
+                )
             }
             Syndrome::Nak(_) | Syndrome::Rnr { .. } => {
                 assert_eq!(b.psn, m.epsn, "NAK for a PSN other than the expected one")
             }
         },
         OpKind::ReadResp => {
-            assert!(b.psn.is_before(m.epsn), "READ response ahead of the expected PSN");
+            assert!(
+                b.psn.is_before(m.epsn),
+                "READ response ahead of the expected PSN"
+            );
             let syn = aeth.map(|a| a.syndrome);
             if let Some(a) = aeth {
-                assert!(matches!(a.syndrome, Syndrome::Ack { .. }), "READ response with {syn:?}");
+                assert!(
+                    matches!(a.syndrome, Syndrome::Ack { .. }),
+                    "READ response with {syn:?}"
+                );
             }
             let empty_only = b.opcode == Opcode::RcReadRespOnly && d.payload == PayloadRef::None;
             if empty_only && m.empty_reads.iter().any(|&(p, _)| p == b.psn) {
@@ -540,7 +640,9 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
                 // no pad.
                 let a = aeth.expect("ATOMIC WRITE/FLUSH response without AETH");
                 assert!(
-                    m.empty_reads.iter().any(|&(p, msn)| p == b.psn && msn & 0xFF_FFFF == a.msn),
+                    m.empty_reads
+                        .iter()
+                        .any(|&(p, msn)| p == b.psn && msn & 0xFF_FFFF == a.msn),
                     "ATOMIC WRITE/FLUSH response {:?} with MSN {} (executed: {:?})",
                     b.psn,
                     a.msn,
@@ -567,7 +669,11 @@ fn poll<const R: usize>(qp: &mut Qp<R>, m: &Model, now: u64, sq: &mut [SendWqe],
             assert!(b.psn.is_before(m.epsn));
             let orig = d.hdr.atomic_ack_eth.expect("atomic ACK without value").orig;
             let exec = m.atomics.iter().rev().find(|&&(p, _)| p == b.psn);
-            assert_eq!(exec.map(|e| e.1), Some(orig), "atomic ACK with a value never returned");
+            assert_eq!(
+                exec.map(|e| e.1),
+                Some(orig),
+                "atomic ACK with a value never returned"
+            );
         }
         k => panic!("responder sent {k:?}"),
     }
@@ -597,12 +703,22 @@ fn receive<const R: usize>(
         super::count(|| format!("recv completion {:?} {:?}", c.status, c.kind), 1);
     }
     if super::trace() {
-        eprintln!("rx {:?} psn {:?} len {} {:?}\n   -> {out:?}", pkt.hdr.bth.opcode, p, pkt.payload.len(), pkt.hdr.reth);
+        eprintln!(
+            "rx {:?} psn {:?} len {} {:?}\n   -> {out:?}",
+            pkt.hdr.bth.opcode,
+            p,
+            pkt.payload.len(),
+            pkt.hdr.reth
+        );
     }
     let untouched = mem.calls == calls && rq.taken == taken;
     if was_error {
         if info.transport == m.cfg.transport {
-            assert_eq!(out.drop, Some(DropReason::QpError), "accepted in the error state");
+            assert_eq!(
+                out.drop,
+                Some(DropReason::QpError),
+                "accepted in the error state"
+            );
         }
         assert!(untouched && out.place.is_none() && out.completion.is_none());
         return;
@@ -620,47 +736,90 @@ fn receive<const R: usize>(
             | DropReason::UcDropped
             | DropReason::QkeyMismatch,
         ) => {
-            assert!(untouched, "{:?} drop touched memory or the receive queue", out.drop);
+            assert!(
+                untouched,
+                "{:?} drop touched memory or the receive queue",
+                out.drop
+            );
             assert!(out.completion.is_none());
         }
         Some(DropReason::Duplicate) => {
-            assert!(rq.taken == taken && out.completion.is_none(), "duplicate consumed a WQE");
+            assert!(
+                rq.taken == taken && out.completion.is_none(),
+                "duplicate consumed a WQE"
+            );
         }
         _ => {}
     }
     let executed = mem.atomics.len() - atomics;
     if executed > 0 {
         assert_eq!(executed, 1);
-        assert!(out.drop.is_none(), "atomic executed for a dropped packet: {out:?}");
+        assert!(
+            out.drop.is_none(),
+            "atomic executed for a dropped packet: {out:?}"
+        );
         assert!(matches!(info.kind, OpKind::CmpSwap | OpKind::FetchAdd));
         m.atomics.push((p, mem.atomics[atomics].2));
     }
     let aw_executed = mem.atomic_writes.len() - atomic_writes;
     if aw_executed > 0 {
         assert_eq!(aw_executed, 1, "one packet, several ATOMIC WRITEs");
-        assert!(out.drop.is_none(), "ATOMIC WRITE executed for a dropped packet: {out:?}");
-        assert_eq!(info.kind, OpKind::AtomicWrite, "{:?} executed an ATOMIC WRITE", pkt.hdr.bth.opcode);
+        assert!(
+            out.drop.is_none(),
+            "ATOMIC WRITE executed for a dropped packet: {out:?}"
+        );
+        assert_eq!(
+            info.kind,
+            OpKind::AtomicWrite,
+            "{:?} executed an ATOMIC WRITE",
+            pkt.hdr.bth.opcode
+        );
         assert_eq!(executed, 0);
         let reth = pkt.hdr.reth.expect("ATOMIC WRITE without RETH");
         let (rkey, va, value) = mem.atomic_writes[atomic_writes];
-        assert_eq!((rkey, va), (reth.rkey, reth.va), "ATOMIC WRITE to another place than the RETH's");
-        assert!(reth.len == 8 && pkt.hdr.bth.pad == 0, "ATOMIC WRITE executed with RETH length {} pad {}", reth.len, pkt.hdr.bth.pad);
-        assert_eq!(&value.to_ne_bytes()[..], pkt.payload, "ATOMIC WRITE of other bytes than the payload");
+        assert_eq!(
+            (rkey, va),
+            (reth.rkey, reth.va),
+            "ATOMIC WRITE to another place than the RETH's"
+        );
+        assert!(
+            reth.len == 8 && pkt.hdr.bth.pad == 0,
+            "ATOMIC WRITE executed with RETH length {} pad {}",
+            reth.len,
+            pkt.hdr.bth.pad
+        );
+        assert_eq!(
+            &value.to_ne_bytes()[..],
+            pkt.payload,
+            "ATOMIC WRITE of other bytes than the payload"
+        );
     }
     if info.kind == OpKind::AtomicWrite && info.transport == m.cfg.transport {
         let reth = pkt.hdr.reth.expect("ATOMIC WRITE without RETH");
         let well_formed =
             pkt.payload.len() == 8 && reth.len == 8 && pkt.hdr.bth.pad == 0 && reth.va % 8 == 0;
         if out.drop.is_none() {
-            assert!(well_formed, "ATOMIC WRITE accepted with {} bytes, RETH {reth:?}", pkt.payload.len());
+            assert!(
+                well_formed,
+                "ATOMIC WRITE accepted with {} bytes, RETH {reth:?}",
+                pkt.payload.len()
+            );
             assert_eq!(aw_executed, 1, "ATOMIC WRITE accepted but not executed");
-            assert!(out.place.is_none() && out.completion.is_none() && rq.taken == taken, "ATOMIC WRITE placed or completed: {out:?}");
+            assert!(
+                out.place.is_none() && out.completion.is_none() && rq.taken == taken,
+                "ATOMIC WRITE placed or completed: {out:?}"
+            );
         }
         if p == epsn && !well_formed {
             assert!(
                 matches!(
                     out.drop,
-                    Some(DropReason::BadLength | DropReason::Misaligned | DropReason::QpAccess | DropReason::OpSequence)
+                    Some(
+                        DropReason::BadLength
+                            | DropReason::Misaligned
+                            | DropReason::QpAccess
+                            | DropReason::OpSequence
+                    )
                 ),
                 "malformed ATOMIC WRITE (payload {}, RETH {reth:?}, pad {}): {out:?}",
                 pkt.payload.len(),
@@ -673,8 +832,16 @@ fn receive<const R: usize>(
     let fl_executed = mem.flushes.len() - flushes;
     if fl_executed > 0 {
         assert_eq!(fl_executed, 1, "one packet, several FLUSHes");
-        assert!(out.drop.is_none(), "FLUSH approved for a dropped packet: {out:?}");
-        assert_eq!(info.kind, OpKind::Flush, "{:?} executed a FLUSH", pkt.hdr.bth.opcode);
+        assert!(
+            out.drop.is_none(),
+            "FLUSH approved for a dropped packet: {out:?}"
+        );
+        assert_eq!(
+            info.kind,
+            OpKind::Flush,
+            "{:?} executed a FLUSH",
+            pkt.hdr.bth.opcode
+        );
         assert_eq!(executed + aw_executed, 0);
         let feth = pkt.hdr.feth.expect("FLUSH without FETH");
         let reth = pkt.hdr.reth.expect("FLUSH without RETH");
@@ -686,14 +853,25 @@ fn receive<const R: usize>(
             whole_mr: feth.selectivity == 1,
             access: flush_rights(feth.placement),
         };
-        assert_eq!(mem.flushes[flushes], want, "FLUSH executed otherwise than the FETH/RETH ask");
-        assert!(m.cfg.access.contains(want.access), "FLUSH beyond the QP's rights {:?}", m.cfg.access);
+        assert_eq!(
+            mem.flushes[flushes], want,
+            "FLUSH executed otherwise than the FETH/RETH ask"
+        );
+        assert!(
+            m.cfg.access.contains(want.access),
+            "FLUSH beyond the QP's rights {:?}",
+            m.cfg.access
+        );
     }
     if info.kind == OpKind::Flush && info.transport == m.cfg.transport {
         let feth = pkt.hdr.feth.expect("FLUSH without FETH");
         let granted = feth_valid(&feth) && m.cfg.access.contains(flush_rights(feth.placement));
         if out.drop.is_none() {
-            assert!(granted, "FLUSH accepted with {feth:?}, QP access {:?}", m.cfg.access);
+            assert!(
+                granted,
+                "FLUSH accepted with {feth:?}, QP access {:?}",
+                m.cfg.access
+            );
             assert_eq!(fl_executed, 1, "FLUSH accepted but not approved by memory");
             assert!(
                 out.place.is_none() && out.completion.is_none() && rq.taken == taken,
@@ -705,20 +883,39 @@ fn receive<const R: usize>(
         }
         if p == epsn && !granted {
             let ok = if feth_valid(&feth) {
-                matches!(out.drop, Some(DropReason::QpAccess | DropReason::OpSequence))
+                matches!(
+                    out.drop,
+                    Some(DropReason::QpAccess | DropReason::OpSequence)
+                )
             } else {
-                matches!(out.drop, Some(DropReason::BadFlush | DropReason::QpAccess | DropReason::OpSequence))
+                matches!(
+                    out.drop,
+                    Some(DropReason::BadFlush | DropReason::QpAccess | DropReason::OpSequence)
+                )
             };
-            assert!(ok, "FLUSH with {feth:?}, QP access {:?}: {out:?}", m.cfg.access);
+            assert!(
+                ok,
+                "FLUSH with {feth:?}, QP access {:?}: {out:?}",
+                m.cfg.access
+            );
             assert_eq!(mem.calls, calls, "refused FLUSH reached memory");
             assert!(qp.is_error(), "refused FLUSH left the QP working");
         }
     }
     if out.drop == Some(DropReason::BadFlush) {
-        assert_eq!(info.kind, OpKind::Flush, "BadFlush for {:?}", pkt.hdr.bth.opcode);
+        assert_eq!(
+            info.kind,
+            OpKind::Flush,
+            "BadFlush for {:?}",
+            pkt.hdr.bth.opcode
+        );
         assert!(!feth_valid(&pkt.hdr.feth.expect("FLUSH without FETH")));
     }
-    if m.cfg.transport == Transport::Rc && info.transport == Transport::Rc && info.kind.is_request() && qp.is_error() {
+    if m.cfg.transport == Transport::Rc
+        && info.transport == Transport::Rc
+        && info.kind.is_request()
+        && qp.is_error()
+    {
         if p == epsn && out.drop.is_some() {
             // Class C: the QP is in the error state and answers with one
             // NAK whose code follows the refusal.
@@ -728,13 +925,21 @@ fn receive<const R: usize>(
                 _ => NakCode::InvalidRequest,
             };
             m.nak = Some(code);
-            if info.kind == OpKind::AtomicWrite && matches!(out.drop, Some(DropReason::BadLength | DropReason::Misaligned)) {
+            if info.kind == OpKind::AtomicWrite
+                && matches!(
+                    out.drop,
+                    Some(DropReason::BadLength | DropReason::Misaligned)
+                )
+            {
                 assert_eq!(code, NakCode::InvalidRequest);
             }
         }
     }
     if info.transport != m.cfg.transport || !info.kind.is_request() {
-        assert!(out.drop.is_some(), "non-request accepted by the responder: {out:?}");
+        assert!(
+            out.drop.is_some(),
+            "non-request accepted by the responder: {out:?}"
+        );
         return;
     }
     // Expected-PSN models.
@@ -760,7 +965,11 @@ fn receive<const R: usize>(
         }
         Transport::Uc => {
             if out.drop.is_none() && !info.pos.is_start() {
-                assert_eq!(Some(p), m.uc_epsn, "UC accepted a middle packet out of order");
+                assert_eq!(
+                    Some(p),
+                    m.uc_epsn,
+                    "UC accepted a middle packet out of order"
+                );
             }
             if out.drop != Some(DropReason::UcDropped) {
                 m.uc_epsn = Some(p.next());
@@ -777,21 +986,38 @@ fn receive<const R: usize>(
         None => {}
         Some(Place::Recv { id, offset, len }) => {
             assert_eq!(len as usize, pkt.payload.len(), "placement length");
-            let (w, fill) = rq.out.iter_mut().find(|(w, _)| w.id == id).expect("placed into a WQE not held");
+            let (w, fill) = rq
+                .out
+                .iter_mut()
+                .find(|(w, _)| w.id == id)
+                .expect("placed into a WQE not held");
             match m.cfg.transport {
                 Transport::Ud => assert!(offset == GRH_LEN && *fill == 0),
-                Transport::Uc => assert!(offset == *fill || offset == 0, "UC placement not contiguous"),
+                Transport::Uc => assert!(
+                    offset == *fill || offset == 0,
+                    "UC placement not contiguous"
+                ),
                 _ => assert_eq!(offset, *fill, "RC placement not contiguous"),
             }
             let end = offset.checked_add(len).expect("placement end overflows");
-            assert!(end <= w.len, "placement past the receive WQE: {end} > {}", w.len);
+            assert!(
+                end <= w.len,
+                "placement past the receive WQE: {end} > {}",
+                w.len
+            );
             *fill = end;
         }
         Some(Place::Rdma { rkey, va, len }) => {
             assert_eq!(len as usize, pkt.payload.len(), "placement length");
             assert!(info.kind == OpKind::Write);
-            let last = mem.writes.last().expect("RDMA placement without a WRITE check");
-            assert!(last.covers(rkey, va, len), "RDMA placement {rkey:#x} {va:#x}+{len} outside {last:?}");
+            let last = mem
+                .writes
+                .last()
+                .expect("RDMA placement without a WRITE check");
+            assert!(
+                last.covers(rkey, va, len),
+                "RDMA placement {rkey:#x} {va:#x}+{len} outside {last:?}"
+            );
         }
         Some(pl) => panic!("responder returned a requester placement {pl:?}"),
     }
@@ -816,7 +1042,10 @@ fn receive<const R: usize>(
                 RecvKind::WriteImm => {
                     assert_eq!(info.kind, OpKind::Write);
                     assert!(info.pos.is_end() && c.imm.is_some() && c.imm == pkt.hdr.imm);
-                    assert_eq!(fill, 0, "data placed into a WQE consumed by WRITE with immediate");
+                    assert_eq!(
+                        fill, 0,
+                        "data placed into a WQE consumed by WRITE with immediate"
+                    );
                 }
             },
             WcStatus::LocLenErr => {

@@ -61,8 +61,10 @@
 use super::enc::{steps, Enc, Wire};
 use arbitrary::{Result, Unstructured};
 use metaroce_proto::cc::{Aimd, MD_ECN_PATH};
-use metaroce_proto::path::{PathEvent, PathState, RxPath, TxPath, FAIL_AFTER_RTO, PATH_WINDOW, REPATH_EPOCH, REPATH_LOSS};
 use metaroce_proto::mrc_wire::AckPkt;
+use metaroce_proto::path::{
+    PathEvent, PathState, RxPath, TxPath, FAIL_AFTER_RTO, PATH_WINDOW, REPATH_EPOCH, REPATH_LOSS,
+};
 use metaroce_proto::sack::{highest_bit, Mark, SeqWindow};
 use std::collections::BTreeSet;
 
@@ -128,7 +130,12 @@ pub enum Step {
 
 impl Wire for Cfg {
     fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
-        Ok(Cfg { start: u.arbitrary()?, mss: u.arbitrary()?, init: u.arbitrary()?, flags: u.arbitrary()? })
+        Ok(Cfg {
+            start: u.arbitrary()?,
+            mss: u.arbitrary()?,
+            init: u.arbitrary()?,
+            flags: u.arbitrary()?,
+        })
     }
     fn encode(&self, e: &mut Enc) {
         e.u32(self.start).u16(self.mss).u8(self.init).u8(self.flags);
@@ -137,7 +144,10 @@ impl Wire for Cfg {
 
 impl Wire for Sel {
     fn decode(u: &mut Unstructured<'_>) -> Result<Self> {
-        Ok(Sel { mode: u.arbitrary()?, v: u.arbitrary()? })
+        Ok(Sel {
+            mode: u.arbitrary()?,
+            v: u.arbitrary()?,
+        })
     }
     fn encode(&self, e: &mut Enc) {
         e.u8(self.mode).u32(self.v);
@@ -182,7 +192,12 @@ impl Wire for Step {
             Step::AckHonest => {
                 e.u8(9);
             }
-            Step::AckForged { cum, ack_seq, sack, ce } => {
+            Step::AckForged {
+                cum,
+                ack_seq,
+                sack,
+                ce,
+            } => {
                 e.u8(11);
                 cum.encode(e);
                 ack_seq.encode(e);
@@ -278,11 +293,27 @@ fn check_window<const W: usize>(w: &SeqWindow<W>, m: &WinModel, probe: u32) {
         want[(i / 64) as usize] |= 1 << (i % 64);
     }
     assert_eq!(w.bits(), &want, "bitmap after cum {}", m.cum);
-    assert!(!w.contains(w.cum()), "the cumulative point counts as received");
-    assert_eq!(w.contains(probe), m.contains(probe), "contains({probe}), cum {}", m.cum);
+    assert!(
+        !w.contains(w.cum()),
+        "the cumulative point counts as received"
+    );
+    assert_eq!(
+        w.contains(probe),
+        m.contains(probe),
+        "contains({probe}), cum {}",
+        m.cum
+    );
     let d = diff(probe, m.cum);
-    assert_eq!(w.fits(probe), d <= 0 || d <= i64::from(m.span), "fits({probe}), cum {}", m.cum);
-    assert_eq!(highest_bit(w.bits()), m.got.iter().map(|&s| s.wrapping_sub(m.cum) - 1).max());
+    assert_eq!(
+        w.fits(probe),
+        d <= 0 || d <= i64::from(m.span),
+        "fits({probe}), cum {}",
+        m.cum
+    );
+    assert_eq!(
+        highest_bit(w.bits()),
+        m.got.iter().map(|&s| s.wrapping_sub(m.cum) - 1).max()
+    );
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -321,7 +352,10 @@ impl PathModel {
         self.tx.len() as u32
     }
     fn base(&self) -> u32 {
-        self.tx.iter().position(|t| t.st == St::InFlight).map_or(self.next(), |i| i as u32)
+        self.tx
+            .iter()
+            .position(|t| t.st == St::InFlight)
+            .map_or(self.next(), |i| i as u32)
     }
     fn inflight(&self) -> (u32, u32) {
         let f = self.tx.iter().filter(|t| t.st == St::InFlight);
@@ -331,7 +365,8 @@ impl PathModel {
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
-    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Ok(input) = <Input as arbitrary::Arbitrary>::arbitrary_take_rest(Unstructured::new(data))
+    else {
         return;
     };
     run_input(&input);
@@ -346,8 +381,16 @@ pub fn run_input(input: &Input) {
     // Stand-alone windows.
     let mut w4 = SeqWindow::<4>::new(c.start);
     let mut w16 = SeqWindow::<16>::new(c.start);
-    let mut m4 = WinModel { span: 256, cum: c.start, got: BTreeSet::new() };
-    let mut m16 = WinModel { span: 1024, cum: c.start, got: BTreeSet::new() };
+    let mut m4 = WinModel {
+        span: 256,
+        cum: c.start,
+        got: BTreeSet::new(),
+    };
+    let mut m16 = WinModel {
+        span: 1024,
+        cum: c.start,
+        got: BTreeSet::new(),
+    };
     // The path.
     let mut p = TxPath::new(50_000, Aimd::new(mss, init, PATH_WINDOW, MD_ECN_PATH));
     // The model below knows the rules of sections 5.2-5.5, not the late
@@ -369,14 +412,27 @@ pub fn run_input(input: &Input) {
     for step in &input.steps {
         now += 1;
         if super::trace() {
-            eprintln!("step {step:?} (base {} next {} cwnd {})", pm.base(), pm.next(), p.cc.cwnd());
+            eprintln!(
+                "step {step:?} (base {} next {} cwnd {})",
+                pm.base(),
+                pm.next(),
+                p.cc.cwnd()
+            );
         }
         match step {
             Step::Mark(s) => {
                 let seq = pick(s, m4.cum, m4.cum.wrapping_add(1));
-                assert_eq!(w4.mark(seq), m4.mark(seq), "mark({seq}) in the 256-bit window");
+                assert_eq!(
+                    w4.mark(seq),
+                    m4.mark(seq),
+                    "mark({seq}) in the 256-bit window"
+                );
                 let seq16 = pick(s, m16.cum, m16.cum.wrapping_add(1));
-                assert_eq!(w16.mark(seq16), m16.mark(seq16), "mark({seq16}) in the 1024-bit window");
+                assert_eq!(
+                    w16.mark(seq16),
+                    m16.mark(seq16),
+                    "mark({seq16}) in the 1024-bit window"
+                );
                 check_window(&w4, &m4, seq.wrapping_add(3));
                 check_window(&w16, &m16, seq16.wrapping_sub(1));
             }
@@ -394,7 +450,10 @@ pub fn run_input(input: &Input) {
                 let len = u32::from(*l) % (4 * mss);
                 let limit = pm.next() - pm.base() >= PATH_WINDOW;
                 if limit {
-                    assert!(!p.can_send(len) && p.room() == 0, "room beyond 256 outstanding");
+                    assert!(
+                        !p.can_send(len) && p.room() == 0,
+                        "room beyond 256 outstanding"
+                    );
                     continue;
                 }
                 if !ignore_cwnd && !p.can_send(len) {
@@ -404,7 +463,15 @@ pub fn run_input(input: &Input) {
                 assert_eq!(floor, pm.base(), "PathFloor is not the oldest in flight");
                 let seq = p.on_send(dsn, len, now, 0);
                 assert_eq!(seq, pm.next(), "sequence numbers not contiguous");
-                pm.tx.push(Tx { dsn, len, at: now, floor, st: St::InFlight, delivered: false, sampled: false });
+                pm.tx.push(Tx {
+                    dsn,
+                    len,
+                    at: now,
+                    floor,
+                    st: St::InFlight,
+                    delivered: false,
+                    sampled: false,
+                });
                 pm.epoch_sent += 1;
                 dsn = dsn.wrapping_add(1);
             }
@@ -419,7 +486,11 @@ pub fn run_input(input: &Input) {
                 win.advance_to(t.floor);
                 if !win.fits(k as u32) {
                     // Only a sender that broke the 256 limit gets here.
-                    panic!("transmission {k} (floor {}) beyond the receiver's window at {}", t.floor, win.cum());
+                    panic!(
+                        "transmission {k} (floor {}) beyond the receiver's window at {}",
+                        t.floor,
+                        win.cum()
+                    );
                 }
                 win.mark(k as u32);
                 rx.win = win;
@@ -433,7 +504,12 @@ pub fn run_input(input: &Input) {
                 let a = rx.ack(0, 1, 0);
                 ack(&mut p, &mut pm, &a, now, true, mss);
             }
-            Step::AckForged { cum, ack_seq, sack, ce } => {
+            Step::AckForged {
+                cum,
+                ack_seq,
+                sack,
+                ce,
+            } => {
                 let (b, n) = (pm.base(), pm.next());
                 let a = AckPkt {
                     path: 0,
@@ -449,10 +525,17 @@ pub fn run_input(input: &Input) {
             Step::Timeout => {
                 let dl = p.deadline(RTO_INIT, RTO_MIN, RTO_MAX);
                 let (n, _) = pm.inflight();
-                assert_eq!(dl.is_some(), n > 0, "RTO deadline without packets in flight or none with them");
+                assert_eq!(
+                    dl.is_some(),
+                    n > 0,
+                    "RTO deadline without packets in flight or none with them"
+                );
                 let Some(dl) = dl else { continue };
                 let oldest = pm.tx[pm.base() as usize].at;
-                assert!(dl > oldest && dl <= oldest + RTO_MAX, "deadline {dl} for a packet sent at {oldest}");
+                assert!(
+                    dl > oldest && dl <= oldest + RTO_MAX,
+                    "deadline {dl} for a packet sent at {oldest}"
+                );
                 now = now.max(dl);
                 let mut lost = Vec::new();
                 p.on_timeout(|e| match e {
@@ -472,7 +555,11 @@ pub fn run_input(input: &Input) {
                 }
                 pm.epoch_lost += lost.len() as u32;
                 pm.rto_in_row = pm.rto_in_row.saturating_add(1);
-                let st = if pm.rto_in_row >= FAIL_AFTER_RTO { PathState::Failed } else { PathState::Recovering };
+                let st = if pm.rto_in_row >= FAIL_AFTER_RTO {
+                    PathState::Failed
+                } else {
+                    PathState::Recovering
+                };
                 assert_eq!(p.state, st, "state after {} RTOs in a row", pm.rto_in_row);
                 assert_eq!(p.cc.cwnd(), mss, "window after an RTO");
                 pm.cwnd = None;
@@ -503,7 +590,11 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
         eprintln!("  ack {a:?} -> {r:?} {ev:?}");
     }
     if diff(a.cum, next) > 0 {
-        assert_eq!(r, None, "ACK with CumSeq {} beyond next {next} accepted", a.cum);
+        assert_eq!(
+            r, None,
+            "ACK with CumSeq {} beyond next {next} accepted",
+            a.cum
+        );
         assert!(ev.is_empty(), "refused ACK reported events");
         assert_eq!((p.state, p.cc.cwnd()), (before_state, before_cwnd));
         return;
@@ -529,7 +620,11 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
         if t.st != St::Acked && !t.sampled {
             t.sampled = true;
             let rtt = now.saturating_sub(t.at).max(1);
-            pm.min_rtt = if pm.min_rtt == 0 { rtt } else { pm.min_rtt.min(rtt) };
+            pm.min_rtt = if pm.min_rtt == 0 {
+                rtt
+            } else {
+                pm.min_rtt.min(rtt)
+            };
         }
     }
     let mut want = Vec::new();
@@ -540,11 +635,18 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
             continue;
         }
         if covered(s) {
-            want.push(PathEvent::Acked { dsn: t.dsn, seq: s, len: t.len });
+            want.push(PathEvent::Acked {
+                dsn: t.dsn,
+                seq: s,
+                len: t.len,
+            });
             t.st = St::Acked;
             acked_bytes += t.len;
         } else if diff(s, newest) < 0 {
-            assert!(!(honest && t.delivered), "honest ACK declares delivered transmission {s} lost");
+            assert!(
+                !(honest && t.delivered),
+                "honest ACK declares delivered transmission {s} lost"
+            );
             want.push(PathEvent::Lost { dsn: t.dsn, seq: s });
             t.st = St::Lost;
             pm.epoch_lost += 1;
@@ -566,16 +668,28 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
         pm.last_ce = a.ce_count;
     }
     if acked_bytes > 0 || want.iter().any(|e| matches!(e, PathEvent::Acked { .. })) {
-        assert_eq!(p.state, PathState::Active, "an acknowledgment leaves the path {:?}", p.state);
+        assert_eq!(
+            p.state,
+            PathState::Active,
+            "an acknowledgment leaves the path {:?}",
+            p.state
+        );
         pm.rto_in_row = 0;
     } else {
-        assert_eq!(p.state, before_state, "an ACK that acknowledged nothing changed the state");
+        assert_eq!(
+            p.state, before_state,
+            "an ACK that acknowledged nothing changed the state"
+        );
     }
     // Slow start (section 6.2): `cwnd += b` while below ssthresh, which is
     // infinite until the first RTO or ECN reduction; at most 256 MSS.
     if let Some(w) = pm.cwnd {
         let grown = w.saturating_add(acked_bytes).min(256 * mss);
-        assert_eq!(p.cc.cwnd(), grown, "slow start: {w} + {acked_bytes} acknowledged bytes");
+        assert_eq!(
+            p.cc.cwnd(),
+            grown,
+            "slow start: {w} + {acked_bytes} acknowledged bytes"
+        );
         pm.cwnd = Some(grown);
     }
     epoch(p, pm);
@@ -583,12 +697,22 @@ fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, m
 
 fn check_path(p: &TxPath, pm: &PathModel, mss: u32) {
     let (n, bytes) = pm.inflight();
-    assert_eq!((p.inflight_pkts(), p.inflight_bytes()), (n, bytes), "in flight");
+    assert_eq!(
+        (p.inflight_pkts(), p.inflight_bytes()),
+        (n, bytes),
+        "in flight"
+    );
     assert_eq!(p.floor(), pm.base(), "PathFloor");
     assert_eq!(p.next_seq(), pm.next(), "next sequence number");
-    assert!(p.next_seq().wrapping_sub(p.floor()) <= PATH_WINDOW, "more than 256 outstanding");
+    assert!(
+        p.next_seq().wrapping_sub(p.floor()) <= PATH_WINDOW,
+        "more than 256 outstanding"
+    );
     let w = p.cc.cwnd();
-    assert!(w >= mss && w <= 256 * mss, "window {w} outside [MSS, 256 MSS] (MSS {mss})");
+    assert!(
+        w >= mss && w <= 256 * mss,
+        "window {w} outside [MSS, 256 MSS] (MSS {mss})"
+    );
     assert_eq!(p.rtt.min(), pm.min_rtt, "smallest RTT sample");
     let rto = p.rtt.rto(RTO_INIT, RTO_MIN, RTO_MAX);
     assert!((RTO_MIN..=RTO_MAX).contains(&rto), "RTO {rto}");

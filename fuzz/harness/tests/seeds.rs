@@ -8,7 +8,10 @@ use metaroce_fuzz_harness as h;
 use std::path::{Path, PathBuf};
 
 fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn runner(target: &str) -> fn(&[u8]) {
@@ -43,8 +46,14 @@ fn seeds_are_current() {
             if write {
                 std::fs::write(&path, bytes).unwrap();
             } else {
-                let on_disk = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                assert_eq!(&on_disk, bytes, "{} is stale: regenerate the seeds", path.display());
+                let on_disk =
+                    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(
+                    &on_disk,
+                    bytes,
+                    "{} is stale: regenerate the seeds",
+                    path.display()
+                );
             }
             names.push(name.clone());
         }
@@ -54,7 +63,12 @@ fn seeds_are_current() {
             .collect();
         files.sort();
         names.sort();
-        assert_eq!(files, names, "{}: extra or missing seed files", dir.display());
+        assert_eq!(
+            files,
+            names,
+            "{}: extra or missing seed files",
+            dir.display()
+        );
     }
     assert!(total < 300 * 1024, "seed corpus is {total} bytes");
 }
@@ -68,7 +82,9 @@ fn seeds_and_regressions_replay() {
     for sub in ["seeds", "regressions"] {
         for (target, _) in h::seeds::all_targets() {
             let dir = fuzz_dir().join(sub).join(target);
-            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             let run = runner(target);
             for e in rd {
                 let path = e.unwrap().path();
@@ -87,24 +103,52 @@ fn hand_made_sequences_do_something() {
     // The hand-made sequences are meant to reach the interesting states:
     // make sure the models agree with the decoders on what they describe.
     for (name, bytes) in h::seeds::responder() {
-        let input = <h::responder::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
+        let input = <h::responder::Input as arbitrary::Arbitrary>::arbitrary_take_rest(
+            arbitrary::Unstructured::new(&bytes),
+        )
+        .unwrap();
         assert!(!input.steps.is_empty(), "{name}");
-        assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
+        assert_eq!(
+            input.encode(),
+            bytes,
+            "{name}: encoding does not round-trip"
+        );
     }
     for (name, bytes) in h::seeds::conn() {
-        let input = <h::conn::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
+        let input = <h::conn::Input as arbitrary::Arbitrary>::arbitrary_take_rest(
+            arbitrary::Unstructured::new(&bytes),
+        )
+        .unwrap();
         assert!(!input.steps.is_empty(), "{name}");
-        assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
+        assert_eq!(
+            input.encode(),
+            bytes,
+            "{name}: encoding does not round-trip"
+        );
     }
     for (name, bytes) in h::seeds::sack() {
-        let input = <h::sack::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
+        let input = <h::sack::Input as arbitrary::Arbitrary>::arbitrary_take_rest(
+            arbitrary::Unstructured::new(&bytes),
+        )
+        .unwrap();
         assert!(!input.steps.is_empty(), "{name}");
-        assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
+        assert_eq!(
+            input.encode(),
+            bytes,
+            "{name}: encoding does not round-trip"
+        );
     }
     for (name, bytes) in h::seeds::requester() {
-        let input = <h::requester::Input as arbitrary::Arbitrary>::arbitrary_take_rest(arbitrary::Unstructured::new(&bytes)).unwrap();
+        let input = <h::requester::Input as arbitrary::Arbitrary>::arbitrary_take_rest(
+            arbitrary::Unstructured::new(&bytes),
+        )
+        .unwrap();
         assert!(!input.steps.is_empty(), "{name}");
-        assert_eq!(input.encode(), bytes, "{name}: encoding does not round-trip");
+        assert_eq!(
+            input.encode(),
+            bytes,
+            "{name}: encoding does not round-trip"
+        );
     }
 }
 
@@ -112,7 +156,9 @@ fn hand_made_sequences_do_something() {
 /// runs one input (add `METAROCE_FUZZ_TRACE=1` to print every step).
 #[test]
 fn repro() {
-    let Ok(spec) = std::env::var("METAROCE_FUZZ_REPRO") else { return };
+    let Ok(spec) = std::env::var("METAROCE_FUZZ_REPRO") else {
+        return;
+    };
     let (target, path) = spec.split_once(':').expect("target:path");
     runner(target)(&std::fs::read(path).unwrap());
 }
@@ -121,7 +167,9 @@ fn repro() {
 /// corpus_stats -- --nocapture` replays a corpus and prints what it reached.
 #[test]
 fn corpus_stats() {
-    let Ok(spec) = std::env::var("METAROCE_FUZZ_CORPUS") else { return };
+    let Ok(spec) = std::env::var("METAROCE_FUZZ_CORPUS") else {
+        return;
+    };
     let (target, dir) = spec.split_once(':').expect("target:dir");
     let run = runner(target);
     let mut n = 0;

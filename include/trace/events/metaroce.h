@@ -15,65 +15,48 @@
 #include <linux/tracepoint.h>
 #include <rdma/ib_verbs.h>
 
-/* enum kernel::rdma::trace::PathEvent */
-#define METAROCE_PATH_EVENTS				\
-	{ 0, "loss" },					\
-	{ 1, "timeout" },				\
-	{ 2, "ecn" },					\
-	{ 3, "repath" },				\
-	{ 4, "active" },				\
-	{ 5, "recovering" },				\
-	{ 6, "failed" }
-
 TRACE_EVENT(metaroce_path,
-	TP_PROTO(const struct ib_device *ibdev, u32 conn, u8 path, u8 event, u32 count,
-		 u16 port, u32 cwnd, u32 srtt_us),
-	TP_ARGS(ibdev, conn, path, event, count, port, cwnd, srtt_us),
-
-	TP_STRUCT__entry(
-		__string(dev, dev_name(&ibdev->dev))
-		__field(u32, conn)
-		__field(u8, path)
-		__field(u8, event)
-		__field(u32, count)
-		__field(u16, port)
-		__field(u32, cwnd)
-		__field(u32, srtt_us)
-	),
-	TP_fast_assign(
-		__assign_str(dev);
-		__entry->conn = conn;
-		__entry->path = path;
-		__entry->event = event;
-		__entry->count = count;
-		__entry->port = port;
-		__entry->cwnd = cwnd;
-		__entry->srtt_us = srtt_us;
-	),
-	TP_printk("%s conn=%#010x path=%u %s count=%u port=%u cwnd=%u srtt_us=%u",
-		  __get_str(dev), __entry->conn, __entry->path,
-		  __print_symbolic(__entry->event, METAROCE_PATH_EVENTS),
-		  __entry->count, __entry->port, __entry->cwnd, __entry->srtt_us)
+	    TP_PROTO(const struct ib_device *ibdev, u32 conn, u8 path, u8 event, u32 count,
+		     u16 port, u32 cwnd, u32 srtt_us),
+	    TP_ARGS(ibdev, conn, path, event, count, port, cwnd, srtt_us),
+	    TP_STRUCT__entry(__string(dev, dev_name(&ibdev->dev))
+			     __field(u32, conn)
+			     __field(u8, path)
+			     __field(u8, event)
+			     __field(u32, count)
+			     __field(u16, port)
+			     __field(u32, cwnd)
+			     __field(u32, srtt_us)),
+	    TP_fast_assign(__assign_str(dev);
+			   __entry->conn = conn;
+			   __entry->path = path;
+			   __entry->event = event;
+			   __entry->count = count;
+			   __entry->port = port;
+			   __entry->cwnd = cwnd;
+			   __entry->srtt_us = srtt_us;),
+	    /* The events: enum kernel::rdma::trace::PathEvent. */
+	    TP_printk("%s conn=%#010x path=%u %s count=%u port=%u cwnd=%u srtt_us=%u",
+		      __get_str(dev), __entry->conn, __entry->path,
+		      __print_symbolic(__entry->event, { 0, "loss" }, { 1, "timeout" },
+				       { 2, "ecn" }, { 3, "repath" }, { 4, "active" },
+				       { 5, "recovering" }, { 6, "failed" }),
+		      __entry->count, __entry->port, __entry->cwnd, __entry->srtt_us)
 );
 
 TRACE_EVENT(metaroce_rate_hint,
-	TP_PROTO(const struct ib_device *ibdev, u32 conn, u32 old_kbps, u32 new_kbps),
-	TP_ARGS(ibdev, conn, old_kbps, new_kbps),
-
-	TP_STRUCT__entry(
-		__string(dev, dev_name(&ibdev->dev))
-		__field(u32, conn)
-		__field(u32, old_kbps)
-		__field(u32, new_kbps)
-	),
-	TP_fast_assign(
-		__assign_str(dev);
-		__entry->conn = conn;
-		__entry->old_kbps = old_kbps;
-		__entry->new_kbps = new_kbps;
-	),
-	TP_printk("%s conn=%#010x rate hint %u -> %u kbit/s",
-		  __get_str(dev), __entry->conn, __entry->old_kbps, __entry->new_kbps)
+	    TP_PROTO(const struct ib_device *ibdev, u32 conn, u32 old_kbps, u32 new_kbps),
+	    TP_ARGS(ibdev, conn, old_kbps, new_kbps),
+	    TP_STRUCT__entry(__string(dev, dev_name(&ibdev->dev))
+			     __field(u32, conn)
+			     __field(u32, old_kbps)
+			     __field(u32, new_kbps)),
+	    TP_fast_assign(__assign_str(dev);
+			   __entry->conn = conn;
+			   __entry->old_kbps = old_kbps;
+			   __entry->new_kbps = new_kbps;),
+	    TP_printk("%s conn=%#010x rate hint %u -> %u kbit/s",
+		      __get_str(dev), __entry->conn, __entry->old_kbps, __entry->new_kbps)
 );
 
 #endif /* _TRACE_METAROCE_H */

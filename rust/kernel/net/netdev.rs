@@ -152,7 +152,9 @@ impl NetDevice {
                 if a[0] != 0xff {
                     return Err(EINVAL);
                 }
-                let addr = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: a } };
+                let addr = bindings::in6_addr {
+                    in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: a },
+                };
                 // SAFETY: The device is valid (type invariant), `addr` is a valid address for
                 // the call; the function takes its own locks (the device's `mc_lock`).
                 to_result(unsafe { bindings::ipv6_dev_mc_inc(self.as_raw(), &addr) })
@@ -172,7 +174,11 @@ impl NetDevice {
                 self.with_in_device(|in_dev| {
                     // SAFETY: As in `join_multicast`.
                     unsafe {
-                        bindings::__ip_mc_dec_group(in_dev, u32::from_ne_bytes(a), bindings::GFP_KERNEL)
+                        bindings::__ip_mc_dec_group(
+                            in_dev,
+                            u32::from_ne_bytes(a),
+                            bindings::GFP_KERNEL,
+                        )
                     };
                 })
             }
@@ -180,7 +186,9 @@ impl NetDevice {
                 if a[0] != 0xff {
                     return Err(EINVAL);
                 }
-                let addr = bindings::in6_addr { in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: a } };
+                let addr = bindings::in6_addr {
+                    in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: a },
+                };
                 // SAFETY: As in `join_multicast`.
                 to_result(unsafe { bindings::ipv6_dev_mc_dec(self.as_raw(), &addr) })
             }

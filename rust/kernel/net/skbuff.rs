@@ -207,7 +207,8 @@ impl SkBuff {
         // SAFETY: The network header lies `back` bytes before `skb->data` inside the head
         // buffer (checked against the headroom); those bytes are initialised (caller) and so
         // is the linear data, and nobody writes them while `self` is borrowed.
-        let s = unsafe { core::slice::from_raw_parts(bindings::skb_network_header(self.raw()), len) };
+        let s =
+            unsafe { core::slice::from_raw_parts(bindings::skb_network_header(self.raw()), len) };
         Some((s, back))
     }
 

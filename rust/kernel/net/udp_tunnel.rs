@@ -168,7 +168,9 @@ impl IpPacket {
         // SAFETY: `raw` is our skb whose data now starts with the `ip_len`-byte IP header and the
         // UDP header written above; `route.dst` is a valid dst (the helper takes its own
         // reference for the skb).
-        unsafe { bindings::metaroce_skb_ip_out(raw.as_ptr(), route.dst.as_ptr(), ip_len as u32, v6) };
+        unsafe {
+            bindings::metaroce_skb_ip_out(raw.as_ptr(), route.dst.as_ptr(), ip_len as u32, v6)
+        };
         // SAFETY: We gave up nothing: `raw` is still our one reference.
         let skb = unsafe { SkBuff::from_raw(raw) };
         // INVARIANT: Headers and metadata set above; the head was private and stays so.
@@ -191,7 +193,6 @@ impl IpPacket {
         self.ip_len
     }
 }
-
 
 /// Address family of a tunnel socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,7 +270,11 @@ impl RxPacket {
                 let mut daddr: bindings::in6_addr = unsafe { core::mem::zeroed() };
                 // SAFETY: `in6_addr` is 16 bytes of address in network order.
                 unsafe {
-                    core::ptr::copy_nonoverlapping(h.ip[24..40].as_ptr(), (&raw mut daddr).cast::<u8>(), 16)
+                    core::ptr::copy_nonoverlapping(
+                        h.ip[24..40].as_ptr(),
+                        (&raw mut daddr).cast::<u8>(),
+                        16,
+                    )
                 };
                 // SAFETY: As above; `daddr` is valid for the call.
                 unsafe { bindings::metaroce_local_dev6(via.as_raw(), &daddr) }
@@ -341,7 +346,10 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
         // SAFETY: `sock` was just created in `net` and is ours; its `sk` is valid.
         unsafe { bindings::setup_udp_tunnel_sock(net.as_raw(), (*sock.as_ptr()).sk, &mut tnl) };
         // INVARIANT: Created and set up with our callback above.
-        Ok(Self { sock, _t: PhantomData })
+        Ok(Self {
+            sock,
+            _t: PhantomData,
+        })
     }
 
     /// Sets whether the host's own members of a multicast group receive the group datagrams this
@@ -398,13 +406,16 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
                     core::ptr::copy_nonoverlapping(d.as_ptr(), (&raw mut daddr).cast::<u8>(), 16);
                 }
                 // SAFETY: `net` and the socket are live; the addresses are valid for the call.
-                let p = unsafe {
-                    bindings::metaroce_route6(net, (*sock).sk, oif, &mut saddr, &daddr)
-                };
+                let p =
+                    unsafe { bindings::metaroce_route6(net, (*sock).sk, oif, &mut saddr, &daddr) };
                 let mut out = [0u8; 16];
                 // SAFETY: As above, reading the 16 address bytes.
                 unsafe {
-                    core::ptr::copy_nonoverlapping((&raw const saddr).cast::<u8>(), out.as_mut_ptr(), 16)
+                    core::ptr::copy_nonoverlapping(
+                        (&raw const saddr).cast::<u8>(),
+                        out.as_mut_ptr(),
+                        16,
+                    )
                 };
                 (p, IpAddr::V6(out))
             }
@@ -454,7 +465,9 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
         _sk: *mut bindings::sock,
         skb: *mut bindings::sk_buff,
     ) -> c_int {
-        let Some(skb) = NonNull::new(skb) else { return 0 };
+        let Some(skb) = NonNull::new(skb) else {
+            return 0;
+        };
         // SAFETY: The receive path transfers its reference when `encap_rcv` returns 0, which
         // we always do.
         let mut skb = unsafe { SkBuff::from_raw(skb) };
@@ -511,7 +524,9 @@ mod tests {
         let sock = UdpTunnelSocket::<TestRx>::new(Net::init_net(), family, PORT)?;
         let route = match sock.route(None, addr, addr) {
             Ok(r) => r,
-            Err(e) if e == ENETUNREACH || e == EHOSTUNREACH || e == EINVAL || e == EADDRNOTAVAIL => {
+            Err(e)
+                if e == ENETUNREACH || e == EHOSTUNREACH || e == EINVAL || e == EADDRNOTAVAIL =>
+            {
                 return Ok(false)
             }
             Err(e) => return Err(e),
@@ -520,7 +535,12 @@ mod tests {
         let mut skb = SkBuff::alloc(route.headroom() + PAYLOAD.len(), GFP_KERNEL)?;
         skb.reserve(route.headroom())?;
         skb.put(PAYLOAD.len())?.copy_from_slice(PAYLOAD);
-        let hdr = UdpHeader { src_port: 50000, dst_port: PORT, dscp_ecn: 0x02, ttl: 64 };
+        let hdr = UdpHeader {
+            src_port: 50000,
+            dst_port: PORT,
+            dscp_ecn: 0x02,
+            ttl: 64,
+        };
         let mut pkt = IpPacket::build(skb, &route, &hdr)?;
         let ip_len = pkt.ip_header_len();
         let data = pkt.data_mut()?;

@@ -128,7 +128,8 @@ impl AhAttr {
     /// The destination MAC of a RoCE address.
     pub fn dmac(&self) -> Option<[u8; 6]> {
         // SAFETY: For a RoCE address the `roce` member is the active one (plain bytes).
-        self.is_roce().then(|| unsafe { self.0.__bindgen_anon_1.roce.dmac })
+        self.is_roce()
+            .then(|| unsafe { self.0.__bindgen_anon_1.roce.dmac })
     }
 }
 
@@ -361,7 +362,10 @@ impl<T: Driver> Adapter<T> {
     /// # Safety
     ///
     /// `ibah` is the `Ah<T>` allocation of `create_ah_callback`, its data uninitialised.
-    unsafe fn store_ah(ibah: *mut bindings::ib_ah, data: impl PinInit<T::AhData, Error>) -> Result<c_int> {
+    unsafe fn store_ah(
+        ibah: *mut bindings::ib_ah,
+        data: impl PinInit<T::AhData, Error>,
+    ) -> Result<c_int> {
         // SAFETY: The allocation is an `Ah<T>` whose first field is `ibah`; `data` is
         // uninitialised until now and stays in place until `destroy_ah`.
         unsafe {

@@ -324,8 +324,7 @@ impl WcFlags {
     /// `IB_WC_WITH_VLAN`: `vlan_id` is valid.
     pub const WITH_VLAN: Self = Self(bindings::ib_wc_flags_IB_WC_WITH_VLAN);
     /// `IB_WC_WITH_NETWORK_HDR_TYPE`: `network_hdr_type` is valid.
-    pub const WITH_NETWORK_HDR_TYPE: Self =
-        Self(bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE);
+    pub const WITH_NETWORK_HDR_TYPE: Self = Self(bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE);
 }
 
 impl core::ops::BitOr for WcFlags {

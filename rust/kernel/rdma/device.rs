@@ -124,9 +124,11 @@ impl UserCommands {
     pub const NONE: Self = Self(0);
     /// `IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`: arming a CQ (providers that do not arm in user space,
     /// such as librxe).
-    pub const REQ_NOTIFY_CQ: Self = Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+    pub const REQ_NOTIFY_CQ: Self =
+        Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
     /// `IB_USER_VERBS_CMD_POST_SEND`: librxe's send doorbell (a post with no work request).
-    pub const POST_SEND: Self = Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
+    pub const POST_SEND: Self =
+        Self(1 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND);
 
     /// Both sets (usable in constants).
     pub const fn union(self, other: Self) -> Self {
@@ -348,7 +350,8 @@ impl DeviceCaps {
         Self(bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B as u64);
     /// `IB_DEVICE_FLUSH_GLOBAL`: RDMA FLUSH to global visibility; memory regions may carry
     /// [`super::mr::AccessFlags::FLUSH_GLOBAL`] (ib_core refuses that right otherwise).
-    pub const FLUSH_GLOBAL: Self = Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64);
+    pub const FLUSH_GLOBAL: Self =
+        Self(bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL as u64);
 }
 
 /// Atomicity guarantee of RDMA atomic operations (`enum ib_atomic_cap`).
@@ -484,7 +487,13 @@ impl DeviceAttr {
     /// Sets the on-demand paging capabilities (`struct ib_odp_caps`): `general` of `enum
     /// ib_odp_general_cap_bits`, and per transport the operations (`enum
     /// ib_odp_transport_cap_bits`) that may use on-demand paging memory.
-    pub fn odp_caps(&mut self, general: OdpGeneral, rc: OdpOps, uc: OdpOps, ud: OdpOps) -> &mut Self {
+    pub fn odp_caps(
+        &mut self,
+        general: OdpGeneral,
+        rc: OdpOps,
+        uc: OdpOps,
+        ud: OdpOps,
+    ) -> &mut Self {
         self.0.odp_caps.general_caps = general.0;
         self.0.odp_caps.per_transport_caps.rc_odp_caps = rc.0;
         self.0.odp_caps.per_transport_caps.uc_odp_caps = uc.0;

@@ -20,22 +20,22 @@
 //! The design (who owns and frees what, which context may call which method) is described in
 //! `Documentation/metaroce/abstractions.rst`.
 
+pub mod ah;
+pub mod cq;
 pub mod device;
 pub mod link;
-pub mod pd;
-pub mod cq;
-pub mod qp;
-pub mod srq;
-pub mod ah;
+pub mod mmap;
 pub mod mr;
 pub mod mw;
-pub mod wr;
-pub mod workqueue;
+pub mod pd;
+pub mod qp;
+pub mod srq;
+pub mod trace;
 pub mod udata;
-pub mod mmap;
 pub mod umem;
 pub mod umem_odp;
-pub mod trace;
+pub mod workqueue;
+pub mod wr;
 
 /// A random 32-bit value from the kernel's CRNG (`get_random_u32()`): for what a remote peer
 /// must not predict, such as the variable byte of a memory key or a connection id. Any context.

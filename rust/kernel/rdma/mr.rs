@@ -41,8 +41,7 @@ impl AccessFlags {
     /// `IB_ACCESS_REMOTE_READ`.
     pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ as u32);
     /// `IB_ACCESS_REMOTE_ATOMIC`.
-    pub const REMOTE_ATOMIC: Self =
-        Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32);
+    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32);
 
     /// `IB_ACCESS_MW_BIND`: memory windows may be bound to the region.
     pub const MW_BIND: Self = Self(bindings::ib_access_flags_IB_ACCESS_MW_BIND as u32);
@@ -219,7 +218,11 @@ impl<T: Driver> Mr<T> {
 
     /// Allocates an MR of `pd` with `keys` and the driver data from `init` and hands it over
     /// to ib_core (freed by `dereg_mr_callback`).
-    fn alloc(pd: &Pd<T>, keys: MrKeys, init: impl PinInit<T::MrData, Error>) -> Result<*mut bindings::ib_mr> {
+    fn alloc(
+        pd: &Pd<T>,
+        keys: MrKeys,
+        init: impl PinInit<T::MrData, Error>,
+    ) -> Result<*mut bindings::ib_mr> {
         let b = KBox::<Self>::new_uninit(GFP_KERNEL)?;
         let mr = KBox::into_raw(b).cast::<Self>();
         // SAFETY: `mr` is a fresh allocation of `Self`; zero is a valid `ib_mr` (integers and
@@ -305,7 +308,8 @@ impl<T: Driver> Adapter<T> {
             bindings::ib_mr_type::IB_MR_TYPE_MEM_REG => MrType::MemReg,
             other => MrType::Other(other.0),
         };
-        let res = T::alloc_mr(pd, ty, max_num_sg).and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
+        let res =
+            T::alloc_mr(pd, ty, max_num_sg).and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
         res.unwrap_or_else(|e| e.to_ptr())
     }
 

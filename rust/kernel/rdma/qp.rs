@@ -41,8 +41,8 @@ use crate::{
 };
 use core::{
     marker::PhantomData,
-    ptr::NonNull,
     ops::Deref, //
+    ptr::NonNull,
 };
 
 /// The type of a QP (`enum ib_qp_type`).
@@ -896,7 +896,10 @@ impl<T: Driver> Adapter<T> {
             let (attr, init) = unsafe {
                 attr.write(pin_init::zeroed());
                 init.write(pin_init::zeroed());
-                (&mut *attr.cast::<QpAttrOut>(), &mut *init.cast::<QpInitAttrOut>())
+                (
+                    &mut *attr.cast::<QpAttrOut>(),
+                    &mut *init.cast::<QpInitAttrOut>(),
+                )
             };
             // SAFETY: The QP is alive for the call.
             let qp = unsafe { Qp::<T>::from_raw(ibqp) };

@@ -152,7 +152,11 @@ impl Umem {
                 // `first_offset + length` bytes; they stay pinned while `raw` is held.
                 Ok(Self {
                     raw,
-                    range: PageRange { pages, first_offset, len: length },
+                    range: PageRange {
+                        pages,
+                        first_offset,
+                        len: length,
+                    },
                 })
             }
             Err(e) => {
@@ -229,7 +233,11 @@ mod tests {
             owned.push(page, GFP_KERNEL)?;
         }
         // INVARIANT: `owned` keeps the pages; the range fits in them.
-        let range = PageRange { pages, first_offset: PAGE_SIZE - 10, len: PAGE_SIZE + 30 };
+        let range = PageRange {
+            pages,
+            first_offset: PAGE_SIZE - 10,
+            len: PAGE_SIZE + 30,
+        };
         Ok((owned, range))
     }
 
@@ -275,7 +283,10 @@ mod tests {
         assert_eq!(range.copy_to(len - 1, &[1, 2]).err(), Some(EINVAL));
         assert_eq!(range.copy_to(len, &[1]).err(), Some(EINVAL));
         assert_eq!(range.copy_to(usize::MAX, &[1]).err(), Some(EINVAL));
-        assert_eq!(range.copy_from(usize::MAX - 1, &mut [0; 4]).err(), Some(EINVAL));
+        assert_eq!(
+            range.copy_from(usize::MAX - 1, &mut [0; 4]).err(),
+            Some(EINVAL)
+        );
         for p in 0..3 {
             assert!(peek(&owned, p, 0, PAGE_SIZE)?.iter().all(|&b| b == 0));
         }

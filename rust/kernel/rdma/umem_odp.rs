@@ -25,8 +25,7 @@
 
 use super::{device::Driver, mr::AccessFlags, pd::Pd};
 use crate::{
-    bindings,
-    new_spinlock_irq,
+    bindings, new_spinlock_irq,
     page::{
         BorrowedPage,
         PAGE_SIZE, //
@@ -46,7 +45,10 @@ struct Slot {
 }
 
 impl Slot {
-    const EMPTY: Self = Slot { page: None, writable: false };
+    const EMPTY: Self = Slot {
+        page: None,
+        writable: false,
+    };
 }
 
 /// The pages of the range that may be accessed now, one slot per `PAGE_SIZE` page from
@@ -116,7 +118,12 @@ unsafe extern "C" fn invalidate(
     let (ustart, uend, rstart, rend) = unsafe {
         let it = &(*odp).notifier.interval_tree;
         let r = &*range;
-        (it.start as u64, it.last.wrapping_add(1) as u64, r.start as u64, r.end as u64)
+        (
+            it.start as u64,
+            it.last.wrapping_add(1) as u64,
+            r.start as u64,
+            r.end as u64,
+        )
     };
     let start = ustart.max(rstart);
     let end = uend.min(rend);
@@ -166,7 +173,11 @@ impl UmemOdp {
         let (start, end, writable) = unsafe {
             let r = raw.as_ptr();
             let it = &(*r).notifier.interval_tree;
-            (it.start as u64, it.last.wrapping_add(1) as u64, (*r).umem.writable() != 0)
+            (
+                it.start as u64,
+                it.last.wrapping_add(1) as u64,
+                (*r).umem.writable() != 0,
+            )
         };
         let shadow = (|| {
             let n = usize::try_from(end.wrapping_sub(start)).map_err(|_| EINVAL)? / PAGE_SIZE;
@@ -174,7 +185,10 @@ impl UmemOdp {
             for _ in 0..n {
                 slots.push(Slot::EMPTY, GFP_KERNEL_ACCOUNT)?;
             }
-            KBox::pin_init(new_spinlock_irq!(Shadow { slots }, "metaroce_odp_shadow"), GFP_KERNEL)
+            KBox::pin_init(
+                new_spinlock_irq!(Shadow { slots }, "metaroce_odp_shadow"),
+                GFP_KERNEL,
+            )
         })();
         let shadow = match shadow {
             Ok(s) => s,
@@ -194,7 +208,14 @@ impl UmemOdp {
         }
         // INVARIANT: `raw` came from `ib_umem_odp_get` with `OPS`; `private` points to
         // `shadow`, sized for the umem's interval; the range lies in it.
-        let this = Self { raw, shadow, start, addr, len: ulen, writable };
+        let this = Self {
+            raw,
+            shadow,
+            start,
+            addr,
+            len: ulen,
+            writable,
+        };
         // What the process has mapped already (rdma_rxe does the same); failing that, the
         // pages are faulted in on first use.
         let _ = this.populate(0, ulen, false);
@@ -261,7 +282,10 @@ impl UmemOdp {
                 if let Some(slot) = s.slots.get_mut(i) {
                     // INVARIANT: The mm maps `page` here now; an invalidation must take
                     // `umem_mutex` and clear the slot before the page can go.
-                    *slot = Slot { page: NonNull::new(page), writable };
+                    *slot = Slot {
+                        page: NonNull::new(page),
+                        writable,
+                    };
                 }
             }
         }
@@ -273,11 +297,14 @@ impl UmemOdp {
     /// Whether every page of `len` bytes at byte `offset` is present (and writable if
     /// `write`). Any context, never sleeps. False outside the range.
     pub fn is_present(&self, offset: usize, len: usize, write: bool) -> bool {
-        let Ok(range) = self.slots(offset, len) else { return false };
+        let Ok(range) = self.slots(offset, len) else {
+            return false;
+        };
         let s = self.shadow.lock();
-        s.slots
-            .get(range)
-            .is_some_and(|r| r.iter().all(|sl| sl.page.is_some() && (sl.writable || !write)))
+        s.slots.get(range).is_some_and(|r| {
+            r.iter()
+                .all(|sl| sl.page.is_some() && (sl.writable || !write))
+        })
     }
 
     /// Calls `f(page, offset in page, offset in the caller's buffer, n)` for each page piece of
@@ -293,7 +320,10 @@ impl UmemOdp {
         let range = self.slots(offset, len)?;
         let s = self.shadow.lock();
         let slots = s.slots.get(range.clone()).ok_or(EINVAL)?;
-        if !slots.iter().all(|sl| sl.page.is_some() && (sl.writable || !write)) {
+        if !slots
+            .iter()
+            .all(|sl| sl.page.is_some() && (sl.writable || !write))
+        {
             return Err(EAGAIN);
         }
         let base = (self.addr - self.start) as usize;

@@ -46,12 +46,7 @@ impl OwnedQueue {
         // SAFETY: The format is "%s" with one NUL-terminated string argument, `name`, which
         // lives for the queue's lifetime (`'static`).
         let wq = unsafe {
-            bindings::alloc_workqueue_noprof(
-                c"%s".as_char_ptr(),
-                flags,
-                0,
-                name.as_char_ptr(),
-            )
+            bindings::alloc_workqueue_noprof(c"%s".as_char_ptr(), flags, 0, name.as_char_ptr())
         };
         let wq = NonNull::new(wq).ok_or(ENOMEM)?;
         // INVARIANT: Allocated above, owned by us.

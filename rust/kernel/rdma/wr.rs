@@ -377,8 +377,12 @@ impl<'a, T: Driver> SendWr<'a, T> {
                 let r = unsafe { &*wr.cast::<bindings::ib_rdma_wr>() };
                 let (remote_addr, rkey) = (r.remote_addr, r.rkey);
                 match op {
-                    bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => SendOp::RdmaWrite { remote_addr, rkey },
-                    bindings::ib_wr_opcode_IB_WR_RDMA_READ => SendOp::RdmaRead { remote_addr, rkey },
+                    bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => {
+                        SendOp::RdmaWrite { remote_addr, rkey }
+                    }
+                    bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+                        SendOp::RdmaRead { remote_addr, rkey }
+                    }
                     _ => SendOp::RdmaWriteWithImm {
                         remote_addr,
                         rkey,

@@ -69,6 +69,27 @@ echo "control, from the peer's address: completed/changed $res"
 ip netns exec mra timeout -k 10 900 /usr/bin/python3 "$MR_SELFTESTS/attack.py" local mra0 "$ga" e; rc=$?
 ip netns exec mra rdma statistic show link mra0/1
 
+# Memory cgroup: a process's ring memory is charged to its group (attack.py memcg). The test
+# kernel has memory cgroups (configs/test.config); other kernels may not.
+cgroot=/sys/fs/cgroup
+[ -e $cgroot/cgroup.controllers ] || mount -t cgroup2 none $cgroot || fail "mount cgroup2"
+if grep -qw memory $cgroot/cgroup.controllers; then
+  echo +memory > $cgroot/cgroup.subtree_control || fail "enable the memory controller"
+  mkdir -p $cgroot/mrattack
+  # `ip netns exec` mounts its own /sys: the cgroup2 hierarchy is mounted again inside.
+  out=$(ip netns exec mra sh -c 'mount -t cgroup2 none /sys/fs/cgroup && echo $$ > /sys/fs/cgroup/mrattack/cgroup.procs &&
+          exec /usr/bin/python3 "$0" memcg mra0 "$1"' "$MR_SELFTESTS/attack.py" "$ga" 2>&1); mrc=$?
+  echo "$out"
+  oom=$(awk '$1 == "oom_kill" { print $2 }' $cgroot/mrattack/memory.events)
+  echo "memcg: exit $mrc, oom_kill ${oom:-0}"
+  rmdir $cgroot/mrattack
+  grep -q "^created 32 " <<<"$out" && fail "32 QPs (160 MiB of rings) created under a 16 MiB limit: ring memory is not charged"
+  grep -q "^created 1 " <<<"$out" || fail "memcg: not even one QP was created (the case did not run)"
+  grep -q "^refused" <<<"$out" || [ "${oom:-0}" -gt 0 ] || fail "memcg: QP creation neither refused nor OOM-killed"
+elif uname -r | grep -q -- '-mr-test'; then fail "no memory controller in the test kernel (CONFIG_MEMCG)"
+else echo "memcg: this kernel has no memory controller; the case needs the test kernel"
+fi
+
 # A native device on the same netdev: connections to made-up destinations do not fill its table.
 ip netns exec mra rdma link delete mra0 || fail "delete mra0"
 ip netns exec mra rdma link add mrn0 type metaroce-native netdev va || fail "add mrn0 (native)"

@@ -130,7 +130,9 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
             }
             "--ack-loss" => sc.ack_loss = prob(val)?,
             "--rx-stall" => {
-                let (p, l) = val.split_once(':').ok_or("--rx-stall takes PERIOD_US:LEN_US")?;
+                let (p, l) = val
+                    .split_once(':')
+                    .ok_or("--rx-stall takes PERIOD_US:LEN_US")?;
                 let (p, l) = (num(p)? as u64 * 1000, num(l)? as u64 * 1000);
                 if p == 0 || l >= p {
                     return Err("--rx-stall: 0 < LEN < PERIOD".into());

@@ -2,46 +2,47 @@
 
 //! The MetaRoCE RDMA device: its data and its ib_core hooks (queries and user contexts).
 
+use crate::mr::MrTable;
+use crate::native::{ConnView, PeerTable, Peers};
+use crate::odp::OdpFaults;
+use crate::proto::mcast::McastTable;
 use crate::qp::{MetaRoceQp, MAX_QP, MAX_QP_WR, MAX_SGE, MIN_QPN};
+use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
+use crate::timer::Timers;
 use crate::verbs::{
-    give, take, MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRoceMw, MetaRocePd, RoceAv, UserAh, MAX_AH, MAX_CQ,
-    MAX_CQE, MAX_MR, MAX_MW, MAX_PD,
+    give, take, MetaRoceAh, MetaRoceCq, MetaRoceMr, MetaRoceMw, MetaRocePd, RoceAv, UserAh, MAX_AH,
+    MAX_CQ, MAX_CQE, MAX_MR, MAX_MW, MAX_PD,
 };
+use crate::xmit::TxEngine;
 use core::sync::atomic::{
     AtomicBool,
     AtomicU32,
     AtomicU64,
     Ordering, //
 };
+use kernel::debugfs::{Dir, File};
 use kernel::id_pool::IdPool;
 use kernel::net::netdev::NetDevice;
 use kernel::new_mutex;
+use kernel::new_spinlock_irq;
 use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::rdma::ah::{Ah, NewAh, RoceAhAttr};
 use kernel::rdma::cq::{Cq, CqNotify, NewCq, WcArray};
 use kernel::rdma::device::{
-    AtomicCap, CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu, OdpGeneral, OdpOps, PhysState,
-    PortAttr, PortImmutable, PortState, StatDesc, UserCommands, DEFAULT_PKEY_FULL,
+    AtomicCap, CoreCaps, Device, DeviceAttr, DeviceCaps, DriverId, KernelCaps, LinkLayer, Mtu,
+    OdpGeneral, OdpOps, PhysState, PortAttr, PortImmutable, PortState, StatDesc, UserCommands,
+    DEFAULT_PKEY_FULL,
 };
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys, MrSgList, MrType, UserMrRequest};
 use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
-use crate::srq::{MetaRoceSrq, MAX_SRQ, MAX_SRQ_SGE, MAX_SRQ_WR};
-use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
-use crate::mr::MrTable;
-use crate::proto::mcast::McastTable;
-use crate::native::{ConnView, PeerTable, Peers};
-use kernel::debugfs::{Dir, File};
-use kernel::str::CString;
-use crate::timer::Timers;
-use crate::xmit::TxEngine;
-use crate::odp::OdpFaults;
-use kernel::new_spinlock_irq;
-use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::rdma::udata::Udata;
 use kernel::rdma::workqueue::OwnedQueue;
+use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
+use kernel::str::CString;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
 use kernel::time::{Instant, Monotonic};
@@ -301,9 +302,15 @@ impl MetaRoceDev {
     ) -> Result<impl PinInit<Self, Error>> {
         let guid_be = eui64_from_mac(mac);
         let active = PortState::of_netdev(netdev) == PortState::Active;
-        let peers = Arc::pin_init(new_spinlock_irq!(PeerTable::new(link_kbps, netdev.mtu())?, "metaroce_peers"), GFP_KERNEL)?;
+        let peers = Arc::pin_init(
+            new_spinlock_irq!(PeerTable::new(link_kbps, netdev.mtu())?, "metaroce_peers"),
+            GFP_KERNEL,
+        )?;
         let dir = Dir::new(&CString::try_from_fmt(fmt!("metaroce_{name}"))?);
-        let debugfs = KBox::pin_init(dir.read_only_file(c"connections", ConnView(peers.clone())), GFP_KERNEL)?;
+        let debugfs = KBox::pin_init(
+            dir.read_only_file(c"connections", ConnView(peers.clone())),
+            GFP_KERNEL,
+        )?;
         Ok(try_pin_init!(Self {
             guid_be,
             ucontexts: AtomicU32::new(0),
@@ -498,7 +505,11 @@ impl MetaRoceDev {
 
     /// The address vector of user AH `num` if it exists and belongs to PD `pd`. Any context.
     pub(crate) fn user_ah(&self, num: u32, pd: PdId) -> Option<RoceAv> {
-        self.user_ahs.lock().get(&num).filter(|a| a.pd == pd).map(|a| a.av)
+        self.user_ahs
+            .lock()
+            .get(&num)
+            .filter(|a| a.pd == pd)
+            .map(|a| a.av)
     }
 
     /// Gives back an index from [`MetaRoceDev::alloc_mr_index`]. Process context.
@@ -642,7 +653,11 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .kernel_caps(
                 KernelCaps::ALLOW_USER_UNREG
                     | KernelCaps::LOCAL_DMA_LKEY
-                    | if dev.native { KernelCaps::NONE } else { KernelCaps::ON_DEMAND_PAGING },
+                    | if dev.native {
+                        KernelCaps::NONE
+                    } else {
+                        KernelCaps::ON_DEMAND_PAGING
+                    },
             );
         if !dev.native {
             // Explicit on-demand paging on RoCEv2 devices (rdma_rxe's set): the responder
@@ -656,7 +671,12 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
                 | OdpOps::SRQ_RECV
                 | OdpOps::FLUSH
                 | OdpOps::ATOMIC_WRITE;
-            attr.odp_caps(OdpGeneral::SUPPORT, rc, OdpOps::NONE, OdpOps::SEND | OdpOps::RECV);
+            attr.odp_caps(
+                OdpGeneral::SUPPORT,
+                rc,
+                OdpOps::NONE,
+                OdpOps::SEND | OdpOps::RECV,
+            );
         }
         Ok(())
     }
@@ -705,14 +725,21 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         }
         // The RTT gauges are read off the connections now.
         let (min_ns, avg_ns) = crate::native::rtt_figures(&dev.peers);
-        for (c, ns) in [(Counter::NativeRttMinUs, min_ns), (Counter::NativeRttAvgUs, avg_ns)] {
+        for (c, ns) in [
+            (Counter::NativeRttMinUs, min_ns),
+            (Counter::NativeRttAvgUs, avg_ns),
+        ] {
             if let Some(v) = values.get_mut(c as usize) {
                 *v = ns / 1000;
             }
         }
         // The fault handler counts for itself (its work item holds no device).
         let odp = dev.odp_faults();
-        for (c, n) in [(Counter::OdpFaults, &odp.done), (Counter::OdpFaultErrors, &odp.failed), (Counter::OdpFaultDrops, &odp.dropped)] {
+        for (c, n) in [
+            (Counter::OdpFaults, &odp.done),
+            (Counter::OdpFaultErrors, &odp.failed),
+            (Counter::OdpFaultDrops, &odp.dropped),
+        ] {
             if let Some(v) = values.get_mut(c as usize) {
                 *v = n.load(Ordering::Relaxed);
             }
@@ -887,7 +914,12 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn alloc_mw(pd: &Pd<Self>, ty: MwType) -> Result<(u32, impl PinInit<MetaRoceMw, Error>)> {
         let rkey = crate::mr::alloc_mw(pd, ty)?;
-        Ok((rkey, Ok::<_, Error>(MetaRoceMw { index: (rkey >> 8) as usize })))
+        Ok((
+            rkey,
+            Ok::<_, Error>(MetaRoceMw {
+                index: (rkey >> 8) as usize,
+            }),
+        ))
     }
 
     fn dealloc_mw(mw: &Mw<Self>) {

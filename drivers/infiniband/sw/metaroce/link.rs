@@ -36,20 +36,31 @@ fn newlink(name: &CStr, netdev: &NetDevice, native: bool) -> Result {
     let ifname = netdev.name_str(&mut ifname);
     // Read before any lock of ours is taken: it takes RTNL.
     let link_kbps = if native { native_link_kbps(netdev) } else { 0 };
-    crate::ns::with_sockets(name_str, netdev, native, || add(name, name_str, netdev, ifname, native, link_kbps))
+    crate::ns::with_sockets(name_str, netdev, native, || {
+        add(name, name_str, netdev, ifname, native, link_kbps)
+    })
 }
 
 /// The link rate a native device hands out in rate hints (spec 6.4): the `native_link_kbps`
 /// module parameter, else the netdev's ethtool speed, else 0 (none known: no hints).
 fn native_link_kbps(netdev: &NetDevice) -> u32 {
     match crate::module_parameters::native_link_kbps.value() {
-        0 => netdev.link_speed_mbps().map_or(0, |m| m.saturating_mul(1000)),
+        0 => netdev
+            .link_speed_mbps()
+            .map_or(0, |m| m.saturating_mul(1000)),
         kbps => kbps,
     }
 }
 
 /// `newlink` with the netdev's namespace locked.
-fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bool, link_kbps: u32) -> Result {
+fn add(
+    name: &CStr,
+    name_str: &str,
+    netdev: &NetDevice,
+    ifname: &str,
+    native: bool,
+    link_kbps: u32,
+) -> Result {
     if !netdev.is_registered() {
         pr_err!("{name_str}: netdev {ifname} is being removed\n");
         return Err(ENODEV);
@@ -62,11 +73,14 @@ fn add(name: &CStr, name_str: &str, netdev: &NetDevice, ifname: &str, native: bo
         );
         return Err(EEXIST);
     }
-    let mac = netdev_mac(netdev).inspect_err(|_| {
-        pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n")
-    })?;
+    let mac = netdev_mac(netdev)
+        .inspect_err(|_| pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n"))?;
 
-    let mut dev = Device::<MetaRoceDriver>::new(netdev, 1, MetaRoceDev::new(&mac, netdev, native, link_kbps, name_str)?)?;
+    let mut dev = Device::<MetaRoceDriver>::new(
+        netdev,
+        1,
+        MetaRoceDev::new(&mac, netdev, native, link_kbps, name_str)?,
+    )?;
     let guid = dev.guid_be();
     dev.set_node_guid(guid);
     dev.set_node_desc("metaroce");

@@ -13,9 +13,9 @@
 //! process or the device goes.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver, PORT};
+use crate::ns::gid_ip;
 use crate::proto::mcast::{Attached, McastError, McastTable, MAX_GROUPS, MAX_QPS_PER_GROUP};
 use crate::proto::packet::Packet;
-use crate::ns::gid_ip;
 use kernel::net::netdev::NetDevice;
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
@@ -51,8 +51,11 @@ pub(crate) const fn table() -> McastTable {
 }
 
 /// Device limits: groups, QPs per group, attachments in all.
-pub(crate) const LIMITS: (u32, u32, u32) =
-    (MAX_GROUPS as u32, MAX_QPS_PER_GROUP as u32, (MAX_GROUPS * MAX_QPS_PER_GROUP) as u32);
+pub(crate) const LIMITS: (u32, u32, u32) = (
+    MAX_GROUPS as u32,
+    MAX_QPS_PER_GROUP as u32,
+    (MAX_GROUPS * MAX_QPS_PER_GROUP) as u32,
+);
 
 /// Gives up the netdev's membership of a group that lost its last QP. A netdev that is going
 /// away (`None`) drops its memberships itself.

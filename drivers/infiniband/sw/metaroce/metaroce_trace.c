@@ -12,8 +12,12 @@
 
 EXPORT_TRACEPOINT_SYMBOL_GPL(metaroce_path);
 EXPORT_TRACEPOINT_SYMBOL_GPL(metaroce_rate_hint);
-/* Without tracepoints (the release kernel) there is nothing to export: the Rust wrappers compile
- * to nothing (declare_trace! and path_enabled() test CONFIG_TRACEPOINTS). */
+
+/*
+ * Without tracepoints (the release kernel) there is nothing to export: the Rust wrappers compile
+ * to nothing (declare_trace! and path_enabled() test CONFIG_TRACEPOINTS). The wrappers are
+ * defined by the tracepoint header (CREATE_RUST_TRACE_POINTS), not in this file.
+ */
 #ifdef CONFIG_TRACEPOINTS
 EXPORT_SYMBOL_GPL(rust_do_trace_metaroce_path);
 EXPORT_SYMBOL_GPL(rust_do_trace_metaroce_rate_hint);

@@ -21,6 +21,7 @@
 //! still copying; pinned user memory is released in process context.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver};
+use crate::odp::OdpMem;
 use crate::verbs::MetaRoceMr;
 use core::num::NonZeroUsize;
 use kernel::prelude::*;
@@ -30,9 +31,8 @@ use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Pd, PdId};
 use kernel::rdma::umem::Umem;
 use kernel::rdma::umem_odp::UmemOdp;
-use crate::odp::OdpMem;
-use kernel::sync::Arc;
 use kernel::rdma::wr::KernelBuf;
+use kernel::sync::Arc;
 
 /// The access rights a MetaRoCE MR may have (beyond the optional hints, which are ignored).
 /// ib_core grants `FLUSH_GLOBAL` only on devices that report `IB_DEVICE_FLUSH_GLOBAL` (RoCEv2
@@ -198,7 +198,11 @@ pub(crate) fn reg_user_mr(
         if req.start == 0 && req.length == u64::MAX {
             return Err(EOPNOTSUPP);
         }
-        Backing::Odp(OdpMem::new(UmemOdp::get(pd, req.start, req.length, req.access)?)?)
+        Backing::Odp(OdpMem::new(
+            UmemOdp::get(pd, req.start, req.length, req.access)?,
+            pd.id(),
+            dev.odp_faults(),
+        )?)
     } else {
         Backing::User(Umem::pin(pd, req.start, req.length, req.access)?)
     };
@@ -215,10 +219,15 @@ pub(crate) fn reg_user_mr(
         mem,
     })?;
     if odp {
-        dev.objects.odp_mrs.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        dev.objects
+            .odp_mrs
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     }
     Ok((
-        MrKeys { lkey, rkey: if remote { lkey } else { 0 } },
+        MrKeys {
+            lkey,
+            rkey: if remote { lkey } else { 0 },
+        },
         MetaRoceMr::new(index, req.access, true, KVec::new()),
     ))
 }
@@ -256,7 +265,10 @@ pub(crate) fn alloc_mr(
         },
     })?;
     Ok((
-        MrKeys { lkey: key, rkey: key },
+        MrKeys {
+            lkey: key,
+            rkey: key,
+        },
         MetaRoceMr::new(index, AccessFlags::NONE, true, staging),
     ))
 }
@@ -281,12 +293,7 @@ pub(crate) fn mr_set_page(mr: &Mr<MetaRoceDriver>, page: KernelBuf) -> Result {
 /// a valid region under `key` with `access`, at the MR's I/O virtual address and length as
 /// they are now. The MR must be invalid (`EINVAL` otherwise, as for a foreign PD, a key
 /// whose index is not the MR's, or rights MetaRoCE does not offer). Any context.
-pub(crate) fn register(
-    mr: &Mr<MetaRoceDriver>,
-    pd: PdId,
-    key: u32,
-    access: AccessFlags,
-) -> Result {
+pub(crate) fn register(mr: &Mr<MetaRoceDriver>, pd: PdId, key: u32, access: AccessFlags) -> Result {
     check_access(access, false)?;
     let page_size = mr.page_size() as usize;
     let (iova, len) = (mr.iova(), mr.length());
@@ -301,7 +308,12 @@ pub(crate) fn register(
     }
     let mut table = mr.device().mrs.lock();
     let r = table.get_mut(&(mr.index as u32)).ok_or(EINVAL)?;
-    let Backing::Fast { pages, page_size: ps, first_off: fo } = &mut r.mem else {
+    let Backing::Fast {
+        pages,
+        page_size: ps,
+        first_off: fo,
+    } = &mut r.mem
+    else {
         return Err(EINVAL);
     };
     if r.valid {
@@ -330,7 +342,11 @@ pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) -> Result {
     let taken = {
         let mut table = dev.mrs.lock();
         let windows = dev.objects.mws.load(core::sync::atomic::Ordering::Relaxed) != 0;
-        if windows && table.values().any(|r| matches!(&r.mem, Backing::Window(w) if w.mr == Some(index))) {
+        if windows
+            && table
+                .values()
+                .any(|r| matches!(&r.mem, Backing::Window(w) if w.mr == Some(index)))
+        {
             return Err(EBUSY);
         }
         table.remove(&index)
@@ -338,7 +354,9 @@ pub(crate) fn remove(mr: &Mr<MetaRoceDriver>) -> Result {
     // No copy reaches the region now; a fault in progress may still hold its memory.
     if let Some(Backing::Odp(umem)) = taken.as_ref().map(|r| &r.mem) {
         dev.odp_faults().forget(umem);
-        dev.objects.odp_mrs.fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+        dev.objects
+            .odp_mrs
+            .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
     }
     drop(taken);
     Ok(())
@@ -358,7 +376,12 @@ pub(crate) fn alloc_mw(pd: &Pd<MetaRoceDriver>, ty: MwType) -> Result<u32> {
         iova: 0,
         len: 0,
         valid: ty == MwType::Type1,
-        mem: Backing::Window(Window { ty, mr: None, qpn: 0, zero_based: false }),
+        mem: Backing::Window(Window {
+            ty,
+            mr: None,
+            qpn: 0,
+            zero_based: false,
+        }),
     };
     match RBTreeNode::new(index as u32, region, GFP_KERNEL) {
         Ok(node) => {
@@ -560,11 +583,18 @@ impl Backing {
             Backing::Odp(_) => Err(EINVAL),
             // `resolve` hands out the window's MR, never the window.
             Backing::Window(_) => Err(EINVAL),
-            Backing::Fast { pages, page_size, first_off } => {
-                fast_pieces(pages, *page_size, *first_off, off, data.len(), |p, at, r| {
-                    p.write_at(at, &data[r])
-                })
-            }
+            Backing::Fast {
+                pages,
+                page_size,
+                first_off,
+            } => fast_pieces(
+                pages,
+                *page_size,
+                *first_off,
+                off,
+                data.len(),
+                |p, at, r| p.write_at(at, &data[r]),
+            ),
         }
     }
 
@@ -573,9 +603,15 @@ impl Backing {
             Backing::User(umem) => umem.copy_from(off, out),
             Backing::Odp(_) => Err(EINVAL),
             Backing::Window(_) => Err(EINVAL),
-            Backing::Fast { pages, page_size, first_off } => {
+            Backing::Fast {
+                pages,
+                page_size,
+                first_off,
+            } => {
                 let len = out.len();
-                fast_pieces(pages, *page_size, *first_off, off, len, |p, at, r| p.read_at(at, &mut out[r]))
+                fast_pieces(pages, *page_size, *first_off, off, len, |p, at, r| {
+                    p.read_at(at, &mut out[r])
+                })
             }
         }
     }
@@ -665,7 +701,11 @@ fn resolve(
     if !r.access.contains(need) {
         return Err(MrError::Access);
     }
-    let woff = if w.zero_based { va } else { va.checked_sub(r.iova).ok_or(MrError::Range)? };
+    let woff = if w.zero_based {
+        va
+    } else {
+        va.checked_sub(r.iova).ok_or(MrError::Range)?
+    };
     let end = woff.checked_add(len as u64).ok_or(MrError::Range)?;
     if end > r.len {
         return Err(MrError::Range);
@@ -779,9 +819,15 @@ impl MetaRoceDev {
         va: u64,
         data: &[u8],
     ) -> Result<(), MrError> {
-        self.with_region(key, kind, pd, va, data.len(), write_right(kind), |mr, off| {
-            mr.mem.copy_to(off, data)
-        })
+        self.with_region(
+            key,
+            kind,
+            pd,
+            va,
+            data.len(),
+            write_right(kind),
+            |mr, off| mr.mem.copy_to(off, data),
+        )
     }
 
     /// Checks that `len` bytes at `va` lie in the user region of L_Key `lkey` of PD `pd`,
@@ -796,7 +842,11 @@ impl MetaRoceDev {
         len: usize,
         write: bool,
     ) -> Result<bool, MrError> {
-        let need = if write { AccessFlags::LOCAL_WRITE } else { AccessFlags::NONE };
+        let need = if write {
+            AccessFlags::LOCAL_WRITE
+        } else {
+            AccessFlags::NONE
+        };
         let res = self.with_region(lkey, KeyKind::Local, pd, va, len, need, |r, off| {
             r.mem.ready(off, len, write)
         });

@@ -27,17 +27,15 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::cc::{RateAlloc, ACTIVE_NS};
-use crate::proto::path::{PathState, PathStats};
-use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, ConnStats, RxDrop, RxEvent};
+use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, RxDrop, RxEvent};
+use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::proto::offload::{native_rx, NicIntegrity};
 use crate::proto::packet;
-use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::qp::{self, BuildError, Notify, OutPacket};
 use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit;
 use core::sync::atomic::Ordering;
-use kernel::rdma::trace::{self, PathEvent};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -45,6 +43,11 @@ use kernel::rdma::device::{Device, Mtu};
 use kernel::rdma::qp::Qp;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
+
+mod telemetry;
+
+use telemetry::{account, Figures, PathSeen};
+pub(crate) use telemetry::{rtt_figures, ConnView};
 
 /// Paths per connection (section 10).
 pub(crate) const PATHS: usize = 8;
@@ -95,158 +98,13 @@ pub(crate) struct PeerInner {
     last_rx: u64,
     /// Times the peer restarted (a new connection id after [`RESTART_IDLE_NS`]).
     restarts: u64,
-    /// Each path as the last path tracepoints saw it ([`trace_paths`]); valid while
+    /// Each path as the last path tracepoints saw it (`telemetry::trace_paths`); valid while
     /// `tracing`.
     traced: [PathSeen; PATHS],
-    /// `metaroce_path` was enabled at the last [`trace_paths`].
+    /// `metaroce_path` was enabled at the last `telemetry::trace_paths`.
     tracing: bool,
     /// The rate hint the last `metaroce_rate_hint` event reported.
     traced_hint: u32,
-}
-
-/// What the path tracepoints last reported of a path.
-#[derive(Clone, Copy)]
-struct PathSeen {
-    port: u16,
-    state: PathState,
-    sack_losses: u64,
-    timeouts: u64,
-    ecn_echoes: u64,
-}
-
-impl PathSeen {
-    const NONE: PathSeen =
-        PathSeen { port: 0, state: PathState::Active, sack_losses: 0, timeouts: 0, ecn_echoes: 0 };
-
-    fn of(port: u16, state: PathState, st: &PathStats) -> Self {
-        PathSeen {
-            port,
-            state,
-            sack_losses: st.sack_losses,
-            timeouts: st.timeouts,
-            ecn_echoes: st.ecn_echoes,
-        }
-    }
-}
-
-/// Emits a `metaroce_path` event for each path's losses, RTOs, ECN echoes, port and state
-/// changes since the last call, and a `metaroce_rate_hint` event if the hint changed.
-fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
-    let conn = inner.conn.config().conn_id;
-    let hint = inner.conn.conn_window().1;
-    if hint != inner.traced_hint {
-        trace::rate_hint(dev, conn, inner.traced_hint, hint);
-        inner.traced_hint = hint;
-    }
-    // Nothing per packet while the event is off; when it comes on, the paths are taken as
-    // they are then (counted from there: no burst of old events).
-    let was_tracing = core::mem::replace(&mut inner.tracing, trace::path_enabled());
-    if !inner.tracing {
-        return;
-    }
-    for (i, seen) in inner.traced.iter_mut().enumerate() {
-        let (Some((port, state, st)), Some((cwnd, srtt, _, _))) = (inner.conn.path_info(i), inner.conn.path_rtt(i)) else {
-            continue;
-        };
-        let now = PathSeen::of(port, state, &st);
-        let was = core::mem::replace(seen, now);
-        if !was_tracing {
-            continue;
-        }
-        let emit = |event, count: u64| {
-            if count != 0 {
-                let r = trace::PathRecord {
-                    conn,
-                    path: i as u8,
-                    event,
-                    count: u32::try_from(count).unwrap_or(u32::MAX),
-                    port,
-                    cwnd,
-                    srtt_us: u32::try_from(srtt / 1000).unwrap_or(u32::MAX),
-                };
-                trace::path(dev, &r);
-            }
-        };
-        emit(PathEvent::Loss, now.sack_losses.wrapping_sub(was.sack_losses));
-        emit(PathEvent::Timeout, now.timeouts.wrapping_sub(was.timeouts));
-        emit(PathEvent::Ecn, now.ecn_echoes.wrapping_sub(was.ecn_echoes));
-        emit(PathEvent::Repath, u64::from(now.port != was.port && was.port != 0));
-        if now.state != was.state {
-            let ev = match now.state {
-                PathState::Active => PathEvent::Active,
-                PathState::Recovering => PathEvent::Recovering,
-                PathState::Failed => PathEvent::Failed,
-            };
-            emit(ev, 1);
-        }
-    }
-}
-
-/// What a connection counted, as the device's counters add it up.
-#[derive(Clone, Copy, Default)]
-struct Figures {
-    stats: ConnStats,
-    sack_losses: u64,
-    timeouts: u64,
-    ecn_echoes: u64,
-    late_acks: u64,
-    spurious_rtos: u64,
-    rnr_drops: u64,
-}
-
-/// Adds what the connection counted since the last call to the device's counters.
-fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
-    let mut now = Figures { stats: inner.conn.stats, rnr_drops: inner.rnr_drops, ..Figures::default() };
-    for i in 0..PATHS {
-        if let Some((_, _, p)) = inner.conn.path_info(i) {
-            now.sack_losses = now.sack_losses.wrapping_add(p.sack_losses);
-            now.timeouts = now.timeouts.wrapping_add(p.timeouts);
-            now.ecn_echoes = now.ecn_echoes.wrapping_add(p.ecn_echoes);
-            now.late_acks = now.late_acks.wrapping_add(p.late_acks);
-            now.spurious_rtos = now.spurious_rtos.wrapping_add(p.spurious_rtos);
-        }
-    }
-    let was = core::mem::replace(&mut inner.counted, now);
-    let d = |a: u64, b: u64| a.wrapping_sub(b);
-    let (n, w) = (&now.stats, &was.stats);
-    dev.count(Counter::NativeDataSent, d(n.data_sent, w.data_sent));
-    dev.count(Counter::Retransmits, d(n.retransmits, w.retransmits));
-    dev.count(Counter::NativeAcksSent, d(n.acks_sent, w.acks_sent));
-    dev.count(Counter::NativeRepaths, d(n.repaths, w.repaths));
-    dev.count(Counter::NativeDuplicates, d(n.duplicates, w.duplicates));
-    dev.count(Counter::NativeDrops, d(n.drops, w.drops));
-    dev.count(Counter::NativeEcnDecreases, d(n.conn_ecn_decreases, w.conn_ecn_decreases));
-    dev.count(Counter::NativeSackLosses, d(now.sack_losses, was.sack_losses));
-    dev.count(Counter::NativeTimeouts, d(now.timeouts, was.timeouts));
-    dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
-    dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
-    dev.count(Counter::NativeRateHintChanges, d(n.rate_hint_changes, w.rate_hint_changes));
-    dev.count(Counter::NativeDelaySignals, d(n.delay_signals, w.delay_signals));
-    dev.count(Counter::NativeLateAcks, d(now.late_acks, was.late_acks));
-    dev.count(Counter::NativeSpuriousRtos, d(now.spurious_rtos, was.spurious_rtos));
-    trace_paths(dev, inner);
-}
-
-/// The smallest RTT sample of any path of `peers` and the mean of the paths' mean RTTs, in ns
-/// (0 without samples). Any context.
-pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
-    let (mut min, mut sum, mut n) = (u64::MAX, 0u64, 0u64);
-    let t = peers.lock();
-    for p in t.peers.iter() {
-        let g = p.inner.lock();
-        for i in 0..PATHS {
-            if let Some((_, _, pmin, pavg)) = g.conn.path_rtt(i).filter(|r| r.2 != 0) {
-                min = min.min(pmin);
-                sum = sum.saturating_add(pavg);
-                n += 1;
-            }
-        }
-    }
-    if n == 0 {
-        (0, 0)
-    } else {
-        (min, sum / n)
-    }
 }
 
 /// The connection to one remote device, shared by every RC QP between the two GIDs.
@@ -280,7 +138,10 @@ impl PeerTable {
     }
 
     fn find_slot(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<(usize, Arc<Peer>)> {
-        self.peers.iter().position(|p| p.sgid == *sgid && p.dgid == *dgid).map(|i| (i, self.peers[i].clone()))
+        self.peers
+            .iter()
+            .position(|p| p.sgid == *sgid && p.dgid == *dgid)
+            .map(|i| (i, self.peers[i].clone()))
     }
 
     fn find(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<Arc<Peer>> {
@@ -299,97 +160,6 @@ impl PeerTable {
 
 /// A device's native connections (shared with its debugfs view).
 pub(crate) type Peers = SpinLockIrq<PeerTable>;
-
-/// The `connections` file of a device's debugfs directory (`/sys/kernel/debug/metaroce_DEV/`):
-/// every connection with its streams, window and counters, and each path's source port, state,
-/// window, RTT and counters.
-pub(crate) struct ConnView(pub(crate) Arc<Peers>);
-
-/// What the view prints of one connection, copied under its lock.
-struct Snapshot {
-    conn_id: u32,
-    state: crate::proto::conn::ConnState,
-    window: (u32, u32),
-    stats: ConnStats,
-    streams: [u32; STREAMS],
-    rnr_drops: u64,
-    restarts: u64,
-    paths: [Option<(u16, crate::proto::path::PathState, crate::proto::path::PathStats, (u32, u64, u64, u64))>; PATHS],
-}
-
-/// A GID as the address it stands for.
-struct Gid<'a>(&'a [u8; 16]);
-
-impl core::fmt::Display for Gid<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let g = self.0;
-        if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
-            return write!(f, "{}.{}.{}.{}", g[12], g[13], g[14], g[15]);
-        }
-        for i in 0..8 {
-            let w = u16::from_be_bytes([g[2 * i], g[2 * i + 1]]);
-            write!(f, "{}{w:x}", if i == 0 { "" } else { ":" })?;
-        }
-        Ok(())
-    }
-}
-
-impl core::fmt::Debug for ConnView {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut peers: [Option<Arc<Peer>>; MAX_PEERS] = [const { None }; MAX_PEERS];
-        {
-            let t = self.0.lock();
-            for (slot, p) in peers.iter_mut().zip(t.peers.iter()) {
-                *slot = Some(p.clone());
-            }
-        }
-        for p in peers.iter().flatten() {
-            let s = {
-                let g = p.inner.lock();
-                let c = &g.conn;
-                Snapshot {
-                    conn_id: c.config().conn_id,
-                    state: c.state(),
-                    window: c.conn_window(),
-                    stats: c.stats,
-                    streams: g.streams,
-                    rnr_drops: g.rnr_drops,
-                    restarts: g.restarts,
-                    paths: core::array::from_fn(|i| {
-                        c.path_info(i).zip(c.path_rtt(i)).map(|((port, st, ps), rtt)| (port, st, ps, rtt))
-                    }),
-                }
-            };
-            writeln!(
-                f,
-                "connection {:#010x} {} -> {} {:?} window {} B rate hint {} kbit/s rnr drops {} peer restarts {}",
-                s.conn_id,
-                Gid(&p.sgid),
-                Gid(&p.dgid),
-                s.state,
-                s.window.0,
-                s.window.1,
-                s.rnr_drops,
-                s.restarts
-            )?;
-            write!(f, "  streams (QPN):")?;
-            for q in s.streams.iter().filter(|&&q| q != 0) {
-                write!(f, " {q}")?;
-            }
-            writeln!(f)?;
-            writeln!(f, "  {:?}", s.stats)?;
-            for (i, path) in s.paths.iter().enumerate() {
-                if let Some((port, st, ps, (cwnd, srtt, min, avg))) = path {
-                    writeln!(
-                        f,
-                        "  path {i} port {port} {st:?} cwnd {cwnd} B srtt {srtt} ns min {min} ns avg {avg} ns {ps:?}"
-                    )?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
 
 /// A connection id (section 7): random and non-zero, so that an off-path host cannot predict
 /// the id of the next connection this device makes (it is the first thing a receiver checks).
@@ -418,7 +188,8 @@ impl Peer {
         let g = self.inner.lock();
         g.streams.iter().all(|&q| q == 0)
             && (g.conn.state() == ConnState::Failed
-                || (g.conn.next_deadline().is_none() && now.saturating_sub(g.last_rx) > REAP_IDLE_NS))
+                || (g.conn.next_deadline().is_none()
+                    && now.saturating_sub(g.last_rx) > REAP_IDLE_NS))
     }
 }
 
@@ -444,10 +215,13 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     // several ms under load), and every spurious RTO collapses a path's window and moves
     // it. Loss is found by SACK gaps within an RTT; the RTO is the backstop.
     let tick = u64::from(timer::TICK_MS) * 1_000_000;
-    let rto_min_ms = crate::module_parameters::native_rto_min_ms.value().clamp(timer::TICK_MS, 2000);
+    let rto_min_ms = crate::module_parameters::native_rto_min_ms
+        .value()
+        .clamp(timer::TICK_MS, 2000);
     cfg.rto_min_ns = u64::from(rto_min_ms) * 1_000_000;
     cfg.rto_init_ns = cfg.rto_min_ns.max(4 * tick);
-    cfg.delay_target_ns = u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
+    cfg.delay_target_ns =
+        u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
     cfg.late_acks = crate::module_parameters::native_late_acks.value() != 0;
     cfg.pto_min_ns = tick;
     // The pacer is polled on ACKs, doorbells and the timer tick: with no credit a sender
@@ -541,7 +315,10 @@ struct Notes {
 
 impl Notes {
     fn new() -> Self {
-        Self { qps: [const { None }; NOTES], len: 0 }
+        Self {
+            qps: [const { None }; NOTES],
+            len: 0,
+        }
     }
 
     fn full(&self) -> bool {
@@ -578,7 +355,11 @@ impl Notes {
 }
 
 /// The QP bound to stream `idx`, if it is still published.
-fn stream_qp(dev: &Device<MetaRoceDriver>, inner: &PeerInner, idx: usize) -> Option<ARef<Qp<MetaRoceDriver>>> {
+fn stream_qp(
+    dev: &Device<MetaRoceDriver>,
+    inner: &PeerInner,
+    idx: usize,
+) -> Option<ARef<Qp<MetaRoceDriver>>> {
     match inner.streams.get(idx) {
         Some(&qpn) if qpn != 0 => dev.lookup_qp(qpn),
         _ => None,
@@ -588,11 +369,15 @@ fn stream_qp(dev: &Device<MetaRoceDriver>, inner: &PeerInner, idx: usize) -> Opt
 /// Hands the connection's completions to their QPs (as many as `notes` has room for).
 fn reap(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) {
     while !notes.full() {
-        let Some(c) = inner.conn.poll_completion() else { return };
+        let Some(c) = inner.conn.poll_completion() else {
+            return;
+        };
         let idx = match c {
             Completion::Send { stream, .. } | Completion::Recv { stream, .. } => stream,
         };
-        let Some(q) = stream_qp(dev, inner, idx) else { continue };
+        let Some(q) = stream_qp(dev, inner, idx) else {
+            continue;
+        };
         let Some(n) = notes.of(&q) else { return };
         if !qp::native_completion(&q, idx, &c, n) {
             // The QP broke (its stream is closed at once; the binding was taken).
@@ -611,7 +396,9 @@ fn close(inner: &mut PeerInner, idx: usize) {
 /// Moves the work requests posted to every bound QP into the connection.
 fn feed(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) {
     for idx in 0..STREAMS {
-        let Some(q) = stream_qp(dev, inner, idx) else { continue };
+        let Some(q) = stream_qp(dev, inner, idx) else {
+            continue;
+        };
         let Some(n) = notes.of(&q) else { return };
         if !qp::native_feed(&q, idx, &mut inner.conn, n) {
             close(inner, idx);
@@ -639,20 +426,35 @@ fn build(peer: &Peer, headroom: usize, p: &Polled) -> core::result::Result<OutPa
     let t = &p.t;
     let plen = t.payload.map_or(0, |pl| usize::from(pl.len));
     let total = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
-    let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom.checked_add(total).ok_or(EINVAL)?, GFP_ATOMIC)?;
+    let mut skb =
+        kernel::net::skbuff::SkBuff::alloc(headroom.checked_add(total).ok_or(EINVAL)?, GFP_ATOMIC)?;
     skb.reserve(headroom)?;
     let buf = skb.put(total)?;
     buf[..t.hdr_len].copy_from_slice(p.hdr.get(..t.hdr_len).ok_or(EINVAL)?);
     if let Some(pl) = t.payload {
         let q = p.qp.as_ref().ok_or(ENOENT)?;
-        qp::native_payload(q, pl.stream, pl.msn, pl.offset, pl.mr, &mut buf[t.hdr_len..])?;
+        qp::native_payload(
+            q,
+            pl.stream,
+            pl.msn,
+            pl.offset,
+            pl.mr,
+            &mut buf[t.hdr_len..],
+        )?;
     }
     Ok(OutPacket::native(skb, peer, t.src_port, t.ect))
 }
 
 /// The local data of the request behind `p` could not be read: if `q` still holds the stream,
 /// the request fails with a local protection error, the QP breaks and its stream closes.
-fn local_error(dev: &Device<MetaRoceDriver>, peer: &Peer, q: &ARef<Qp<MetaRoceDriver>>, stream: usize, msn: u32, notes: &mut Notes) {
+fn local_error(
+    dev: &Device<MetaRoceDriver>,
+    peer: &Peer,
+    q: &ARef<Qp<MetaRoceDriver>>,
+    stream: usize,
+    msn: u32,
+    notes: &mut Notes,
+) {
     let mut g = peer.inner.lock();
     let inner = &mut *g;
     // The stream may have been closed and bound to another QP since the packet was polled.
@@ -697,7 +499,9 @@ pub(crate) fn pull_tx(
             while n < want {
                 // Room for an atomic request's operands after the header.
                 let mut hdr = [0u8; MAX_HDR_LEN];
-                let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else { break };
+                let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else {
+                    break;
+                };
                 let qp = match t.payload {
                     Some(pl) => match stream_qp(dev, inner, pl.stream) {
                         Some(q) => Some(q),
@@ -775,7 +579,10 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     // verified a present one before handing the datagram to the tunnel socket
     // (`udp_lib_checksum_complete` ahead of `encap_rcv`), in software or through the NIC's
     // `CHECKSUM_UNNECESSARY`: the offload boundary (section 12) is told it was checked.
-    let mut stack = NicIntegrity { udp_checked: true, ..NicIntegrity::default() };
+    let mut stack = NicIntegrity {
+        udp_checked: true,
+        ..NicIntegrity::default()
+    };
     if native_rx(&mut stack, ip, udp).is_err() {
         dev.count(Counter::RcvdMalformed, 1);
         return;
@@ -837,15 +644,17 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                             Some((true, n)) => {
                                 let r = inner.conn.on_packet(now, payload, ce(ip), sport, hint);
                                 match &r {
-                                    Ok(RxEvent::Data(place)) => match qp::native_place(&q, idx, place, data, n) {
-                                        qp::Placed::Done => {}
-                                        // Nothing written: the requester's message completes
-                                        // in error through the NAK (section 9.1).
-                                        qp::Placed::Refuse(code) => {
-                                            inner.conn.refuse(idx, place.msn, code);
+                                    Ok(RxEvent::Data(place)) => {
+                                        match qp::native_place(&q, idx, place, data, n) {
+                                            qp::Placed::Done => {}
+                                            // Nothing written: the requester's message completes
+                                            // in error through the NAK (section 9.1).
+                                            qp::Placed::Refuse(code) => {
+                                                inner.conn.refuse(idx, place.msn, code);
+                                            }
+                                            qp::Placed::Broken => close(inner, idx),
                                         }
-                                        qp::Placed::Broken => close(inner, idx),
-                                    },
+                                    }
                                     // Answered before the lock is released (the core
                                     // then sends the response like any data).
                                     Ok(RxEvent::Request(req)) => {
@@ -865,12 +674,21 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                         r
                     }
                     // No such stream: the connection acknowledges and drops it.
-                    _ => inner.conn.on_packet(now, payload, ce(ip), sport, hint).map_err(Some),
+                    _ => inner
+                        .conn
+                        .on_packet(now, payload, ce(ip), sport, hint)
+                        .map_err(Some),
                 }
             }
-            MrcPacket::Ack(_) => inner.conn.on_packet(now, payload, ce(ip), sport, hint).map_err(Some),
+            MrcPacket::Ack(_) => inner
+                .conn
+                .on_packet(now, payload, ce(ip), sport, hint)
+                .map_err(Some),
         };
-        if matches!(res, Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))) {
+        if matches!(
+            res,
+            Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
+        ) {
             inner.last_rx = now;
         }
         match res {
@@ -906,7 +724,11 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
 /// Pulls up to `out.len()` packets from the connections no QP is bound to (the device's
 /// `orphans`, marked by [`receive`]): the ACKs they owe. Returns the number of packets. Called
 /// by whichever QP transmits; a connection that may have more stays marked. Any context.
-pub(crate) fn pull_orphans(dev: &Device<MetaRoceDriver>, headroom: usize, out: &mut [Option<OutPacket>]) -> usize {
+pub(crate) fn pull_orphans(
+    dev: &Device<MetaRoceDriver>,
+    headroom: usize,
+    out: &mut [Option<OutPacket>],
+) -> usize {
     if dev.orphans.load(Ordering::Acquire) == 0 {
         return 0;
     }
@@ -919,7 +741,9 @@ pub(crate) fn pull_orphans(dev: &Device<MetaRoceDriver>, headroom: usize, out: &
             dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
             continue;
         }
-        let Some(peer) = dev.peers.lock().peers.get(slot).cloned() else { continue };
+        let Some(peer) = dev.peers.lock().peers.get(slot).cloned() else {
+            continue;
+        };
         got += pull_tx(dev, &peer, headroom, &mut out[got..]);
         if got == out.len() {
             dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);

@@ -10,16 +10,16 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::offload::{roce_rx, Integrity, RoceRxError, RxeFlushIntegrity, SoftIntegrity};
+use crate::qp::OutPacket;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;
-use crate::qp::OutPacket;
 use kernel::net::udp_tunnel::{
     Family, IpAddr, IpPacket, RxPacket, UdpHeader, UdpTunnelReceiver, UdpTunnelSocket,
 };
 use kernel::prelude::*;
 use kernel::rdma::device::{Device, DeviceRef};
 use kernel::sync::{new_mutex, rcu, Mutex};
-use core::sync::atomic::{AtomicBool, Ordering};
 
 /// The IANA-assigned RoCEv2 UDP destination port.
 pub(crate) const ROCE_V2_PORT: u16 = 4791;
@@ -88,7 +88,11 @@ impl PernetOps for MetaRoceNs {
                 net.inum()
             );
             if s.native.is_some() {
-                pr_info!("net namespace {}: released UDP port {}\n", net.inum(), native_port());
+                pr_info!(
+                    "net namespace {}: released UDP port {}\n",
+                    net.inum(),
+                    native_port()
+                );
             }
         }
     }
@@ -160,7 +164,11 @@ pub(crate) fn with_sockets(
         let v4 = open(Family::Ipv4, "IPv4")?;
         let v6 = open(Family::Ipv6, "IPv6")?;
         s.native = Some((v4, v6));
-        pr_info!("net namespace {}: listening on UDP port {}\n", net.inum(), native_port());
+        pr_info!(
+            "net namespace {}: listening on UDP port {}\n",
+            net.inum(),
+            native_port()
+        );
     }
     f()
 }
@@ -306,7 +314,11 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
         src_port: udp_sport(p.src_qpn, p.dst_qpn),
         dst_port: ROCE_V2_PORT,
         dscp_ecn: p.av.traffic_class,
-        ttl: if p.av.hop_limit == 0 { 64 } else { p.av.hop_limit },
+        ttl: if p.av.hop_limit == 0 {
+            64
+        } else {
+            p.av.hop_limit
+        },
     };
     let mut pkt = IpPacket::build(p.skb, &route, &hdr)?;
     let ip_len = pkt.ip_header_len();

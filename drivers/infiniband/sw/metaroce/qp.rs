@@ -20,30 +20,30 @@
 //! the device's timer list (`timer.rs`), whose tick runs the core's timers ([`on_tick`]);
 //! datagram QPs need none.
 
-use crate::device::{Counter, MetaRoceDriver, PORT};
-use crate::proto::ext::NakCode as RoceNak;
-use crate::proto::opcode::Transport;
-use crate::proto::packet::{self, PayloadRef, Pmtu, TxDesc};
-use crate::proto::psn::Psn;
-use crate::proto::qp::{self as pqp, QpConfig};
-use crate::proto::resp::{AccessError, MemAccess, RecvQueue, GRH_LEN};
-use crate::proto::wr as pwr;
-use crate::proto::packet::Packet;
 use crate::device::MetaRoceDev;
+use crate::device::{Counter, MetaRoceDriver, PORT};
+use crate::mr::KeyKind;
 use crate::native::{self, Peer};
 use crate::proto::conn::{
     Completion as NativeCompletion, MrRef, NakCode, Place as NativePlace, Request as NativeRequest,
     Response as NativeResponse, SendStatus,
 };
+use crate::proto::ext::NakCode as RoceNak;
 use crate::proto::mrc_wire::{DataHdr, MrcOp};
+use crate::proto::opcode::Transport;
+use crate::proto::packet::Packet;
+use crate::proto::packet::{self, PayloadRef, Pmtu, TxDesc};
+use crate::proto::psn::Psn;
+use crate::proto::qp::{self as pqp, QpConfig};
+use crate::proto::resp::{AccessError, MemAccess, RecvQueue, GRH_LEN};
 use crate::proto::stream::{MsgDesc, PostError as NativePostError};
-use kernel::sync::Arc;
-use crate::mr::KeyKind;
+use crate::proto::wr as pwr;
 use crate::srq::Taken;
+use crate::timer;
 use crate::uqueue::{Role, UQueue};
 use crate::verbs::{roce_av, CqPush, RoceAv};
-use crate::timer;
 use crate::xmit;
+use core::sync::atomic::AtomicBool;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::cq::{Cq, CqEvent, WcFlags, WcOpcode, WcStatus, WorkCompletion};
@@ -51,15 +51,13 @@ use kernel::rdma::device::Mtu;
 use kernel::rdma::mr::AccessFlags;
 use kernel::rdma::pd::{Origin, PdId};
 use kernel::rdma::qp::{
-    modify_is_ok, NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpCap, QpEvent, QpInitAttrOut,
-    QpState, QpType,
+    modify_is_ok, NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpCap, QpEvent, QpInitAttrOut, QpState,
+    QpType,
 };
 use kernel::rdma::srq::{Srq, SrqEvent};
-use kernel::rdma::wr::{
-    KernelBuf, PostError, RecvWr, RecvWrList, SendOp, SendWr, SendWrList, Sge,
-};
+use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendOp, SendWr, SendWrList, Sge};
+use kernel::sync::Arc;
 use kernel::sync::SpinLockIrq;
-use core::sync::atomic::AtomicBool;
 
 /// Most work requests per queue.
 pub(crate) const MAX_QP_WR: u32 = 0x4000;
@@ -79,7 +77,8 @@ pub(crate) const LOCAL_DMA_LKEY: u32 = 0;
 /// `max_dest_rd_atomic` accepts.
 pub(crate) const RESP_RES: usize = 16;
 /// Largest receive WQE slot read from a user ring (header and `MAX_SGE` SGEs).
-const RECV_WQE_MAX: usize = crate::rxe_abi::RECV_WQE_HDR + MAX_SGE as usize * crate::rxe_abi::SGE_LEN;
+const RECV_WQE_MAX: usize =
+    crate::rxe_abi::RECV_WQE_HDR + MAX_SGE as usize * crate::rxe_abi::SGE_LEN;
 /// Inline data a user QP's send WQE slot holds at least (the issue asks for 236 bytes or more).
 const USER_MIN_INLINE: u32 = 256;
 /// Most inline data (and SGE bytes) a user QP's send WQE slot holds.
@@ -132,7 +131,12 @@ struct MemCtx<'a> {
 impl<'a> MemCtx<'a> {
     /// The memory `qp` sees: its PD's regions (and its own send buffers left out).
     fn of(qp: &'a Qp<MetaRoceDriver>) -> Self {
-        MemCtx { dev: qp.device(), pd: qp.pd().map(|p| p.id()), qpn: qp.qpn, own: None }
+        MemCtx {
+            dev: qp.device(),
+            pd: qp.pd().map(|p| p.id()),
+            qpn: qp.qpn,
+            own: None,
+        }
     }
 
     fn read(&self, seg: &Seg, offset: usize, out: &mut [u8]) -> Result {
@@ -141,7 +145,13 @@ impl<'a> MemCtx<'a> {
             Seg::User { addr, lkey, .. } => {
                 let pd = self.pd.ok_or(EINVAL)?;
                 self.dev
-                    .mr_copy_from(lkey, KeyKind::Local, pd, addr.wrapping_add(offset as u64), out)
+                    .mr_copy_from(
+                        lkey,
+                        KeyKind::Local,
+                        pd,
+                        addr.wrapping_add(offset as u64),
+                        out,
+                    )
                     .map_err(mr_errno)
             }
         }
@@ -153,7 +163,13 @@ impl<'a> MemCtx<'a> {
             Seg::User { addr, lkey, .. } => {
                 let pd = self.pd.ok_or(EINVAL)?;
                 self.dev
-                    .mr_copy_to(lkey, KeyKind::Local, pd, addr.wrapping_add(offset as u64), data)
+                    .mr_copy_to(
+                        lkey,
+                        KeyKind::Local,
+                        pd,
+                        addr.wrapping_add(offset as u64),
+                        data,
+                    )
                     .map_err(mr_errno)
             }
         }
@@ -176,7 +192,14 @@ fn recv_ready(dev: &MetaRoceDev, pd: Option<PdId>, segs: &[Seg]) -> bool {
     let Some(pd) = pd else { return true };
     segs.iter().all(|s| match *s {
         Seg::User { addr, len, lkey } if len > 0 => !matches!(
-            dev.mr_check(lkey, KeyKind::Local, pd, addr, len as usize, AccessFlags::LOCAL_WRITE),
+            dev.mr_check(
+                lkey,
+                KeyKind::Local,
+                pd,
+                addr,
+                len as usize,
+                AccessFlags::LOCAL_WRITE
+            ),
             Err(crate::mr::MrError::NotPresent)
         ),
         _ => true,
@@ -184,7 +207,12 @@ fn recv_ready(dev: &MetaRoceDev, pd: Option<PdId>, segs: &[Seg]) -> bool {
 }
 
 /// Copies `out.len()` bytes at byte `offset` of the concatenation of `segs` into `out`.
-fn gather(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, mut offset: usize, mut out: &mut [u8]) -> Result {
+fn gather(
+    m: &MemCtx<'_>,
+    segs: impl IntoIterator<Item = Seg>,
+    mut offset: usize,
+    mut out: &mut [u8],
+) -> Result {
     for b in segs {
         if out.is_empty() {
             break;
@@ -212,7 +240,12 @@ fn gather(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, mut offset: usize
 /// placed, `NotPresent` (a fault was asked for; the core refuses the packet and it comes
 /// again), and other errors `Ok(false)`: left to the core's `Place`, which fails the same way
 /// and reports it.
-fn place_now(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
+fn place_now(
+    m: &MemCtx<'_>,
+    segs: impl IntoIterator<Item = Seg>,
+    offset: u32,
+    data: &[u8],
+) -> Result<bool, AccessError> {
     match scatter(m, segs, offset as usize, data) {
         Ok(()) => Ok(true),
         Err(e) if e == EAGAIN => Err(AccessError::NotPresent),
@@ -221,7 +254,12 @@ fn place_now(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, offset: u32, d
 }
 
 /// Copies `data` to byte `offset` of the concatenation of `segs`.
-fn scatter(m: &MemCtx<'_>, segs: impl IntoIterator<Item = Seg>, mut offset: usize, mut data: &[u8]) -> Result {
+fn scatter(
+    m: &MemCtx<'_>,
+    segs: impl IntoIterator<Item = Seg>,
+    mut offset: usize,
+    mut data: &[u8],
+) -> Result {
     for b in segs {
         if data.is_empty() {
             break;
@@ -284,17 +322,24 @@ impl BufPool {
 
     /// No buffer slots (the send queue of a user QP keeps its SGEs as bytes).
     fn none() -> Self {
-        Self { bufs: KVec::new(), max_sge: 0 }
+        Self {
+            bufs: KVec::new(),
+            max_sge: 0,
+        }
     }
 
     fn slot_mut(&mut self, slot: usize) -> &mut [Seg] {
         let base = slot * self.max_sge;
-        self.bufs.get_mut(base..base + self.max_sge).unwrap_or(&mut [])
+        self.bufs
+            .get_mut(base..base + self.max_sge)
+            .unwrap_or(&mut [])
     }
 
     fn get(&self, slot: usize, n: u32) -> &[Seg] {
         let base = slot * self.max_sge;
-        self.bufs.get(base..base + core::cmp::min(n as usize, self.max_sge)).unwrap_or(&[])
+        self.bufs
+            .get(base..base + core::cmp::min(n as usize, self.max_sge))
+            .unwrap_or(&[])
     }
 }
 
@@ -361,7 +406,11 @@ impl RecvRing {
         let slot = (self.tail as usize) & (self.entries.len() - 1);
         match crate::rxe_abi::parse_recv(&raw[..n], max_sge, self.bufs.slot_mut(slot)) {
             Some((wr_id, num_sge, len)) => {
-                self.entries[slot] = RecvEntry { wr_id, num_sge, len };
+                self.entries[slot] = RecvEntry {
+                    wr_id,
+                    num_sge,
+                    len,
+                };
                 self.tail = self.tail.wrapping_add(1);
                 Some(())
             }
@@ -384,8 +433,16 @@ impl RecvRing {
         *limit |= fired;
         match taken {
             Taken::Empty => None,
-            Taken::Entry { wr_id, num_sge, len } => {
-                self.entries[slot] = RecvEntry { wr_id, num_sge, len };
+            Taken::Entry {
+                wr_id,
+                num_sge,
+                len,
+            } => {
+                self.entries[slot] = RecvEntry {
+                    wr_id,
+                    num_sge,
+                    len,
+                };
                 self.tail = self.tail.wrapping_add(1);
                 Some(())
             }
@@ -404,7 +461,8 @@ impl RecvRing {
     /// completed (`head <= id < taken`, wrapping): a completed entry's buffers may already be
     /// freed or reused by their consumer and are never reached through this.
     fn outstanding(&self, id: u32) -> Option<(RecvEntry, &[Seg])> {
-        (id.wrapping_sub(self.head) < self.taken.wrapping_sub(self.head)).then(|| self.entry(u64::from(id)))
+        (id.wrapping_sub(self.head) < self.taken.wrapping_sub(self.head))
+            .then(|| self.entry(u64::from(id)))
     }
 
     /// The entry handed out under `id` and its buffers.
@@ -464,7 +522,11 @@ struct RecvSource<'a> {
 }
 
 impl<'a> RecvSource<'a> {
-    fn new(qp: &'a Qp<MetaRoceDriver>, rq: &'a mut RecvRing, srq: Option<&'a Srq<MetaRoceDriver>>) -> Self {
+    fn new(
+        qp: &'a Qp<MetaRoceDriver>,
+        rq: &'a mut RecvRing,
+        srq: Option<&'a Srq<MetaRoceDriver>>,
+    ) -> Self {
         let dev: &'a MetaRoceDev = qp.device();
         let odp = dev.has_odp().then(|| {
             let pd = match srq {
@@ -473,7 +535,12 @@ impl<'a> RecvSource<'a> {
             };
             (dev, pd)
         });
-        RecvSource { rq, srq, srq_limit: false, odp }
+        RecvSource {
+            rq,
+            srq,
+            srq_limit: false,
+            odp,
+        }
     }
 }
 
@@ -502,9 +569,19 @@ impl RecvQueue for RecvSource<'_> {
     /// While the device has on-demand paging regions, every SEND packet is placed here, in one
     /// go with the check that its pages are present (see `MemCtx::place_write`).
     fn place(&mut self, wqe: &pwr::RecvWqe, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
-        let Some((dev, pd)) = self.odp else { return Ok(false) };
-        let m = MemCtx { dev, pd, qpn: 0, own: None };
-        let (_, bufs) = self.rq.outstanding(wqe.id as u32).ok_or(AccessError::Operational)?;
+        let Some((dev, pd)) = self.odp else {
+            return Ok(false);
+        };
+        let m = MemCtx {
+            dev,
+            pd,
+            qpn: 0,
+            own: None,
+        };
+        let (_, bufs) = self
+            .rq
+            .outstanding(wqe.id as u32)
+            .ok_or(AccessError::Operational)?;
         place_now(&m, bufs.iter().copied(), offset, data)
     }
 }
@@ -565,7 +642,11 @@ struct SqBufs<'a> {
 impl<'a> SqBufs<'a> {
     fn bufs(self, slot: usize) -> impl Iterator<Item = Seg> + 'a {
         let side = self.side.get(slot).copied().unwrap_or_default();
-        let n = if side.inline_len.is_some() { 0 } else { side.num_sge };
+        let n = if side.inline_len.is_some() {
+            0
+        } else {
+            side.num_sge
+        };
         self.bufs_n(slot, n)
     }
 
@@ -613,7 +694,13 @@ impl SendRing {
     /// A ring of at least `max_wr` slots. `user_slot`: a user QP's bytes per slot (inline
     /// data or SGE records), 0 for a kernel QP (`max_sge` buffers per slot); `datagram` and
     /// `native` add the per-slot arrays only those QPs use.
-    fn new(max_wr: u32, max_sge: u32, user_slot: u32, datagram: bool, native: bool) -> Result<Self> {
+    fn new(
+        max_wr: u32,
+        max_sge: u32,
+        user_slot: u32,
+        datagram: bool,
+        native: bool,
+    ) -> Result<Self> {
         let depth = core::cmp::max(max_wr, 1).next_power_of_two() as usize;
         let mut wqes = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
         let mut side = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
@@ -623,7 +710,11 @@ impl SendRing {
         }
         let per_slot = user_slot as usize;
         let mut data = KVec::new();
-        data.resize(depth.checked_mul(per_slot).ok_or(EINVAL)?, 0u8, GFP_KERNEL_ACCOUNT)?;
+        data.resize(
+            depth.checked_mul(per_slot).ok_or(EINVAL)?,
+            0u8,
+            GFP_KERNEL_ACCOUNT,
+        )?;
         let mut avs = KVec::new();
         if datagram {
             avs.resize(depth, None, GFP_KERNEL_ACCOUNT)?;
@@ -635,7 +726,11 @@ impl SendRing {
         Ok(Self {
             wqes,
             side,
-            bufs: if per_slot == 0 { BufPool::new(depth, max_sge)? } else { BufPool::none() },
+            bufs: if per_slot == 0 {
+                BufPool::new(depth, max_sge)?
+            } else {
+                BufPool::none()
+            },
             data,
             per_slot,
             avs,
@@ -656,12 +751,22 @@ impl SendRing {
 
     /// What names each request's buffers.
     fn view(&self) -> SqBufs<'_> {
-        SqBufs { side: &self.side, bufs: &self.bufs, data: &self.data, per_slot: self.per_slot }
+        SqBufs {
+            side: &self.side,
+            bufs: &self.bufs,
+            data: &self.data,
+            per_slot: self.per_slot,
+        }
     }
 
     /// The core's slots and, borrowed apart from them, what names each request's buffers.
     fn split(&mut self) -> (&mut [pwr::SendWqe], SqBufs<'_>) {
-        let view = SqBufs { side: &self.side, bufs: &self.bufs, data: &self.data, per_slot: self.per_slot };
+        let view = SqBufs {
+            side: &self.side,
+            bufs: &self.bufs,
+            data: &self.data,
+            per_slot: self.per_slot,
+        };
         (&mut self.wqes, view)
     }
 
@@ -775,7 +880,9 @@ impl MetaRoceQp {
     }
 }
 
-pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceQp, Error>> {
+pub(crate) fn create_qp(
+    qp: &mut NewQp<'_, MetaRoceDriver>,
+) -> Result<impl PinInit<MetaRoceQp, Error>> {
     let user = qp.origin() == Origin::User;
     let qp_type = qp.qp_type();
     // A user GSI QP does not exist (ib_core's MAD layer owns QP1).
@@ -833,7 +940,10 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
     let (mut rq, mut sq) = if user {
         // A send slot holds the SGEs or the inline data, whichever is larger (as rdma_rxe
         // sizes it); report what fits.
-        let data = core::cmp::max(cap.max_send_sge * crate::rxe_abi::SGE_LEN as u32, cap.max_inline_data);
+        let data = core::cmp::max(
+            cap.max_send_sge * crate::rxe_abi::SGE_LEN as u32,
+            cap.max_inline_data,
+        );
         let data = core::cmp::max(data, USER_MIN_INLINE);
         if data > USER_MAX_INLINE {
             return Err(EINVAL);
@@ -859,11 +969,21 @@ pub(crate) fn create_qp(qp: &mut NewQp<'_, MetaRoceDriver>) -> Result<impl PinIn
         let urq = if srq_sge.is_none() {
             let rq_elem =
                 crate::rxe_abi::RECV_WQE_HDR + cap.max_recv_sge as usize * crate::rxe_abi::SGE_LEN;
-            Some(UQueue::new(udata, core::cmp::max(cap.max_recv_wr, 1), rq_elem, Role::KernelConsumes)?)
+            Some(UQueue::new(
+                udata,
+                core::cmp::max(cap.max_recv_wr, 1),
+                rq_elem,
+                Role::KernelConsumes,
+            )?)
         } else {
             None
         };
-        let usq = UQueue::new(udata, core::cmp::max(cap.max_send_wr, 1), sq_elem, Role::KernelConsumes)?;
+        let usq = UQueue::new(
+            udata,
+            core::cmp::max(cap.max_send_wr, 1),
+            sq_elem,
+            Role::KernelConsumes,
+        )?;
         let mut resp = [0u8; 32];
         if let Some(urq) = &urq {
             resp[..16].copy_from_slice(&urq.mminfo());
@@ -929,7 +1049,9 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
     // A native QP gives its stream back (its unacknowledged messages are abandoned).
     let bound = {
         let mut g = qp.inner.lock();
-        g.native.take().and_then(|s| s.stream.map(|idx| (s.peer, idx)))
+        g.native
+            .take()
+            .and_then(|s| s.stream.map(|idx| (s.peer, idx)))
     };
     if let Some((peer, idx)) = bound {
         native::unbind(&peer, idx, qp.qpn);
@@ -945,7 +1067,13 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
         cq.purge_qp(qp.id());
     }
     // Type 2 windows bound through this QP are freed before its number can be reused.
-    if qp.device().objects.mws.load(core::sync::atomic::Ordering::Relaxed) != 0 {
+    if qp
+        .device()
+        .objects
+        .mws
+        .load(core::sync::atomic::Ordering::Relaxed)
+        != 0
+    {
         qp.device().mw_unbind_qp(qp.qpn);
     }
     qp.device().free_qpn(qp.qpn);
@@ -1038,29 +1166,51 @@ fn wc_status(s: pwr::WcStatus) -> WcStatus {
 /// Adds what the core counted since the last call to the device's port counters (rdma_rxe's
 /// names and meanings).
 fn account(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner) {
-    let Some(engine) = inner.engine.as_ref() else { return };
+    let Some(engine) = inner.engine.as_ref() else {
+        return;
+    };
     let now = engine.stats();
     let was = core::mem::replace(&mut inner.counted, now);
     let dev = qp.device();
     let d = |a: u64, b: u64| a.wrapping_sub(b);
     // Requests the responder saw twice, and those that arrived out of sequence (NAKed).
-    dev.count(Counter::DuplicateRequest, d(now.resp.duplicates, was.resp.duplicates));
-    dev.count(Counter::OutOfSeqRequest, d(now.resp.seq_naks, was.resp.seq_naks));
+    dev.count(
+        Counter::DuplicateRequest,
+        d(now.resp.duplicates, was.resp.duplicates),
+    );
+    dev.count(
+        Counter::OutOfSeqRequest,
+        d(now.resp.seq_naks, was.resp.seq_naks),
+    );
     // RNR NAKs received by the completer and sent by the responder.
     dev.count(Counter::RcvdRnrErr, d(now.comp.rnr_naks, was.comp.rnr_naks));
     dev.count(Counter::SendRnrErr, d(now.resp.rnr_naks, was.resp.rnr_naks));
     // Sequence error NAKs received, and retries (timeouts and NAKs) the completer started.
     dev.count(Counter::RcvdSeqErr, d(now.comp.seq_naks, was.comp.seq_naks));
-    dev.count(Counter::CompleterRetryErr, d(now.comp.retries, was.comp.retries));
-    dev.count(Counter::LocalAckTimeouts, d(now.comp.timeouts, was.comp.timeouts));
-    dev.count(Counter::Retransmits, d(now.req.retransmits, was.req.retransmits));
-    dev.count(Counter::OdpResponseWaits, d(now.comp.sink_waits, was.comp.sink_waits));
+    dev.count(
+        Counter::CompleterRetryErr,
+        d(now.comp.retries, was.comp.retries),
+    );
+    dev.count(
+        Counter::LocalAckTimeouts,
+        d(now.comp.timeouts, was.comp.timeouts),
+    );
+    dev.count(
+        Counter::Retransmits,
+        d(now.req.retransmits, was.req.retransmits),
+    );
+    dev.count(
+        Counter::OdpResponseWaits,
+        d(now.comp.sink_waits, was.comp.sink_waits),
+    );
 }
 
 /// Reports the send completions the core has ready.
 fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     account(qp, inner);
-    let Some(engine) = inner.engine.as_mut() else { return };
+    let Some(engine) = inner.engine.as_mut() else {
+        return;
+    };
     while let Some(c) = engine.poll_send_completion(&mut inner.sq.wqes) {
         // The completed request is the last one retired: completions come in posting order.
         let retired = inner.sq.tail.wrapping_sub(engine.sq_used());
@@ -1098,7 +1248,11 @@ fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
 fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
     let mut cfg = QpConfig::new(q.transport(), q.qpn, a.dest_qpn);
     cfg.pmtu = Pmtu::from_bytes(a.path_mtu.bytes()).unwrap_or(Pmtu::Mtu1024);
-    cfg.qkey = if q.qp_type == QpType::Gsi { QP1_QKEY } else { a.qkey };
+    cfg.qkey = if q.qp_type == QpType::Gsi {
+        QP1_QKEY
+    } else {
+        a.qkey
+    };
     cfg.sq_psn = Psn::new(a.sq_psn);
     cfg.rq_psn = Psn::new(a.rq_psn);
     cfg.sq_depth = sq_depth;
@@ -1144,12 +1298,28 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
     let mut native_bind = if native_rc && to_rtr {
         let (state, attrs, bound) = {
             let g = qp.inner.lock();
-            (g.state, g.attrs, g.native.as_ref().is_some_and(|s| s.stream.is_some()))
+            (
+                g.state,
+                g.attrs,
+                g.native.as_ref().is_some_and(|s| s.stream.is_some()),
+            )
         };
-        let from = if mask.contains(QpAttrMask::CUR_STATE) { attr.cur_qp_state()? } else { state };
+        let from = if mask.contains(QpAttrMask::CUR_STATE) {
+            attr.cur_qp_state()?
+        } else {
+            state
+        };
         if from == QpState::Init && !bound {
-            let av = if mask.contains(QpAttrMask::AV) { Some(roce_av(attr.ah_attr())?) } else { attrs.av };
-            let dest = if mask.contains(QpAttrMask::DEST_QPN) { attr.dest_qp_num() } else { attrs.dest_qpn };
+            let av = if mask.contains(QpAttrMask::AV) {
+                Some(roce_av(attr.ah_attr())?)
+            } else {
+                attrs.av
+            };
+            let dest = if mask.contains(QpAttrMask::DEST_QPN) {
+                attr.dest_qp_num()
+            } else {
+                attrs.dest_qpn
+            };
             let av = av.ok_or(EINVAL)?;
             let mtu = qp.device().netdev(PORT).map_or(1500, |nd| nd.mtu());
             let peer = native::peer(qp.device(), &av, mtu)?;
@@ -1276,7 +1446,11 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         }
         // New access rights on a running responder (RTR→RTS, RTS→RTS): the next request is
         // checked against them (revoking remote write on a live QP takes effect).
-        if let (false, true, Some(e)) = (rebuild, mask.contains(QpAttrMask::ACCESS_FLAGS), inner.engine.as_mut()) {
+        if let (false, true, Some(e)) = (
+            rebuild,
+            mask.contains(QpAttrMask::ACCESS_FLAGS),
+            inner.engine.as_mut(),
+        ) {
             e.set_access(core_access(a.access));
         }
         if rebuild && native_rc {
@@ -1330,7 +1504,10 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
     n.deliver(qp);
     // A QP with an SRQ that is put in the error state takes no more requests from it:
     // ib_drain_qp waits for this event (IBA 10.3.1) before draining the CQ.
-    if qp.srq().is_some() && mask.contains(QpAttrMask::STATE) && matches!(attr.qp_state(), Ok(QpState::Err)) {
+    if qp.srq().is_some()
+        && mask.contains(QpAttrMask::STATE)
+        && matches!(attr.qp_state(), Ok(QpState::Err))
+    {
         qp.dispatch_event(QpEvent::LastWqeReached);
     }
     if mask.contains(QpAttrMask::STATE) {
@@ -1379,17 +1556,38 @@ fn core_op(op: &SendOp) -> Result<pwr::SendOp> {
         SendOp::Send => pwr::SendOp::Send,
         SendOp::SendWithImm { imm } => pwr::SendOp::SendImm { imm },
         SendOp::SendWithInv { rkey } => pwr::SendOp::SendInv { rkey },
-        SendOp::RdmaWrite { remote_addr, rkey } => pwr::SendOp::Write { va: remote_addr, rkey },
-        SendOp::RdmaWriteWithImm { remote_addr, rkey, imm } => {
-            pwr::SendOp::WriteImm { va: remote_addr, rkey, imm }
-        }
-        SendOp::RdmaRead { remote_addr, rkey } => pwr::SendOp::Read { va: remote_addr, rkey },
-        SendOp::CmpSwap { remote_addr, rkey, compare, swap } => pwr::SendOp::Atomic {
+        SendOp::RdmaWrite { remote_addr, rkey } => pwr::SendOp::Write {
+            va: remote_addr,
+            rkey,
+        },
+        SendOp::RdmaWriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => pwr::SendOp::WriteImm {
+            va: remote_addr,
+            rkey,
+            imm,
+        },
+        SendOp::RdmaRead { remote_addr, rkey } => pwr::SendOp::Read {
+            va: remote_addr,
+            rkey,
+        },
+        SendOp::CmpSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => pwr::SendOp::Atomic {
             va: remote_addr,
             rkey,
             op: pwr::AtomicOp::CmpSwap { compare, swap },
         },
-        SendOp::FetchAdd { remote_addr, rkey, add } => pwr::SendOp::Atomic {
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => pwr::SendOp::Atomic {
             va: remote_addr,
             rkey,
             op: pwr::AtomicOp::FetchAdd { add },
@@ -1417,7 +1615,12 @@ fn post_one(
         // Posting to a QP in error completes the request as flushed (which is how
         // ib_drain_sq learns the queue is empty).
         QpState::Err | QpState::Sqe => {
-            let wc = WorkCompletion::new(wr.wr_id(), WcStatus::WrFlushErr, send_wc_opcode(&op), qp.id());
+            let wc = WorkCompletion::new(
+                wr.wr_id(),
+                WcStatus::WrFlushErr,
+                send_wc_opcode(&op),
+                qp.id(),
+            );
             n.send |= complete(qp, qp.send_cq(), wc, false);
             return Ok(());
         }
@@ -1429,7 +1632,10 @@ fn post_one(
     let cop = core_op(&op)?;
     let (ud, av) = match wr.ud()? {
         Some(d) => (
-            Some(pwr::UdDest { qpn: d.remote_qpn, qkey: d.remote_qkey }),
+            Some(pwr::UdDest {
+                qpn: d.remote_qpn,
+                qkey: d.remote_qkey,
+            }),
             Some(d.ah.av),
         ),
         None => (None, None),
@@ -1445,9 +1651,14 @@ fn post_one(
         (None, Some(e)) => e.sq_used(),
         (None, None) => return Err(EINVAL),
     };
-    if inner.native.is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err()) {
+    if inner.native.is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err())
+    {
         // What the native wire cannot carry (see `native_op`).
-        return Err(if used >= inner.sq.depth() { ENOMEM } else { EOPNOTSUPP });
+        return Err(if used >= inner.sq.depth() {
+            ENOMEM
+        } else {
+            EOPNOTSUPP
+        });
     }
     if cop == pwr::SendOp::Local {
         // Registration and local invalidate take effect now, in posting order with the
@@ -1456,7 +1667,11 @@ fn post_one(
         // checked first, so a refused request has had no effect.
         let connected = matches!(qp.qp_type, QpType::Rc | QpType::Uc);
         if !connected || len != 0 || used >= inner.sq.depth() {
-            return Err(if connected && len == 0 { ENOMEM } else { EINVAL });
+            return Err(if connected && len == 0 {
+                ENOMEM
+            } else {
+                EINVAL
+            });
         }
         let pd = qp.pd().ok_or(EINVAL)?.id();
         match op {
@@ -1483,13 +1698,19 @@ fn post_one(
         native_slot(&cwr).map_err(|_| EOPNOTSUPP)?
     } else {
         let engine = inner.engine.as_mut().ok_or(EINVAL)?;
-        engine.post_send(&mut inner.sq.wqes, cwr).map_err(|e| match e {
-            crate::proto::req::PostError::QueueFull => ENOMEM,
-            _ => EINVAL,
-        })?;
+        engine
+            .post_send(&mut inner.sq.wqes, cwr)
+            .map_err(|e| match e {
+                crate::proto::req::PostError::QueueFull => ENOMEM,
+                _ => EINVAL,
+            })?;
         NativeSlot::default()
     };
-    inner.sq.side[slot] = SqSide { opcode: Some(send_wc_opcode(&op)), num_sge: sges.len() as u32, inline_len: None };
+    inner.sq.side[slot] = SqSide {
+        opcode: Some(send_wc_opcode(&op)),
+        num_sge: sges.len() as u32,
+        inline_len: None,
+    };
     inner.sq.set_extra(slot, av, native);
     inner.sq.tail = inner.sq.tail.wrapping_add(1);
     Ok(())
@@ -1517,12 +1738,20 @@ pub(crate) fn post_send<'a>(
                 QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {
                     prefault = drain_user_sq(qp, &mut g, &mut n)
                 }
-                _ => res = Err(PostError { error: EINVAL, bad_wr: None }),
+                _ => {
+                    res = Err(PostError {
+                        error: EINVAL,
+                        bad_wr: None,
+                    })
+                }
             }
         }
         for wr in wrs {
             if let Err(error) = post_one(qp, &mut g, &wr, &mut n) {
-                res = Err(PostError { error, bad_wr: Some(wr) });
+                res = Err(PostError {
+                    error,
+                    bad_wr: Some(wr),
+                });
                 break;
             }
         }
@@ -1533,7 +1762,9 @@ pub(crate) fn post_send<'a>(
         // on-demand paging buffers the new requests use that were not present are faulted
         // in first, so that the packets can be built.
         if prefault {
-            qp.device().odp_faults().run();
+            if let Some(pd) = qp.pd() {
+                qp.device().odp_faults().run_pd(pd.id());
+            }
         }
         xmit::post_doorbell(qp);
     } else {
@@ -1552,7 +1783,12 @@ fn drain_user_sq(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -
     prefault
 }
 
-fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify, prefault: &mut bool) {
+fn drain_user_sq_into(
+    qp: &Qp<MetaRoceDriver>,
+    inner: &mut QpInner,
+    n: &mut Notify,
+    prefault: &mut bool,
+) {
     let mut raw = [0u8; crate::rxe_abi::SEND_WQE_HDR + USER_MAX_INLINE as usize];
     // At most one ring's worth of entries per call: the process may keep moving the producer
     // index (shared memory) while this runs under the QP's IRQ-off lock. What is left waits for
@@ -1575,7 +1811,9 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
         if used >= inner.sq.depth() {
             return;
         }
-        let Some(q) = inner.sq.user.as_ref() else { return };
+        let Some(q) = inner.sq.user.as_ref() else {
+            return;
+        };
         let len = core::cmp::min(q.geometry().elem_size(), raw.len());
         if !matches!(q.peek(&mut raw[..len]), Ok(Ok(()))) {
             return;
@@ -1584,7 +1822,11 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
         let max_sge = qp.cap.max_send_sge;
         let per = inner.sq.per_slot;
         let parsed = {
-            let data = inner.sq.data.get_mut(slot * per..(slot + 1) * per).unwrap_or(&mut []);
+            let data = inner
+                .sq
+                .data
+                .get_mut(slot * per..(slot + 1) * per)
+                .unwrap_or(&mut []);
             crate::rxe_abi::parse_send(&raw[..len], qp.qp_type == QpType::Ud, max_sge, data)
         };
         if let Some(q) = inner.sq.user.as_mut() {
@@ -1598,7 +1840,11 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
             Ok(w) => w,
             Err(_) => {
                 let wr_id = u64::from_ne_bytes(raw[..8].try_into().unwrap_or([0; 8]));
-                let status = if flushing { WcStatus::WrFlushErr } else { WcStatus::LocQpOpErr };
+                let status = if flushing {
+                    WcStatus::WrFlushErr
+                } else {
+                    WcStatus::LocQpOpErr
+                };
                 let wc = WorkCompletion::new(wr_id, status, WcOpcode::Send, qp.id());
                 n.send |= complete(qp, qp.send_cq(), wc, false);
                 if !flushing {
@@ -1631,7 +1877,13 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
                     Seg::User { addr, len, lkey } => {
                         len == 0
                             || qp.pd().is_some_and(|pd| {
-                                match qp.device().mr_check_local(lkey, pd.id(), addr, len as usize, write) {
+                                match qp.device().mr_check_local(
+                                    lkey,
+                                    pd.id(),
+                                    addr,
+                                    len as usize,
+                                    write,
+                                ) {
                                     Ok(queued) => {
                                         *prefault |= queued;
                                         true
@@ -1657,12 +1909,14 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
             let done = match (local, pd) {
                 _ if !matches!(qp.qp_type, QpType::Rc | QpType::Uc) => Err(WcStatus::LocQpOpErr),
                 (_, None) => Err(WcStatus::LocQpOpErr),
-                (crate::rxe_abi::LocalWqe::Invalidate { rkey }, Some(pd)) => {
-                    qp.device().mr_invalidate(*rkey, pd).map_err(|_| WcStatus::LocQpOpErr)
-                }
-                (crate::rxe_abi::LocalWqe::Bind(b), Some(pd)) => {
-                    qp.device().mw_bind(qp.qpn, pd, b).map_err(|_| WcStatus::MwBindErr)
-                }
+                (crate::rxe_abi::LocalWqe::Invalidate { rkey }, Some(pd)) => qp
+                    .device()
+                    .mr_invalidate(*rkey, pd)
+                    .map_err(|_| WcStatus::LocQpOpErr),
+                (crate::rxe_abi::LocalWqe::Bind(b), Some(pd)) => qp
+                    .device()
+                    .mw_bind(qp.qpn, pd, b)
+                    .map_err(|_| WcStatus::MwBindErr),
             };
             if let Err(status) = done {
                 let wc = WorkCompletion::new(w.wr_id, status, w.wc_opcode, qp.id());
@@ -1675,10 +1929,20 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
         // the AH may be destroyed while the request is in flight.
         let (ud, av) = match &w.ud {
             None => (None, None),
-            Some(d) => match qp.pd().and_then(|pd| qp.device().user_ah(d.ah_num, pd.id())) {
-                Some(av) => (Some(pwr::UdDest { qpn: d.remote_qpn, qkey: d.remote_qkey }), Some(av)),
+            Some(d) => match qp
+                .pd()
+                .and_then(|pd| qp.device().user_ah(d.ah_num, pd.id()))
+            {
+                Some(av) => (
+                    Some(pwr::UdDest {
+                        qpn: d.remote_qpn,
+                        qkey: d.remote_qkey,
+                    }),
+                    Some(av),
+                ),
                 None => {
-                    let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
+                    let wc =
+                        WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
                     n.send |= complete(qp, qp.send_cq(), wc, false);
                     enter_error(qp, inner, n);
                     continue;
@@ -1698,8 +1962,13 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
             // What the native wire cannot carry (see `native_op`) completes in error.
             native_slot(&cwr).ok()
         } else {
-            let Some(engine) = inner.engine.as_mut() else { return };
-            engine.post_send(&mut inner.sq.wqes, cwr).is_ok().then(NativeSlot::default)
+            let Some(engine) = inner.engine.as_mut() else {
+                return;
+            };
+            engine
+                .post_send(&mut inner.sq.wqes, cwr)
+                .is_ok()
+                .then(NativeSlot::default)
         };
         let Some(native) = native else {
             let wc = WorkCompletion::new(w.wr_id, WcStatus::LocQpOpErr, w.wc_opcode, qp.id());
@@ -1707,7 +1976,11 @@ fn drain_user_sq_into(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Noti
             enter_error(qp, inner, n);
             continue;
         };
-        inner.sq.side[slot] = SqSide { opcode: Some(w.wc_opcode), num_sge: w.num_sge, inline_len: w.inline_len };
+        inner.sq.side[slot] = SqSide {
+            opcode: Some(w.wc_opcode),
+            num_sge: w.num_sge,
+            inline_len: w.inline_len,
+        };
         inner.sq.set_extra(slot, av, native);
         inner.sq.tail = inner.sq.tail.wrapping_add(1);
     }
@@ -1733,8 +2006,12 @@ pub(crate) fn post_recv<'a>(
                 match inner.state {
                     QpState::Reset => Err(EINVAL),
                     QpState::Err => {
-                        let wc =
-                            WorkCompletion::new(wr.wr_id(), WcStatus::WrFlushErr, WcOpcode::Recv, qp.id());
+                        let wc = WorkCompletion::new(
+                            wr.wr_id(),
+                            WcStatus::WrFlushErr,
+                            WcOpcode::Recv,
+                            qp.id(),
+                        );
                         n.recv |= complete(qp, qp.recv_cq(), wc, false);
                         Ok(())
                     }
@@ -1760,7 +2037,10 @@ pub(crate) fn post_recv<'a>(
                 }
             })();
             if let Err(error) = posted {
-                res = Err(PostError { error, bad_wr: Some(wr) });
+                res = Err(PostError {
+                    error,
+                    bad_wr: Some(wr),
+                });
                 break;
             }
         }
@@ -1781,11 +2061,24 @@ fn access_error(e: crate::mr::MrError) -> AccessError {
 /// Memory regions as the responder sees them: R_Keys of user memory regions of the QP's PD
 /// (kernel DMA MRs are not in the table: remote operations on them get a remote access NAK).
 impl MemAccess for MemCtx<'_> {
-    fn check(&mut self, rkey: u32, va: u64, len: u32, access: pwr::Access) -> Result<(), AccessError> {
+    fn check(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        access: pwr::Access,
+    ) -> Result<(), AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         let need = mr_rights(access);
         self.dev
-            .mr_check(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, len as usize, need)
+            .mr_check(
+                rkey,
+                KeyKind::Remote { qpn: self.qpn },
+                pd,
+                va,
+                len as usize,
+                need,
+            )
             .map_err(access_error)
     }
 
@@ -1794,7 +2087,9 @@ impl MemAccess for MemCtx<'_> {
     /// present (the core asks again for a response it could not place).
     fn place_response(&mut self, slot: u32, offset: u32, data: &[u8]) -> Result<bool, AccessError> {
         match self.own {
-            Some(own) if self.dev.has_odp() => place_now(self, own.bufs(slot as usize), offset, data),
+            Some(own) if self.dev.has_odp() => {
+                place_now(self, own.bufs(slot as usize), offset, data)
+            }
             _ => Ok(false),
         }
     }
@@ -1807,7 +2102,10 @@ impl MemAccess for MemCtx<'_> {
             return Ok(false);
         }
         let Some(pd) = self.pd else { return Ok(false) };
-        match self.dev.mr_copy_to(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, data) {
+        match self
+            .dev
+            .mr_copy_to(rkey, KeyKind::Remote { qpn: self.qpn }, pd, va, data)
+        {
             Ok(()) => Ok(true),
             Err(crate::mr::MrError::NotPresent) => Err(AccessError::NotPresent),
             // Left to the placement, which fails the same way and reports it.
@@ -1818,25 +2116,49 @@ impl MemAccess for MemCtx<'_> {
     fn atomic(&mut self, rkey: u32, va: u64, op: pwr::AtomicOp) -> Result<u64, AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         self.dev
-            .mr_atomic(rkey, self.qpn, pd, va, AccessFlags::REMOTE_ATOMIC, |old| match op {
-                pwr::AtomicOp::CmpSwap { compare, swap } => (old == compare).then_some(swap),
-                pwr::AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
-            })
+            .mr_atomic(
+                rkey,
+                self.qpn,
+                pd,
+                va,
+                AccessFlags::REMOTE_ATOMIC,
+                |old| match op {
+                    pwr::AtomicOp::CmpSwap { compare, swap } => (old == compare).then_some(swap),
+                    pwr::AtomicOp::FetchAdd { add } => Some(old.wrapping_add(add)),
+                },
+            )
             .map_err(access_error)
     }
 
     fn atomic_write(&mut self, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         self.dev
-            .mr_atomic(rkey, self.qpn, pd, va, AccessFlags::REMOTE_WRITE, |_| Some(u64::from_ne_bytes(value)))
+            .mr_atomic(rkey, self.qpn, pd, va, AccessFlags::REMOTE_WRITE, |_| {
+                Some(u64::from_ne_bytes(value))
+            })
             .map(|_| ())
             .map_err(access_error)
     }
 
-    fn flush(&mut self, rkey: u32, va: u64, len: u32, whole: bool, access: pwr::Access) -> Result<(), AccessError> {
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        whole: bool,
+        access: pwr::Access,
+    ) -> Result<(), AccessError> {
         let pd = self.pd.ok_or(AccessError::Access)?;
         self.dev
-            .mr_flush(rkey, self.qpn, pd, va, len as usize, whole, mr_rights(access))
+            .mr_flush(
+                rkey,
+                self.qpn,
+                pd,
+                va,
+                len as usize,
+                whole,
+                mr_rights(access),
+            )
             .map_err(|_| AccessError::Access)
     }
 }
@@ -1900,23 +2222,41 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         // A connected QP takes packets from its peer's address to its own only (a QP number
         // and PSN are easy to guess: an off-path host must not inject into it).
         if matches!(qp.transport(), Transport::Rc | Transport::Uc) {
-            let from_peer = inner.attrs.av.as_ref().is_some_and(|av| packet::from_peer(ip, &av.sgid, &av.dgid));
+            let from_peer = inner
+                .attrs
+                .av
+                .as_ref()
+                .is_some_and(|av| packet::from_peer(ip, &av.sgid, &av.dgid));
             if !from_peer {
                 qp.device().count(Counter::RcvdBadAddr, 1);
                 return false;
             }
         }
-        let Some(engine) = inner.engine.as_mut() else { return false };
+        let Some(engine) = inner.engine.as_mut() else {
+            return false;
+        };
         let now = qp.device().now_ns();
         let mem = MemCtx::of(qp);
         let srq = qp.srq();
         let mut src = RecvSource::new(qp, &mut inner.rq, srq);
         let (wqes, own) = inner.sq.split();
-        let out = engine.receive(now, pkt, wqes, &mut MemCtx { own: Some(own), ..mem }, &mut src);
+        let out = engine.receive(
+            now,
+            pkt,
+            wqes,
+            &mut MemCtx {
+                own: Some(own),
+                ..mem
+            },
+            &mut src,
+        );
         n.srq_limit |= src.srq_limit;
         // Receive requests of an SRQ name memory of the SRQ's protection domain.
         let rmem = match srq {
-            Some(s) => MemCtx { pd: Some(s.pd().id()), ..mem },
+            Some(s) => MemCtx {
+                pd: Some(s.pd().id()),
+                ..mem
+            },
             None => mem,
         };
         let ud = qp.transport() == Transport::Ud;
@@ -1926,7 +2266,11 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             let placed = match place {
                 pwr::Place::Recv { id, offset, len } => {
                     // (Outstanding by the responder's order; checked all the same.)
-                    let bufs = inner.rq.outstanding(id as u32).map(|(_, b)| b).ok_or(EINVAL);
+                    let bufs = inner
+                        .rq
+                        .outstanding(id as u32)
+                        .map(|(_, b)| b)
+                        .ok_or(EINVAL);
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
                     data.and_then(|d| scatter(&rmem, bufs?.iter().copied(), offset as usize, d))
                 }
@@ -1940,13 +2284,15 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     scatter(&mem, bufs, 0, &value.to_ne_bytes())
                 }
                 // Checked by `MemCtx::check` when the WRITE began.
-                pwr::Place::Rdma { rkey, va, len } => match (mem.pd, pkt.payload.get(..len as usize)) {
-                    (Some(pd), Some(d)) => mem
-                        .dev
-                        .mr_copy_to(rkey, KeyKind::Remote { qpn: mem.qpn }, pd, va, d)
-                        .map_err(|_| EFAULT),
-                    _ => Err(EINVAL),
-                },
+                pwr::Place::Rdma { rkey, va, len } => {
+                    match (mem.pd, pkt.payload.get(..len as usize)) {
+                        (Some(pd), Some(d)) => mem
+                            .dev
+                            .mr_copy_to(rkey, KeyKind::Remote { qpn: mem.qpn }, pd, va, d)
+                            .map_err(|_| EFAULT),
+                        _ => Err(EINVAL),
+                    }
+                }
             };
             if placed.is_err() {
                 qp.device().count(Counter::SendErr, 1);
@@ -1965,8 +2311,10 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 }
                 // Our own READ or atomic lost its local buffers: it fails with a local
                 // protection error (rdma_rxe's completer does the same), not as flushed.
-                if let (pwr::Place::ReadResp { slot, .. } | pwr::Place::AtomicResult { slot, .. }, Some(engine)) =
-                    (place, inner.engine.as_mut())
+                if let (
+                    pwr::Place::ReadResp { slot, .. } | pwr::Place::AtomicResult { slot, .. },
+                    Some(engine),
+                ) = (place, inner.engine.as_mut())
                 {
                     engine.response_failed(slot, pwr::WcStatus::LocProtErr, &mut inner.sq.wqes);
                 }
@@ -2066,7 +2414,12 @@ pub(crate) struct OutPacket {
 
 impl OutPacket {
     /// A native packet from `peer`'s connection.
-    pub(crate) fn native(skb: kernel::net::skbuff::SkBuff, peer: &Peer, src_port: u16, ect: bool) -> Self {
+    pub(crate) fn native(
+        skb: kernel::net::skbuff::SkBuff,
+        peer: &Peer,
+        src_port: u16,
+        ect: bool,
+    ) -> Self {
         let av = RoceAv {
             dgid: peer.dgid,
             sgid: peer.sgid,
@@ -2077,7 +2430,13 @@ impl OutPacket {
             traffic_class: 0,
             sl: 0,
         };
-        Self { skb, av, src_qpn: 0, dst_qpn: 0, native: Some((src_port, ect)) }
+        Self {
+            skb,
+            av,
+            src_qpn: 0,
+            dst_qpn: 0,
+            native: Some((src_port, ect)),
+        }
     }
 }
 
@@ -2098,13 +2457,20 @@ pub(crate) fn pull_tx(
     {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
-        if !matches!(inner.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe) {
+        if !matches!(
+            inner.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe
+        ) {
             return 0;
         }
         let now = qp.device().now_ns();
         while got < out.len() {
-            let Some(engine) = inner.engine.as_mut() else { break };
-            let Some(d) = engine.poll_tx(now, &mut inner.sq.wqes) else { break };
+            let Some(engine) = inner.engine.as_mut() else {
+                break;
+            };
+            let Some(d) = engine.poll_tx(now, &mut inner.sq.wqes) else {
+                break;
+            };
             match build_packet(qp, inner, &d, headroom) {
                 Ok(p) => {
                     out[got] = Some(p);
@@ -2137,7 +2503,10 @@ fn settle(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool 
     if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
         enter_error(qp, inner, n);
     }
-    inner.engine.as_ref().is_some_and(|e| e.next_deadline().is_some())
+    inner
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.next_deadline().is_some())
 }
 
 /// Runs the QP's core timers if a deadline passed and lets the transmit worker send what they
@@ -2203,7 +2572,10 @@ fn build_packet(
         // One packet per datagram work request, in posting order.
         let slot = inner.sq.slot(inner.sq.ud_sent);
         inner.sq.ud_sent = inner.sq.ud_sent.wrapping_add(1);
-        (inner.sq.avs.get(slot).copied().flatten().ok_or(EINVAL)?, d.hdr.bth.dest_qp)
+        (
+            inner.sq.avs.get(slot).copied().flatten().ok_or(EINVAL)?,
+            d.hdr.bth.dest_qp,
+        )
     } else {
         (inner.attrs.av.ok_or(EINVAL)?, d.hdr.bth.dest_qp)
     };
@@ -2216,30 +2588,59 @@ fn build_packet(
     let mem = MemCtx::of(qp);
     match d.payload {
         PayloadRef::None => {}
-        PayloadRef::Sq { slot, offset, len: _ } => {
+        PayloadRef::Sq {
+            slot,
+            offset,
+            len: _,
+        } => {
             let slot = slot as usize & (inner.sq.wqes.len() - 1);
             match inner.sq.inline(slot) {
                 Some(data) => {
-                    let src = data.get(offset as usize..offset as usize + plen).ok_or(EINVAL)?;
+                    let src = data
+                        .get(offset as usize..offset as usize + plen)
+                        .ok_or(EINVAL)?;
                     buf[hl..end].copy_from_slice(src);
                 }
                 // On-demand paging memory that is not present (a fault was asked for): the
                 // packet is dropped and the transport's retry sends it again.
-                None => gather(&mem, inner.sq.bufs(slot), offset as usize, &mut buf[hl..end])
-                    .map_err(|e| if e == EAGAIN { BuildError::Drop } else { BuildError::Gather })?,
+                None => gather(
+                    &mem,
+                    inner.sq.bufs(slot),
+                    offset as usize,
+                    &mut buf[hl..end],
+                )
+                .map_err(|e| {
+                    if e == EAGAIN {
+                        BuildError::Drop
+                    } else {
+                        BuildError::Gather
+                    }
+                })?,
             }
         }
         // READ response data, from memory `MemCtx::check` approved when the READ arrived.
         PayloadRef::Mr { rkey, va, len: _ } => {
             let pd = mem.pd.ok_or(EINVAL)?;
             mem.dev
-                .mr_copy_from(rkey, KeyKind::Remote { qpn: mem.qpn }, pd, va, &mut buf[hl..end])
+                .mr_copy_from(
+                    rkey,
+                    KeyKind::Remote { qpn: mem.qpn },
+                    pd,
+                    va,
+                    &mut buf[hl..end],
+                )
                 .map_err(|_| EFAULT)?;
         }
     }
     // Pad and ICRC slot.
     buf[end..].fill(0);
-    Ok(OutPacket { skb, av, src_qpn: qp.qpn, dst_qpn, native: None })
+    Ok(OutPacket {
+        skb,
+        av,
+        src_qpn: qp.qpn,
+        dst_qpn,
+        native: None,
+    })
 }
 
 // Native RC QPs (`native.rs`): the QP keeps its work requests; the connection moves them.
@@ -2255,7 +2656,11 @@ fn native_peer(qp: &Qp<MetaRoceDriver>) -> Option<Arc<Peer>> {
 
 /// The connection's form of a send request: the message, or `None` for a local operation
 /// (done when posted). `Err` for what the native wire does not carry yet.
-fn native_msg(op: &pwr::SendOp, len: u32, solicited: bool) -> core::result::Result<Option<MsgDesc>, ()> {
+fn native_msg(
+    op: &pwr::SendOp,
+    len: u32,
+    solicited: bool,
+) -> core::result::Result<Option<MsgDesc>, ()> {
     Ok(native_op(op, len, solicited)?.map(|(m, _)| m))
 }
 
@@ -2272,14 +2677,20 @@ fn native_op(
         pwr::SendOp::WriteImm { va, rkey, imm } => (MrcOp::WriteImm, va, rkey, imm, (0, 0)),
         pwr::SendOp::Read { va, rkey } => (MrcOp::Read, va, rkey, 0, (0, 0)),
         // The 8-byte result lands in the request's local buffer.
-        pwr::SendOp::Atomic { va, rkey, op: pwr::AtomicOp::CmpSwap { compare, swap } } if len == 8 => {
-            (MrcOp::CmpSwap, va, rkey, 0, (compare, swap))
-        }
-        pwr::SendOp::Atomic { va, rkey, op: pwr::AtomicOp::FetchAdd { add } } if len == 8 => {
-            (MrcOp::FetchAdd, va, rkey, 0, (add, 0))
-        }
+        pwr::SendOp::Atomic {
+            va,
+            rkey,
+            op: pwr::AtomicOp::CmpSwap { compare, swap },
+        } if len == 8 => (MrcOp::CmpSwap, va, rkey, 0, (compare, swap)),
+        pwr::SendOp::Atomic {
+            va,
+            rkey,
+            op: pwr::AtomicOp::FetchAdd { add },
+        } if len == 8 => (MrcOp::FetchAdd, va, rkey, 0, (add, 0)),
         // ATOMIC WRITE: one 8-byte packet, placed by a single copy of the aligned word.
-        pwr::SendOp::AtomicWrite { va, rkey } if len == 8 && va % 8 == 0 => (MrcOp::Write, va, rkey, 0, (0, 0)),
+        pwr::SendOp::AtomicWrite { va, rkey } if len == 8 && va % 8 == 0 => {
+            (MrcOp::Write, va, rkey, 0, (0, 0))
+        }
         // The key to invalidate travels in the RKey field (transport.rst, section 9.2).
         pwr::SendOp::SendInv { rkey } => (MrcOp::SendInv, 0, rkey, 0, (0, 0)),
         pwr::SendOp::Local => return Ok(None),
@@ -2288,7 +2699,17 @@ fn native_op(
         // IB_DEVICE_FLUSH_GLOBAL, so no MR of theirs grants it).
         _ => return Err(()),
     };
-    Ok(Some((MsgDesc { op, len, va, rkey, imm, se: solicited }, operands)))
+    Ok(Some((
+        MsgDesc {
+            op,
+            len,
+            va,
+            rkey,
+            imm,
+            se: solicited,
+        },
+        operands,
+    )))
 }
 
 fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, ()> {
@@ -2299,7 +2720,11 @@ fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, ()> {
         msg: m.map(|(m, _)| m),
         operands: m.map_or((0, 0), |(_, o)| o),
         msn: 0,
-        done: if m.is_none() { Some(WcStatus::Success) } else { None },
+        done: if m.is_none() {
+            Some(WcStatus::Success)
+        } else {
+            None
+        },
     })
 }
 
@@ -2308,10 +2733,14 @@ fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, ()> {
 /// moves the QP to the error state.
 fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool {
     let QpInner { native, sq, .. } = inner;
-    let Some(s) = native.as_mut() else { return false };
+    let Some(s) = native.as_mut() else {
+        return false;
+    };
     while s.head != s.posted {
         let slot = sq.slot(s.head);
-        let Some(status) = sq.nslot(slot).done else { break };
+        let Some(status) = sq.nslot(slot).done else {
+            break;
+        };
         report_native_send(qp, sq, slot, status, n);
         s.head = s.head.wrapping_add(1);
         if s.local_error && status == WcStatus::LocProtErr {
@@ -2321,7 +2750,13 @@ fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -
     false
 }
 
-fn report_native_send(qp: &Qp<MetaRoceDriver>, sq: &SendRing, slot: usize, status: WcStatus, n: &mut Notify) {
+fn report_native_send(
+    qp: &Qp<MetaRoceDriver>,
+    sq: &SendRing,
+    slot: usize,
+    status: WcStatus,
+    n: &mut Notify,
+) {
     let dev = qp.device();
     let ns = sq.nslot(slot);
     match status {
@@ -2330,7 +2765,11 @@ fn report_native_send(qp: &Qp<MetaRoceDriver>, sq: &SendRing, slot: usize, statu
         _ => {}
     }
     if ns.signaled || status != WcStatus::Success {
-        let opcode = sq.side.get(slot).and_then(|s| s.opcode).unwrap_or(WcOpcode::Send);
+        let opcode = sq
+            .side
+            .get(slot)
+            .and_then(|s| s.opcode)
+            .unwrap_or(WcOpcode::Send);
         let mut wc = WorkCompletion::new(ns.wr_id, status, opcode, qp.id());
         wc.byte_len = ns.msg.map_or(0, |m| m.len);
         n.send |= complete(qp, qp.send_cq(), wc, false);
@@ -2345,7 +2784,13 @@ fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     let Some(s) = native.as_mut() else { return };
     while s.head != sq.tail {
         let slot = sq.slot(s.head);
-        report_native_send(qp, sq, slot, sq.nslot(slot).done.unwrap_or(WcStatus::WrFlushErr), n);
+        report_native_send(
+            qp,
+            sq,
+            slot,
+            sq.nslot(slot).done.unwrap_or(WcStatus::WrFlushErr),
+            n,
+        );
         s.head = s.head.wrapping_add(1);
     }
     s.posted = s.head;
@@ -2374,7 +2819,9 @@ pub(crate) fn native_feed(
     let mut broke = false;
     {
         let QpInner { native, sq, .. } = &mut *inner;
-        let Some(s) = native.as_mut() else { return false };
+        let Some(s) = native.as_mut() else {
+            return false;
+        };
         if s.stream != Some(idx) {
             return false;
         }
@@ -2424,13 +2871,20 @@ pub(crate) fn native_payload(
     out: &mut [u8],
 ) -> core::result::Result<(), BuildError> {
     let g = qp.inner.lock();
-    let s = g.native.as_ref().filter(|s| s.stream == Some(idx)).ok_or(ENOENT)?;
+    let s = g
+        .native
+        .as_ref()
+        .filter(|s| s.stream == Some(idx))
+        .ok_or(ENOENT)?;
     if let Some(m) = mr {
         let pd = qp.pd().ok_or(EINVAL)?.id();
         let kind = KeyKind::Remote { qpn: qp.qpn };
         let dev = qp.device();
-        dev.mr_check(m.rkey, kind, pd, m.va, out.len(), AccessFlags::REMOTE_READ).map_err(|_| EACCES)?;
-        return Ok(dev.mr_copy_from(m.rkey, kind, pd, m.va, out).map_err(|_| EFAULT)?);
+        dev.mr_check(m.rkey, kind, pd, m.va, out.len(), AccessFlags::REMOTE_READ)
+            .map_err(|_| EACCES)?;
+        return Ok(dev
+            .mr_copy_from(m.rkey, kind, pd, m.va, out)
+            .map_err(|_| EFAULT)?);
     }
     let slot = native_msg_slot(s, &g.sq, msn, |_| true).ok_or(ENOENT)?;
     let off = offset as usize;
@@ -2454,21 +2908,30 @@ pub(crate) fn native_payload(
 /// request failing meanwhile is flushed with the rest. Returns `false` if the QP left the
 /// stream (it did now, or had before): the caller closes the stream. Called under the
 /// connection's lock.
-pub(crate) fn native_local_error(qp: &Qp<MetaRoceDriver>, idx: usize, msn: u32, n: &mut Notify) -> bool {
+pub(crate) fn native_local_error(
+    qp: &Qp<MetaRoceDriver>,
+    idx: usize,
+    msn: u32,
+    n: &mut Notify,
+) -> bool {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    let Some(s) = inner.native.as_ref().filter(|s| s.stream == Some(idx)) else { return false };
+    let Some(s) = inner.native.as_ref().filter(|s| s.stream == Some(idx)) else {
+        return false;
+    };
     if s.local_error {
         return true;
     }
     let slot = native_msg_slot(s, &inner.sq, msn, |_| true);
-    let marked = slot.and_then(|slot| inner.sq.native.get_mut(slot)).is_some_and(|ns| {
-        if ns.done.is_some() {
-            return false;
-        }
-        ns.done = Some(WcStatus::LocProtErr);
-        true
-    });
+    let marked = slot
+        .and_then(|slot| inner.sq.native.get_mut(slot))
+        .is_some_and(|ns| {
+            if ns.done.is_some() {
+                return false;
+            }
+            ns.done = Some(WcStatus::LocProtErr);
+            true
+        });
     if let (true, Some(s)) = (marked, inner.native.as_mut()) {
         s.local_error = true;
     }
@@ -2482,7 +2945,12 @@ pub(crate) fn native_local_error(qp: &Qp<MetaRoceDriver>, idx: usize, msn: u32, 
 
 /// The send queue slot of message `msn` among the requests handed to the connection and not
 /// completed, if its message passes `what`.
-fn native_msg_slot(s: &NativeState, sq: &SendRing, msn: u32, what: impl Fn(&MsgDesc) -> bool) -> Option<usize> {
+fn native_msg_slot(
+    s: &NativeState,
+    sq: &SendRing,
+    msn: u32,
+    what: impl Fn(&MsgDesc) -> bool,
+) -> Option<usize> {
     let mut i = s.head;
     while i != s.posted {
         let slot = sq.slot(i);
@@ -2504,7 +2972,9 @@ pub(crate) fn native_ready(qp: &Qp<MetaRoceDriver>, h: &DataHdr, n: &mut Notify)
     }
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    let Some(base) = inner.native.as_ref().map(|s| s.rq_base) else { return true };
+    let Some(base) = inner.native.as_ref().map(|s| s.rq_base) else {
+        return true;
+    };
     let id = base.wrapping_add(h.rsn);
     let srq = qp.srq();
     let mut src = RecvSource::new(qp, &mut inner.rq, srq);
@@ -2550,7 +3020,12 @@ pub(crate) fn native_place(
 ) -> Placed {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    let Some(base) = inner.native.as_ref().filter(|s| s.stream == Some(idx)).map(|s| s.rq_base) else {
+    let Some(base) = inner
+        .native
+        .as_ref()
+        .filter(|s| s.stream == Some(idx))
+        .map(|s| s.rq_base)
+    else {
         return Placed::Broken;
     };
     let mut refuse = None;
@@ -2589,8 +3064,13 @@ pub(crate) fn native_place(
             // by each of its packets, whatever order they come in, and nothing of it is written
             // (this packet's bytes lie within it: the parser checked offset + len <= msg_len).
             let whole = usize::try_from(p.msg_len).map_err(|_| EINVAL)?;
-            mem.dev.mr_check(p.rkey, kind, pd, p.va, whole, AccessFlags::REMOTE_WRITE).map_err(|_| EACCES)?;
-            return mem.dev.mr_copy_to(p.rkey, kind, pd, va, d).map_err(|_| EFAULT);
+            mem.dev
+                .mr_check(p.rkey, kind, pd, p.va, whole, AccessFlags::REMOTE_WRITE)
+                .map_err(|_| EACCES)?;
+            return mem
+                .dev
+                .mr_copy_to(p.rkey, kind, pd, va, d)
+                .map_err(|_| EFAULT);
         }
         let id = base.wrapping_add(p.rsn);
         // Only a receive handed to the connection and not completed may be written: a
@@ -2604,7 +3084,10 @@ pub(crate) fn native_place(
             return Err(EMSGSIZE);
         }
         let rmem = match qp.srq() {
-            Some(s) => MemCtx { pd: Some(s.pd().id()), ..mem },
+            Some(s) => MemCtx {
+                pd: Some(s.pd().id()),
+                ..mem
+            },
             None => mem,
         };
         // A receive whose buffers cannot be written (their MR was deregistered): the message
@@ -2661,7 +3144,9 @@ pub(crate) fn native_completion(
             let mut i = head;
             while i != posted {
                 let slot = inner.sq.slot(i);
-                let Some(side) = inner.sq.native.get_mut(slot) else { break };
+                let Some(side) = inner.sq.native.get_mut(slot) else {
+                    break;
+                };
                 if side.msg.is_some() && side.done.is_none() {
                     if side.msn == msn {
                         side.done = Some(match status {
@@ -2697,13 +3182,19 @@ pub(crate) fn native_completion(
                     let (entry, _) = inner.rq.entry(u64::from(id));
                     let status = match code {
                         // A SEND with invalidate that fitted was refused for its key.
-                        NakCode::InvalidRequest if done.op.invalidates() && done.len <= entry.len => {
+                        NakCode::InvalidRequest
+                            if done.op.invalidates() && done.len <= entry.len =>
+                        {
                             WcStatus::RemInvReqErr
                         }
                         NakCode::InvalidRequest => WcStatus::LocLenErr,
                         _ => WcStatus::LocProtErr,
                     };
-                    let opcode = if done.op.is_write() { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+                    let opcode = if done.op.is_write() {
+                        WcOpcode::RecvRdmaWithImm
+                    } else {
+                        WcOpcode::Recv
+                    };
                     let wc = WorkCompletion::new(entry.wr_id, status, opcode, qp.id());
                     inner.rq.complete(u64::from(id));
                     n.recv |= complete(qp, qp.recv_cq(), wc, false);
@@ -2719,7 +3210,11 @@ pub(crate) fn native_completion(
                 return false;
             }
             let (entry, _) = inner.rq.entry(u64::from(id));
-            let opcode = if done.op.is_write() { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+            let opcode = if done.op.is_write() {
+                WcOpcode::RecvRdmaWithImm
+            } else {
+                WcOpcode::Recv
+            };
             let mut wc = WorkCompletion::new(entry.wr_id, WcStatus::Success, opcode, qp.id());
             wc.byte_len = done.len;
             wc.imm = done.op.has_imm().then_some(done.imm);
@@ -2735,15 +3230,25 @@ pub(crate) fn native_completion(
 /// The responder's answer to the peer's READ or atomic request on `qp` (stream `idx`): the QP
 /// must allow the access and the key name memory with that right; an atomic is carried out
 /// here (the word's original value goes back). Called under the connection's lock.
-pub(crate) fn native_request(qp: &Qp<MetaRoceDriver>, idx: usize, r: &NativeRequest) -> NativeResponse {
+pub(crate) fn native_request(
+    qp: &Qp<MetaRoceDriver>,
+    idx: usize,
+    r: &NativeRequest,
+) -> NativeResponse {
     let g = qp.inner.lock();
     if !g.native.as_ref().is_some_and(|s| s.stream == Some(idx)) {
         return NativeResponse::Nak(NakCode::RemoteOperation);
     }
     let (need, qp_ok) = if r.op == MrcOp::Read {
-        (AccessFlags::REMOTE_READ, g.attrs.access.contains(AccessFlags::REMOTE_READ))
+        (
+            AccessFlags::REMOTE_READ,
+            g.attrs.access.contains(AccessFlags::REMOTE_READ),
+        )
     } else {
-        (AccessFlags::REMOTE_ATOMIC, g.attrs.access.contains(AccessFlags::REMOTE_ATOMIC))
+        (
+            AccessFlags::REMOTE_ATOMIC,
+            g.attrs.access.contains(AccessFlags::REMOTE_ATOMIC),
+        )
     };
     drop(g);
     let Some(pd) = qp.pd().map(|p| p.id()) else {

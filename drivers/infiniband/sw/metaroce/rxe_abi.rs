@@ -90,7 +90,11 @@ fn copy_sges(b: &[u8], off: usize, num: usize, out: &mut [u8]) -> Option<u32> {
 /// SGE record `i` of a send ring slot filled by [`parse_send`].
 pub(crate) fn sge_at(slot: &[u8], i: usize) -> Option<Seg> {
     let at = i.checked_mul(SGE_LEN)?;
-    Some(Seg::User { addr: u64_at(slot, at)?, len: u32_at(slot, at + 8)?, lkey: u32_at(slot, at + 12)? })
+    Some(Seg::User {
+        addr: u64_at(slot, at)?,
+        len: u32_at(slot, at + 8)?,
+        lkey: u32_at(slot, at + 12)?,
+    })
 }
 
 /// Parses a receive WQE: `(wr_id, num_sge, total length)`, its SGEs in `out`. `None` if it
@@ -155,7 +159,12 @@ pub(crate) enum BadWqe {
 /// Parses a send WQE, copying its inline data or its SGE records (read back with [`sge_at`])
 /// to `data`, the kernel's slot for it; `ud` for a UD QP's ring (whose WQEs carry a
 /// destination).
-pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> Result<SendWqe, BadWqe> {
+pub(crate) fn parse_send(
+    b: &[u8],
+    ud: bool,
+    max_sge: u32,
+    data: &mut [u8],
+) -> Result<SendWqe, BadWqe> {
     let field = |off| u32_at(b, off).ok_or(BadWqe::Length);
     let field64 = |off| u64_at(b, off).ok_or(BadWqe::Length);
     let wr_id = field64(0)?;
@@ -166,25 +175,43 @@ pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> R
     let (op, wc_opcode) = match opcode {
         WR_SEND => (pwr::SendOp::Send, WcOpcode::Send),
         // The immediate is stored in network order.
-        WR_SEND_WITH_IMM => (pwr::SendOp::SendImm { imm: u32::from_be(ex) }, WcOpcode::Send),
+        WR_SEND_WITH_IMM => (
+            pwr::SendOp::SendImm {
+                imm: u32::from_be(ex),
+            },
+            WcOpcode::Send,
+        ),
         WR_SEND_WITH_INV => (pwr::SendOp::SendInv { rkey: ex }, WcOpcode::Send),
         WR_RDMA_WRITE => (
-            pwr::SendOp::Write { va: remote_addr, rkey: field(32)? },
+            pwr::SendOp::Write {
+                va: remote_addr,
+                rkey: field(32)?,
+            },
             WcOpcode::RdmaWrite,
         ),
         WR_RDMA_WRITE_WITH_IMM => (
-            pwr::SendOp::WriteImm { va: remote_addr, rkey: field(32)?, imm: u32::from_be(ex) },
+            pwr::SendOp::WriteImm {
+                va: remote_addr,
+                rkey: field(32)?,
+                imm: u32::from_be(ex),
+            },
             WcOpcode::RdmaWrite,
         ),
         WR_RDMA_READ => (
-            pwr::SendOp::Read { va: remote_addr, rkey: field(32)? },
+            pwr::SendOp::Read {
+                va: remote_addr,
+                rkey: field(32)?,
+            },
             WcOpcode::RdmaRead,
         ),
         WR_ATOMIC_CMP_AND_SWP => (
             pwr::SendOp::Atomic {
                 va: remote_addr,
                 rkey: field(48)?,
-                op: pwr::AtomicOp::CmpSwap { compare: field64(32)?, swap: field64(40)? },
+                op: pwr::AtomicOp::CmpSwap {
+                    compare: field64(32)?,
+                    swap: field64(40)?,
+                },
             },
             WcOpcode::CompSwap,
         ),
@@ -198,7 +225,10 @@ pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> R
         ),
         // The 8 bytes to write are in `dma.atomic_wr`, where inline data goes.
         WR_ATOMIC_WRITE => (
-            pwr::SendOp::AtomicWrite { va: remote_addr, rkey: field(32)? },
+            pwr::SendOp::AtomicWrite {
+                va: remote_addr,
+                rkey: field(32)?,
+            },
             WcOpcode::AtomicWrite,
         ),
         // `wr.flush`: the range's address, its R_Key, placement type and selectivity level; its
@@ -249,8 +279,12 @@ pub(crate) fn parse_send(b: &[u8], ud: bool, max_sge: u32, data: &mut [u8]) -> R
         (0, 0, None)
     } else if is_inline {
         let n = length as usize;
-        let src = b.get(SEND_WQE_HDR..SEND_WQE_HDR + n).ok_or(BadWqe::Length)?;
-        data.get_mut(..n).ok_or(BadWqe::Length)?.copy_from_slice(src);
+        let src = b
+            .get(SEND_WQE_HDR..SEND_WQE_HDR + n)
+            .ok_or(BadWqe::Length)?;
+        data.get_mut(..n)
+            .ok_or(BadWqe::Length)?
+            .copy_from_slice(src);
         (length, 0, Some(length))
     } else {
         if num_sge > max_sge {

@@ -193,7 +193,11 @@ impl MetaRoceSrq {
                 } else {
                     out[..n].copy_from_slice(&k.segs_mut(slot, max_sge)[..n]);
                     k.head = k.head.wrapping_add(1);
-                    Taken::Entry { wr_id: e.wr_id, num_sge: e.num_sge, len: e.len }
+                    Taken::Entry {
+                        wr_id: e.wr_id,
+                        num_sge: e.num_sge,
+                        len: e.len,
+                    }
                 }
             }
             Ring::User(q) => {
@@ -204,7 +208,11 @@ impl MetaRoceSrq {
                 }
                 let _ = q.consume();
                 match parse_recv(&raw[..n], max_sge, out) {
-                    Some((wr_id, num_sge, len)) => Taken::Entry { wr_id, num_sge, len },
+                    Some((wr_id, num_sge, len)) => Taken::Entry {
+                        wr_id,
+                        num_sge,
+                        len,
+                    },
                     None => {
                         inner.malformed += 1;
                         Taken::Malformed
@@ -418,7 +426,10 @@ pub(crate) fn post_srq_recv<'a>(
             Ok(())
         })();
         if let Err(error) = posted {
-            return Err(PostError { error, bad_wr: Some(wr) });
+            return Err(PostError {
+                error,
+                bad_wr: Some(wr),
+            });
         }
     }
     Ok(())

@@ -66,7 +66,9 @@ pub(crate) fn arm(qp: &Qp<MetaRoceDriver>) {
         return;
     }
     // Already pending is fine: the tick visits every listed QP.
-    let _ = dev.tx_queue().enqueue_delayed(timers.clone(), msecs_to_jiffies(TICK_MS));
+    let _ = dev
+        .tx_queue()
+        .enqueue_delayed(timers.clone(), msecs_to_jiffies(TICK_MS));
 }
 
 impl WorkItem for Timers {
@@ -76,12 +78,16 @@ impl WorkItem for Timers {
         // Only the QPs listed now: those armed again below wait for the next tick.
         let n = this.listed.lock().len();
         for _ in 0..n {
-            let Some(qp) = this.listed.lock().pop() else { break };
+            let Some(qp) = this.listed.lock().pop() else {
+                break;
+            };
             // Cleared first, so a deadline armed meanwhile lists the QP again.
             qp.timer_listed.store(false, Ordering::Release);
             let dev = qp.device();
             // A destroyed QP (no longer published) is let go.
-            let live = dev.lookup_qp(qp.qp_num()).is_some_and(|q| core::ptr::eq(&*q, &*qp));
+            let live = dev
+                .lookup_qp(qp.qp_num())
+                .is_some_and(|q| core::ptr::eq(&*q, &*qp));
             if live && qp::on_tick(&qp) {
                 arm(&qp);
             }

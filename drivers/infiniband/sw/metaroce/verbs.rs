@@ -4,6 +4,7 @@
 //! address handles and DMA memory regions of a MetaRoCE device.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver};
+use crate::uqueue::{Role, UQueue};
 use core::sync::atomic::{
     AtomicU32,
     Ordering, //
@@ -11,7 +12,6 @@ use core::sync::atomic::{
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::ah::{GidType, NewAh};
-use crate::uqueue::{Role, UQueue};
 use kernel::rdma::cq::{
     Cq, CqArm, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion, UVERBS_WC_LEN,
 };
@@ -20,8 +20,8 @@ use kernel::rdma::mr::{AccessFlags, Mr, MrKeys};
 use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::QpId;
 use kernel::rdma::udata::Udata;
-use kernel::sync::SpinLockIrq;
 use kernel::rdma::wr::KernelBuf;
+use kernel::sync::SpinLockIrq;
 
 /// Most PDs per device.
 pub(crate) const MAX_PD: u32 = 0x1_0000;
@@ -39,7 +39,9 @@ pub(crate) const MAX_MW: u32 = 0x1000;
 /// Takes one of `max` objects counted by `counter`, or fails with `ENOMEM`.
 pub(crate) fn take(counter: &AtomicU32, max: u32) -> Result {
     counter
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then_some(n + 1)
+        })
         .map(|_| ())
         .map_err(|_| ENOMEM)
 }
@@ -196,7 +198,9 @@ impl MetaRoceCq {
     }
 }
 
-pub(crate) fn create_cq(cq: &mut NewCq<'_, MetaRoceDriver>) -> Result<impl PinInit<MetaRoceCq, Error>> {
+pub(crate) fn create_cq(
+    cq: &mut NewCq<'_, MetaRoceDriver>,
+) -> Result<impl PinInit<MetaRoceCq, Error>> {
     if cq.flags() != 0 {
         return Err(EOPNOTSUPP);
     }
@@ -380,7 +384,10 @@ pub(crate) fn create_user_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaR
     let av = roce_av(ah.attr())?;
     let dev: &MetaRoceDev = ah.device();
     take(&dev.objects.ahs, MAX_AH)?;
-    let num = match dev.add_user_ah(UserAh { pd: ah.pd().id(), av }) {
+    let num = match dev.add_user_ah(UserAh {
+        pd: ah.pd().id(),
+        av,
+    }) {
         Ok(num) => num,
         Err(e) => {
             give(&dev.objects.ahs);

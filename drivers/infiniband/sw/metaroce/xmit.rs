@@ -47,7 +47,11 @@ impl QpList {
         for _ in 0..n {
             slots.push(None, GFP_KERNEL)?;
         }
-        Ok(Self { slots, head: 0, len: 0 })
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+        })
     }
 
     /// Appends `qp`; gives it back if the list is full.
@@ -154,7 +158,9 @@ impl WorkItem for TxEngine {
         // A bounded number of batches per run: requeueing lets the work queue reschedule
         // between runs, so a busy device cannot hog the CPU.
         for _ in 0..RUN_BATCHES {
-            let Some(qp) = this.ready.lock().pop() else { return };
+            let Some(qp) = this.ready.lock().pop() else {
+                return;
+            };
             // Cleared before the batch, so work posted meanwhile schedules the QP again.
             qp.tx_queued.store(false, Ordering::Release);
             if transmit(&qp, 1) {

@@ -203,12 +203,20 @@ impl<const N: usize> RateAlloc<N> {
 
     /// The senders ever noted and not forgotten: when each last sent.
     fn seen(&self) -> impl Iterator<Item = u64> + '_ {
-        self.last_seen.get(..self.used).unwrap_or(&[]).iter().flatten().copied()
+        self.last_seen
+            .get(..self.used)
+            .unwrap_or(&[])
+            .iter()
+            .flatten()
+            .copied()
     }
 
     /// Number of senders seen within `window_ns` before `now`.
     fn seen_within(&self, now: u64, window_ns: u64) -> u32 {
-        let n = self.seen().filter(|&t| now.saturating_sub(t) <= window_ns).count();
+        let n = self
+            .seen()
+            .filter(|&t| now.saturating_sub(t) <= window_ns)
+            .count();
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
@@ -343,7 +351,10 @@ mod tests {
     /// every round.
     fn active_reference<const N: usize>(r: &RateAlloc<N>, now: u64) -> u32 {
         let within = |w: u64| {
-            r.last_seen.iter().filter(|t| t.is_some_and(|t| now.saturating_sub(t) <= w)).count() as u32
+            r.last_seen
+                .iter()
+                .filter(|t| t.is_some_and(|t| now.saturating_sub(t) <= w))
+                .count() as u32
         };
         let mut n = within(r.active_ns);
         for _ in 0..ACTIVE_ROUNDS {

@@ -179,7 +179,13 @@ impl Completer {
     /// if that response was its last and it counts as done, and the QP
     /// enters the error state. Ignored for a slot with no READ or atomic
     /// outstanding or unreported.
-    pub(super) fn response_failed(&mut self, slot: u32, status: WcStatus, req: &Requester, sq: &mut [SendWqe]) {
+    pub(super) fn response_failed(
+        &mut self,
+        slot: u32,
+        status: WcStatus,
+        req: &Requester,
+        sq: &mut [SendWqe],
+    ) {
         let len = sq.len();
         let n = req.tail.wrapping_sub(self.head);
         let Some(idx) = (0..n)
@@ -424,7 +430,11 @@ impl Completer {
         }
         self.progressed(now, req, sq);
         RxOutcome {
-            place: (!placed).then_some(Place::ReadResp { slot, offset: off, len }),
+            place: (!placed).then_some(Place::ReadResp {
+                slot,
+                offset: off,
+                len,
+            }),
             ..RxOutcome::default()
         }
     }
@@ -480,7 +490,10 @@ impl Completer {
         self.complete(req, sq);
         self.progressed(now, req, sq);
         RxOutcome {
-            place: (!placed).then_some(Place::AtomicResult { slot, value: ack.orig }),
+            place: (!placed).then_some(Place::AtomicResult {
+                slot,
+                value: ack.orig,
+            }),
             ..RxOutcome::default()
         }
     }

@@ -1235,9 +1235,8 @@ impl<
             self.min_rtt = p.rtt.min();
         }
         let target = self.cfg.delay_target_ns;
-        let queued = target != 0
-            && p.rtt.min() != 0
-            && p.rtt.srtt() > p.rtt.min().saturating_add(target);
+        let queued =
+            target != 0 && p.rtt.min() != 0 && p.rtt.srtt() > p.rtt.min().saturating_add(target);
         if queued && !ce {
             self.stats.delay_signals = self.stats.delay_signals.saturating_add(1);
         }
@@ -1720,7 +1719,9 @@ impl<
         let src_port = p.port;
         if let Some(gap) = pace_gap_ns(wire_len, self.paced_rate()) {
             // A sender behind its schedule catches up by at most the burst.
-            self.pace_from = self.pace_next.max(now.saturating_sub(self.cfg.pace_burst_ns));
+            self.pace_from = self
+                .pace_next
+                .max(now.saturating_sub(self.cfg.pace_burst_ns));
             self.pace_len = wire_len;
             self.pace_next = self.pace_from.saturating_add(gap);
         }
@@ -1989,13 +1990,19 @@ mod tests {
         // Every path with packets in flight times out.
         let rto = a.next_deadline().expect("an RTO is armed");
         a.on_timer(rto);
-        let timeouts: u64 = (0..4).filter_map(|i| a.path_info(i)).map(|p| p.2.timeouts).sum();
+        let timeouts: u64 = (0..4)
+            .filter_map(|i| a.path_info(i))
+            .map(|p| p.2.timeouts)
+            .sum();
         assert!(timeouts > 0);
         // The held ACKs arrive before anything is sent again.
         for ack in &acks {
             assert!(a.on_packet(rto + 1, ack, false, 50_000, 0).is_ok());
         }
-        let spurious: u64 = (0..4).filter_map(|i| a.path_info(i)).map(|p| p.2.spurious_rtos).sum();
+        let spurious: u64 = (0..4)
+            .filter_map(|i| a.path_info(i))
+            .map(|p| p.2.spurious_rtos)
+            .sum();
         assert_eq!(spurious, if late_acks { timeouts } else { 0 });
         let mut resent = 0;
         while let Some(t) = a.poll_transmit(rto + 2, &mut buf) {
@@ -2007,7 +2014,10 @@ mod tests {
             assert_eq!(a.stats.retransmits, 0);
             assert!(matches!(
                 a.poll_completion(),
-                Some(Completion::Send { status: SendStatus::Ok, .. })
+                Some(Completion::Send {
+                    status: SendStatus::Ok,
+                    ..
+                })
             ));
         }
         (resent, spurious)
@@ -2015,7 +2025,11 @@ mod tests {
 
     #[test]
     fn late_acks_cancel_a_spurious_rto() {
-        assert_eq!(spurious_rto(true).0, 0, "retransmissions after the late ACKs");
+        assert_eq!(
+            spurious_rto(true).0,
+            0,
+            "retransmissions after the late ACKs"
+        );
         // Without them every packet in flight at the RTO is sent again.
         assert!(spurious_rto(false).0 >= 4);
     }
@@ -2051,7 +2065,9 @@ mod tests {
                 assert!(b.on_packet(now, &buf[..len], false, 50_000, hint).is_ok());
             }
             while let Some(t) = b.poll_transmit(now, &mut ack) {
-                assert!(a.on_packet(now, &ack[..t.hdr_len], false, 50_000, 0).is_ok());
+                assert!(a
+                    .on_packet(now, &ack[..t.hdr_len], false, 50_000, 0)
+                    .is_ok());
             }
             while a.poll_completion().is_some() {}
             while b.poll_completion().is_some() {}
@@ -2072,7 +2088,10 @@ mod tests {
         let gap = pace_gap_ns(u32::from(MSS), 10_000).unwrap();
         let ideal = 80 * TICK / gap;
         let sent = coarse_polls(TICK, 10_000);
-        assert!(sent + 1 >= ideal, "{sent} packets in 80 ticks, {ideal} at the rate");
+        assert!(
+            sent + 1 >= ideal,
+            "{sent} packets in 80 ticks, {ideal} at the rate"
+        );
         assert_eq!(coarse_polls(0, 10_000), 80);
     }
 
@@ -2125,7 +2144,14 @@ mod tests {
             });
             let now = transfer(&mut a, &mut b, 0, (8, 8), [10_000; 4], 0);
             assert_eq!(a.stats.delay_signals, 0, "target {target}: no queue yet");
-            transfer(&mut a, &mut b, now, (32, 8), [400_000, 10_000, 10_000, 10_000], 0);
+            transfer(
+                &mut a,
+                &mut b,
+                now,
+                (32, 8),
+                [400_000, 10_000, 10_000, 10_000],
+                0,
+            );
             cwnd[i] = a.path_rtt(0).unwrap().0;
             let signals = a.stats.delay_signals;
             if target == 0 {
@@ -2136,7 +2162,12 @@ mod tests {
             // The fast paths never cross the target.
             assert_eq!(a.path_info(1).unwrap().2.timeouts, 0);
         }
-        assert!(cwnd[1] < cwnd[0], "path 0's window: {} with the target, {} without", cwnd[1], cwnd[0]);
+        assert!(
+            cwnd[1] < cwnd[0],
+            "path 0's window: {} with the target, {} without",
+            cwnd[1],
+            cwnd[0]
+        );
     }
 
     #[test]

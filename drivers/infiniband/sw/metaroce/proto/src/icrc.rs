@@ -207,7 +207,11 @@ pub fn icrc_verify(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &[u8]) -> Result<(), Icrc
 
 /// Like [`icrc_write`], but a FLUSH request gets rdma_rxe's ICRC
 /// ([`icrc_compute_rxe_flush`]), which rdma_rxe requires.
-pub fn icrc_write_rxe_flush(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &mut [u8]) -> Result<(), IcrcError> {
+pub fn icrc_write_rxe_flush(
+    ip_hdr: &[u8],
+    udp_hdr: &[u8],
+    pkt: &mut [u8],
+) -> Result<(), IcrcError> {
     let (ib, trailer) = pkt
         .split_last_chunk_mut::<ICRC_LEN>()
         .ok_or(IcrcError::Truncated)?;

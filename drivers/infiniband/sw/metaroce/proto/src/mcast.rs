@@ -89,7 +89,9 @@ impl Default for McastTable {
 impl McastTable {
     /// An empty table.
     pub const fn new() -> Self {
-        Self { groups: [None; MAX_GROUPS] }
+        Self {
+            groups: [None; MAX_GROUPS],
+        }
     }
 
     fn find(&self, gid: &[u8; 16]) -> Option<&Group> {
@@ -110,10 +112,18 @@ impl McastTable {
             g.n += 1;
             return Ok(Attached::Added);
         }
-        let slot = self.groups.iter_mut().find(|g| g.is_none()).ok_or(McastError::TooManyGroups)?;
+        let slot = self
+            .groups
+            .iter_mut()
+            .find(|g| g.is_none())
+            .ok_or(McastError::TooManyGroups)?;
         let mut qpns = [0; MAX_QPS_PER_GROUP];
         qpns[0] = qpn;
-        *slot = Some(Group { gid: *gid, qpns, n: 1 });
+        *slot = Some(Group {
+            gid: *gid,
+            qpns,
+            n: 1,
+        });
         Ok(Attached::NewGroup)
     }
 
@@ -192,7 +202,10 @@ mod tests {
     fn attach_detach_and_members() {
         let mut t = McastTable::new();
         let g = v4(239, 1, 1, 1);
-        assert_eq!(t.attach(&v4(192, 0, 2, 1), 5), Err(McastError::NotMulticast));
+        assert_eq!(
+            t.attach(&v4(192, 0, 2, 1), 5),
+            Err(McastError::NotMulticast)
+        );
         assert_eq!(t.attach(&g, 5), Ok(Attached::NewGroup));
         assert_eq!(t.attach(&g, 5), Ok(Attached::Already));
         assert_eq!(t.attach(&g, 6), Ok(Attached::Added));

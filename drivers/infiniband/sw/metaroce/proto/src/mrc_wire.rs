@@ -869,5 +869,4 @@ mod tests {
             proptest::prop_assert_eq!(udp_checksum(a, a, &data), Some(reference));
         }
     }
-
 }

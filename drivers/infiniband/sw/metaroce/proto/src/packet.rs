@@ -509,7 +509,11 @@ mod tests {
             g[12..].copy_from_slice(&a);
             g
         };
-        let (one, two, three) = (mapped([192, 0, 2, 1]), mapped([192, 0, 2, 2]), mapped([192, 0, 2, 3]));
+        let (one, two, three) = (
+            mapped([192, 0, 2, 1]),
+            mapped([192, 0, 2, 2]),
+            mapped([192, 0, 2, 3]),
+        );
         assert_eq!(ip_gid(&v4, true), Some(one));
         assert_eq!(ip_gid(&v4, false), Some(two));
         assert!(from_peer(&v4, &two, &one));

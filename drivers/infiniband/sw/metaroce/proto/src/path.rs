@@ -460,7 +460,9 @@ impl<C: CongestionEngine> TxPath<C> {
         if !self.recent(seq) {
             return false;
         }
-        let Some(slot) = self.slots.get_mut(slot_index(seq)) else { return false };
+        let Some(slot) = self.slots.get_mut(slot_index(seq)) else {
+            return false;
+        };
         if !slot.state.lost() {
             return false;
         }
@@ -554,7 +556,9 @@ impl<C: CongestionEngine> TxPath<C> {
     /// Resolves `seq` as acknowledged if it is in flight: the window grows and `ev` hears of
     /// it. Returns whether it was.
     fn acked(&mut self, seq: u32, now: u64, ev: &mut impl FnMut(PathEvent)) -> bool {
-        let Some(s) = self.resolve(seq, SlotState::Acked) else { return false };
+        let Some(s) = self.resolve(seq, SlotState::Acked) else {
+            return false;
+        };
         if self.undo_next.is_some_and(|n| seq_diff(seq, n) >= 0) {
             // Something sent after the last RTO arrived first: not spurious.
             self.undo_next = None;
@@ -708,7 +712,9 @@ impl<C: CongestionEngine> TxPath<C> {
         }
         let rto = self.rtt.rto(init, min, max);
         let cap = max.max(min);
-        let after = |sent_at: u64, shift: u8| sent_at.saturating_add((rto << shift.min(MAX_BACKOFF)).min(cap));
+        let after = |sent_at: u64, shift: u8| {
+            sent_at.saturating_add((rto << shift.min(MAX_BACKOFF)).min(cap))
+        };
         let s = self.slots.get(slot_index(self.base))?;
         let oldest = after(s.sent_at, self.backoff);
         let held = self.held().map_or(0, |h| after(h.sent_at, h.tries));
@@ -1058,11 +1064,18 @@ mod tests {
         let naive = |off: u32| seq_diff(base.wrapping_add(off), limit) < 0;
         let mut got = [false; PATH_WINDOW as usize];
         for off in offs {
-            assert!(off < outstanding, "offset {off} beyond {outstanding} outstanding");
+            assert!(
+                off < outstanding,
+                "offset {off} beyond {outstanding} outstanding"
+            );
             got[off as usize] = !test || naive(off);
         }
         for off in 0..outstanding {
-            assert_eq!(got[off as usize], naive(off), "base {base} outstanding {outstanding} limit {limit} off {off}");
+            assert_eq!(
+                got[off as usize],
+                naive(off),
+                "base {base} outstanding {outstanding} limit {limit} off {off}"
+            );
         }
     }
 
@@ -1071,7 +1084,13 @@ mod tests {
         const HALF: u32 = 1 << 31;
         for base in [0, 1, 255, HALF - 7, HALF, HALF + 3, u32::MAX - 2, u32::MAX] {
             for outstanding in [0, 1, 2, 63, 200, PATH_WINDOW - 1, PATH_WINDOW] {
-                for centre in [0, HALF - PATH_WINDOW, HALF, HALF + PATH_WINDOW, 0u32.wrapping_sub(PATH_WINDOW)] {
+                for centre in [
+                    0,
+                    HALF - PATH_WINDOW,
+                    HALF,
+                    HALF + PATH_WINDOW,
+                    0u32.wrapping_sub(PATH_WINDOW),
+                ] {
                     for k in 0..600u32 {
                         let limit = base.wrapping_add(centre).wrapping_add(k).wrapping_sub(300);
                         check_before(base, outstanding, limit);
@@ -1131,7 +1150,10 @@ mod tests {
         for s in 1..8 {
             take(&mut rx, s, floors[s as usize]);
         }
-        assert_eq!(acked_seqs(&mut p, &rx.ack(0, 1, 0), 6), [7, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            acked_seqs(&mut p, &rx.ack(0, 1, 0), 6),
+            [7, 1, 2, 3, 4, 5, 6]
+        );
         assert_eq!(p.stats.late_acks, 8);
         assert_eq!(p.lost_slots, 0);
         // Once only.

@@ -12,12 +12,12 @@
 //! the receive queue ([`RecvQueue`]) and memory ([`MemAccess`]).
 
 use super::comp::{CompStats, Completer};
+use super::ext::NakCode;
 use super::opcode::Transport;
 use super::packet::{Packet, Pmtu, TxDesc};
 use super::psn::Psn;
 use super::req::{PostError, ReqStats, Requester, MAX_MSG_PSNS};
 use super::resp::{MemAccess, RecvQueue, RespStats, Responder};
-use super::ext::NakCode;
 use super::wr::{Access, Place, RecvCompletion, SendCompletion, SendWqe, SendWr, WcStatus};
 
 /// Static attributes of a queue pair (the subset of `ib_qp_attr` the

@@ -90,7 +90,12 @@ pub trait MemAccess {
     /// `Err(AccessError::NotPresent)`: nothing placed, the response is
     /// dropped and asked for again (see
     /// [`super::comp::LOCAL_FAULT_WAIT_NS`]).
-    fn place_response(&mut self, _slot: u32, _offset: u32, _data: &[u8]) -> Result<bool, AccessError> {
+    fn place_response(
+        &mut self,
+        _slot: u32,
+        _offset: u32,
+        _data: &[u8],
+    ) -> Result<bool, AccessError> {
         Ok(false)
     }
 
@@ -515,7 +520,10 @@ impl<const R: usize> Responder<R> {
             return Err(invalid(DropReason::OpSequence));
         }
         let need = match info.kind {
-            OpKind::Flush => pkt.hdr.feth.map_or(Access::NONE, |f| flush_access(f.placement)),
+            OpKind::Flush => pkt
+                .hdr
+                .feth
+                .map_or(Access::NONE, |f| flush_access(f.placement)),
             OpKind::Write | OpKind::AtomicWrite => Access::WRITE,
             OpKind::ReadReq => Access::READ,
             OpKind::CmpSwap | OpKind::FetchAdd => Access::ATOMIC,
@@ -547,7 +555,11 @@ impl<const R: usize> Responder<R> {
         let len = payload_len(pkt)?;
         let (wqe, off, fresh) = match self.msg {
             Msg::Send { wqe, off } => (wqe, off, false),
-            _ => (self.held.take().or_else(|| rq.take()).ok_or(Fail::Rnr)?, 0, true),
+            _ => (
+                self.held.take().or_else(|| rq.take()).ok_or(Fail::Rnr)?,
+                0,
+                true,
+            ),
         };
         let end = off.saturating_add(len);
         let mut c = RecvCompletion {
@@ -777,7 +789,13 @@ impl<const R: usize> Responder<R> {
         mem.atomic_write(reth.rkey, reth.va, value)?;
         let p = pkt.hdr.bth.psn;
         self.msn = (self.msn + 1) & 0xFF_FFFF;
-        self.push_res(p, Res::EmptyRead { psn: p, msn: self.msn });
+        self.push_res(
+            p,
+            Res::EmptyRead {
+                psn: p,
+                msn: self.msn,
+            },
+        );
         self.epsn = p.next();
         Ok(RxOutcome::default())
     }
@@ -786,7 +804,11 @@ impl<const R: usize> Responder<R> {
     /// glue's check and barrier ([`MemAccess::flush`]); answered like ATOMIC
     /// WRITE, and like it not executed again for a duplicate (IBTA 1.5
     /// oA19-14 ff.: the response is replayed from the resource).
-    fn exec_flush(&mut self, pkt: &Packet<'_>, mem: &mut impl MemAccess) -> Result<RxOutcome, Fail> {
+    fn exec_flush(
+        &mut self,
+        pkt: &Packet<'_>,
+        mem: &mut impl MemAccess,
+    ) -> Result<RxOutcome, Fail> {
         let (Some(feth), Some(reth)) = (pkt.hdr.feth, pkt.hdr.reth) else {
             return Err(invalid(DropReason::Malformed));
         };
@@ -806,7 +828,13 @@ impl<const R: usize> Responder<R> {
         )?;
         let p = pkt.hdr.bth.psn;
         self.msn = (self.msn + 1) & 0xFF_FFFF;
-        self.push_res(p, Res::EmptyRead { psn: p, msn: self.msn });
+        self.push_res(
+            p,
+            Res::EmptyRead {
+                psn: p,
+                msn: self.msn,
+            },
+        );
         self.epsn = p.next();
         Ok(RxOutcome::default())
     }

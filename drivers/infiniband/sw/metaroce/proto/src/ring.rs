@@ -54,7 +54,10 @@ impl Geometry {
             .and_then(u32::checked_next_power_of_two)
             .filter(|s| *s <= MAX_SLOTS)?;
         let elem = elem_size.next_power_of_two();
-        Some(Self { log2_elem_size: elem.trailing_zeros(), mask: slots - 1 })
+        Some(Self {
+            log2_elem_size: elem.trailing_zeros(),
+            mask: slots - 1,
+        })
     }
 
     /// `log2_elem_size` as the header carries it.
@@ -113,14 +116,20 @@ mod tests {
     #[test]
     fn sizes_round_up_and_limits_hold() {
         let g = Geometry::for_entries(1, 1).unwrap();
-        assert_eq!((g.capacity(), g.elem_size(), g.buf_len()), (1, 1, HEADER_LEN + 2));
+        assert_eq!(
+            (g.capacity(), g.elem_size(), g.buf_len()),
+            (1, 1, HEADER_LEN + 2)
+        );
         // 4 entries need 5 slots: 8.
         let g = Geometry::for_entries(4, 100).unwrap();
         assert_eq!((g.mask(), g.elem_size(), g.log2_elem_size()), (7, 128, 7));
         // 7 entries fit 8 slots exactly.
         assert_eq!(Geometry::for_entries(7, 64).unwrap().mask(), 7);
         assert_eq!(Geometry::for_entries(8, 64).unwrap().mask(), 15);
-        assert_eq!(Geometry::for_entries(MAX_SLOTS - 1, 64).unwrap().mask(), MAX_SLOTS - 1);
+        assert_eq!(
+            Geometry::for_entries(MAX_SLOTS - 1, 64).unwrap().mask(),
+            MAX_SLOTS - 1
+        );
         assert_eq!(Geometry::for_entries(MAX_SLOTS, 64), None);
         assert_eq!(Geometry::for_entries(u32::MAX, 64), None);
         assert_eq!(Geometry::for_entries(0, 64), None);

@@ -231,7 +231,10 @@ mod tests {
         assert_eq!(&got[..n], &[0, 63, 133, 255]);
         assert_eq!(set_bits(&[0u64; 4]).count(), 0);
         for i in 0..256u32 {
-            assert!(set_bits(&bits).any(|b| b == i) == bit_of(&bits, i), "bit {i}");
+            assert!(
+                set_bits(&bits).any(|b| b == i) == bit_of(&bits, i),
+                "bit {i}"
+            );
         }
     }
 

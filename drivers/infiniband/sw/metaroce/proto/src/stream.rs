@@ -545,26 +545,26 @@ impl<const K: usize> Default for RxStream<K> {
 impl<const K: usize> RxStream<K> {
     /// A closed stream with nothing received.
     pub const EMPTY: Self = RxStream {
-            local_qpn: 0,
-            open: false,
-            slots: [RxMsg {
-                active: false,
-                done: RecvDone {
-                    msn: 0,
-                    op: MrcOp::Write,
-                    rsn: 0,
-                    len: 0,
-                    imm: 0,
-                    se: false,
-                    refused: None,
-                    invalidated: None,
-                },
-                placed: 0,
-                inv_rkey: 0,
-            }; K],
-            head: 0,
-            rsn_head: 0,
-        };
+        local_qpn: 0,
+        open: false,
+        slots: [RxMsg {
+            active: false,
+            done: RecvDone {
+                msn: 0,
+                op: MrcOp::Write,
+                rsn: 0,
+                len: 0,
+                imm: 0,
+                se: false,
+                refused: None,
+                invalidated: None,
+            },
+            placed: 0,
+            inv_rkey: 0,
+        }; K],
+        head: 0,
+        rsn_head: 0,
+    };
 }
 
 /// The length a receiving stream counts for message `h`: a request holds

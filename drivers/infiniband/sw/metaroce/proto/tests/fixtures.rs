@@ -1,8 +1,8 @@
 //! Parses every packet in `tests/fixtures/*.hex` and checks its ICRC.
 
 use metaroce_proto::icrc::{
-    icrc_compute, icrc_compute_rxe_flush, icrc_verify, icrc_write, icrc_write_rxe_flush, IPV4_HDR_LEN,
-    IPV6_HDR_LEN, UDP_HDR_LEN,
+    icrc_compute, icrc_compute_rxe_flush, icrc_verify, icrc_write, icrc_write_rxe_flush,
+    IPV4_HDR_LEN, IPV6_HDR_LEN, UDP_HDR_LEN,
 };
 use metaroce_proto::opcode::Opcode;
 use metaroce_proto::packet::{build, parse};
@@ -112,22 +112,36 @@ fn rxe_flush_requests_carry_rxe_icrc() {
         let (ip, udp, ib) = split(&pkt);
         let p = parse(ib).unwrap();
         assert_eq!(p.hdr.bth.opcode, Opcode::RcFlush, "{name}");
-        assert!(p.hdr.feth.is_some() && p.hdr.reth.is_some() && p.payload.is_empty(), "{name}");
+        assert!(
+            p.hdr.feth.is_some() && p.hdr.reth.is_some() && p.payload.is_empty(),
+            "{name}"
+        );
         let (body, _) = ib.split_at(ib.len() - 4);
-        assert_ne!(p.icrc, icrc_compute(ip, udp, body).unwrap(), "{name}: IBTA ICRC");
+        assert_ne!(
+            p.icrc,
+            icrc_compute(ip, udp, body).unwrap(),
+            "{name}: IBTA ICRC"
+        );
         let mut ours = ib.to_vec();
         icrc_write_rxe_flush(ip, udp, &mut ours).unwrap();
         assert_eq!(ours, ib, "{name}: rdma_rxe's trailer");
         icrc_write(ip, udp, &mut ours).unwrap();
         assert_ne!(ours, ib, "{name}");
-        assert_eq!(icrc_verify(ip, udp, &ours), Ok(()), "{name}: the IBTA form is accepted too");
+        assert_eq!(
+            icrc_verify(ip, udp, &ours),
+            Ok(()),
+            "{name}: the IBTA form is accepted too"
+        );
         // The second form is for FLUSH only: the same bytes as a READ request do not verify.
         let mut read = ib.to_vec();
         read[0] = Opcode::RcReadRequest as u8;
         let k = read.len() - 4;
         let rxe_form = icrc_compute_rxe_flush(ip, udp, &read[..k]).unwrap();
         read[k..].copy_from_slice(&rxe_form.to_le_bytes());
-        assert!(icrc_verify(ip, udp, &read).is_err(), "{name}: rdma_rxe's form on a READ");
+        assert!(
+            icrc_verify(ip, udp, &read).is_err(),
+            "{name}: rdma_rxe's form on a READ"
+        );
     }
     assert_eq!(n, 2);
 }

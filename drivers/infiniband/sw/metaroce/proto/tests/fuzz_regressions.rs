@@ -34,7 +34,10 @@ struct Rq(u64);
 impl RecvQueue for Rq {
     fn take(&mut self) -> Option<RecvWqe> {
         self.0 += 1;
-        Some(RecvWqe { id: self.0 - 1, len: 4096 })
+        Some(RecvWqe {
+            id: self.0 - 1,
+            len: 4096,
+        })
     }
 }
 
@@ -74,15 +77,33 @@ fn uc_refused_write_keeps_the_held_receive_wqe() {
     };
     // A SEND starts in WQE 0; its last packet is lost.
     let out = rx(&mut qp, &packet(Opcode::UcSendFirst, 100, 256, None));
-    assert_eq!(out.place, Some(Place::Recv { id: 0, offset: 0, len: 256 }));
+    assert_eq!(
+        out.place,
+        Some(Place::Recv {
+            id: 0,
+            offset: 0,
+            len: 256
+        })
+    );
     // A WRITE starts after the gap: the SEND is abandoned (WQE 0 kept for
     // the next message) and the WRITE's memory check fails.
-    let reth = Reth { va: 0x1000, rkey: 1, len: 256 };
+    let reth = Reth {
+        va: 0x1000,
+        rkey: 1,
+        len: 256,
+    };
     let out = rx(&mut qp, &packet(Opcode::UcWriteOnly, 102, 256, Some(reth)));
     assert_eq!(out.drop, Some(DropReason::AccessDenied));
     // The next SEND lands in, and completes, WQE 0.
     let out = rx(&mut qp, &packet(Opcode::UcSendOnly, 103, 8, None));
-    assert_eq!(out.place, Some(Place::Recv { id: 0, offset: 0, len: 8 }));
+    assert_eq!(
+        out.place,
+        Some(Place::Recv {
+            id: 0,
+            offset: 0,
+            len: 8
+        })
+    );
     let c = out.completion.unwrap();
     assert_eq!((c.id, c.status, c.byte_len), (0, WcStatus::Success, 8));
     assert_eq!(rq.0, 1, "a second WQE was taken");
@@ -119,11 +140,22 @@ fn native_no_success_after_retry_exceeded() {
         cfg.paths = 1;
         cfg.max_retx = 0;
         let mut c = Box::new(C::new(cfg));
-        assert!(c.open_stream(0, if id == 1 { 100 } else { 200 }, if id == 1 { 200 } else { 100 }));
+        assert!(c.open_stream(
+            0,
+            if id == 1 { 100 } else { 200 },
+            if id == 1 { 200 } else { 100 }
+        ));
         c
     };
     let (mut a, mut b) = (mk(1), mk(2));
-    let send = MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false };
+    let send = MsgDesc {
+        op: MrcOp::Send,
+        len: 4,
+        va: 0,
+        rkey: 0,
+        imm: 0,
+        se: false,
+    };
     assert_eq!(a.post(0, send), Ok(0));
     assert_eq!(a.post(0, send), Ok(1));
     let mut wire = Vec::new();
@@ -139,15 +171,24 @@ fn native_no_success_after_retry_exceeded() {
     // connection.
     b.on_packet(10, &wire[1], false, 50_000, 0).unwrap();
     let t = b.poll_transmit(10, &mut buf).unwrap();
-    a.on_packet(20, &buf[..t.hdr_len], false, 50_000, 0).unwrap();
+    a.on_packet(20, &buf[..t.hdr_len], false, 50_000, 0)
+        .unwrap();
     assert!(a.poll_transmit(20, &mut buf).is_none());
     assert_eq!(a.state(), ConnState::Failed);
     let done: Vec<_> = core::iter::from_fn(|| a.poll_completion()).collect();
     assert_eq!(
         done,
         [
-            Completion::Send { stream: 0, msn: 0, status: SendStatus::RetryExceeded },
-            Completion::Send { stream: 0, msn: 1, status: SendStatus::Flushed },
+            Completion::Send {
+                stream: 0,
+                msn: 0,
+                status: SendStatus::RetryExceeded
+            },
+            Completion::Send {
+                stream: 0,
+                msn: 1,
+                status: SendStatus::Flushed
+            },
         ]
     );
 }
@@ -171,7 +212,14 @@ fn one_path_pair() -> (Box<OnePath>, Box<OnePath>) {
 /// A 4-byte SEND.
 fn tiny_send() -> metaroce_proto::stream::MsgDesc {
     use metaroce_proto::mrc_wire::MrcOp;
-    metaroce_proto::stream::MsgDesc { op: MrcOp::Send, len: 4, va: 0, rkey: 0, imm: 0, se: false }
+    metaroce_proto::stream::MsgDesc {
+        op: MrcOp::Send,
+        len: 4,
+        va: 0,
+        rkey: 0,
+        imm: 0,
+        se: false,
+    }
 }
 
 /// Found by the `conn` target: with a rate hint so small that the paced
@@ -192,16 +240,26 @@ fn native_tiny_rate_hint_still_paces() {
     // Delivered CE-marked; the receiving device's fair share is 1 kbit/s.
     b.on_packet(10, &p, true, 50_000, 1).unwrap();
     let t = b.poll_transmit(10, &mut buf).unwrap();
-    a.on_packet(20, &buf[..t.hdr_len], false, 50_000, 0).unwrap();
+    a.on_packet(20, &buf[..t.hdr_len], false, 50_000, 0)
+        .unwrap();
     assert_eq!(a.conn_window().1, 1);
     // Two more messages: the first leaves, the second waits for the pacer
     // ((4 + 126) bytes at 1 kbit/s or less: at least 1.04 s).
     a.post(0, send).unwrap();
     a.post(0, send).unwrap();
     assert!(a.poll_transmit(100, &mut buf).is_some());
-    assert!(a.poll_transmit(100, &mut buf).is_none(), "second packet not paced");
-    assert!(a.poll_transmit(100 + 1_000_000_000, &mut buf).is_none(), "paced faster than 1 kbit/s");
-    assert!(a.poll_transmit(100 + 130 * 8_000_000, &mut buf).is_some(), "pacer never lets it go");
+    assert!(
+        a.poll_transmit(100, &mut buf).is_none(),
+        "second packet not paced"
+    );
+    assert!(
+        a.poll_transmit(100 + 1_000_000_000, &mut buf).is_none(),
+        "paced faster than 1 kbit/s"
+    );
+    assert!(
+        a.poll_transmit(100 + 130 * 8_000_000, &mut buf).is_some(),
+        "pacer never lets it go"
+    );
 }
 
 /// Found by reading the kernel's receive path for the native injector
@@ -222,7 +280,8 @@ fn a_new_rate_hint_retimes_the_running_gap() {
         p.resize(t.hdr_len + 4, 0);
         b.on_packet(now + 10, &p, false, 50_000, hint).unwrap();
         let t = b.poll_transmit(now + 10, &mut buf).unwrap();
-        a.on_packet(now + 20, &buf[..t.hdr_len], false, 50_000, 0).unwrap();
+        a.on_packet(now + 20, &buf[..t.hdr_len], false, 50_000, 0)
+            .unwrap();
     };
     a.post(0, send).unwrap();
     exchange(&mut a, &mut b, 0, 1);
@@ -234,7 +293,10 @@ fn a_new_rate_hint_retimes_the_running_gap() {
     // The 1 Gbit/s hint arrived at 120 ns: the gap of that packet at 1
     // Gbit/s (1040 ns) is over by 2 us, not after 1.04 s.
     assert_eq!(a.conn_window().1, 1_000_000);
-    assert!(a.poll_transmit(2_000, &mut buf).is_some(), "the stale 1 kbit/s gap still holds the sender");
+    assert!(
+        a.poll_transmit(2_000, &mut buf).is_some(),
+        "the stale 1 kbit/s gap still holds the sender"
+    );
 }
 
 /// Found by the `requester` target once it modelled local WQEs: a local WQE
@@ -251,7 +313,13 @@ fn local_wqe_posted_in_the_error_state_is_flushed() {
         let mut qp = Qp::<4>::new(cfg).unwrap();
         let mut sq = vec![SendWqe::default(); cfg.sq_depth as usize];
         qp.set_error();
-        let wr = SendWr { wr_id: 7, op: SendOp::Local, len: 0, signaled: true, ..Default::default() };
+        let wr = SendWr {
+            wr_id: 7,
+            op: SendOp::Local,
+            len: 0,
+            signaled: true,
+            ..Default::default()
+        };
         qp.post_send(&mut sq, wr).unwrap();
         let c = qp.poll_send_completion(&mut sq).expect("no completion");
         assert_eq!((c.wr_id, c.status), (7, WcStatus::WrFlushErr), "{t:?}");
@@ -275,7 +343,13 @@ fn retry_exceeded_is_not_given_to_a_local_wqe() {
     cfg.retry_cnt = 0;
     let mut qp = Qp::<4>::new(cfg).unwrap();
     let mut sq = vec![SendWqe::default(); cfg.sq_depth as usize];
-    let wr = |id, op, len| SendWr { wr_id: id, op, len, signaled: true, ..Default::default() };
+    let wr = |id, op, len| SendWr {
+        wr_id: id,
+        op,
+        len,
+        signaled: true,
+        ..Default::default()
+    };
     // The local WQE is passed as it is posted (idle QP); the SEND is never
     // acknowledged and its ACK timer, with no retry left, fails the QP.
     qp.post_send(&mut sq, wr(1, SendOp::Local, 0)).unwrap();
@@ -284,7 +358,11 @@ fn retry_exceeded_is_not_given_to_a_local_wqe() {
     let t = qp.next_deadline().expect("no ACK timer");
     qp.on_timer(t, &mut sq);
     assert!(qp.is_error());
-    let st: Vec<_> = core::iter::from_fn(|| qp.poll_send_completion(&mut sq).map(|c| (c.wr_id, c.status))).collect();
+    let st: Vec<_> = core::iter::from_fn(|| {
+        qp.poll_send_completion(&mut sq)
+            .map(|c| (c.wr_id, c.status))
+    })
+    .collect();
     assert_eq!(st, [(1, WcStatus::Success), (2, WcStatus::RetryExcErr)]);
 }
 
@@ -360,11 +438,16 @@ fn native_forged_dsn_half_space_away_moves_nothing() {
         sent.push(p);
     }
     for p in &sent {
-        assert!(matches!(b.on_packet(10, p, false, 50_000, 0), Ok(RxEvent::Data(_))));
+        assert!(matches!(
+            b.on_packet(10, p, false, 50_000, 0),
+            Ok(RxEvent::Data(_))
+        ));
     }
     // The same forgery twice, Dsn 2 + 2^31 (the cumulative Dsn is 2), then
     // one just inside half the space behind.
-    let Ok(MrcPacket::Data(mut h, _)) = parse(&sent[1]) else { panic!() };
+    let Ok(MrcPacket::Data(mut h, _)) = parse(&sent[1]) else {
+        panic!()
+    };
     let mut forged_results = Vec::new();
     for dsn in [2 + (1u32 << 31), 2 + (1 << 31), 2 + (1 << 31) + 10] {
         h.dsn = dsn;
@@ -375,7 +458,11 @@ fn native_forged_dsn_half_space_away_moves_nothing() {
     }
     // The genuine packets again (retransmissions after a lost ACK): duplicates.
     for (i, p) in sent.iter().enumerate() {
-        assert_eq!(b.on_packet(30, p, false, 50_000, 0), Ok(RxEvent::Duplicate), "Dsn {i} placed twice");
+        assert_eq!(
+            b.on_packet(30, p, false, 50_000, 0),
+            Ok(RxEvent::Duplicate),
+            "Dsn {i} placed twice"
+        );
     }
     assert_eq!(forged_results, [Ok(RxEvent::Duplicate); 3]);
 }

@@ -39,7 +39,6 @@ fn msg(op: MrcOp, len: u32) -> MsgDesc {
     }
 }
 
-
 /// Bytes of the responder's memory region of each stream (streams use
 /// disjoint regions, so each stream's verbs order alone defines the data).
 const REGION: u64 = 1 << 18;
@@ -256,7 +255,16 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
             .min();
         now = match (next_arrival, next_timer) {
             (Some(x), Some(y)) => x.min(y),
-            (x, y) => x.or(y).unwrap_or_else(|| panic!("nothing in flight and no timer: {} sent {:?}, {} received, a {:?} b {:?}", out.sends.len(), out.sends.last(), out.recvs.len(), a.outstanding(1), b.outstanding(1))),
+            (x, y) => x.or(y).unwrap_or_else(|| {
+                panic!(
+                    "nothing in flight and no timer: {} sent {:?}, {} received, a {:?} b {:?}",
+                    out.sends.len(),
+                    out.sends.last(),
+                    out.recvs.len(),
+                    a.outstanding(1),
+                    b.outstanding(1)
+                )
+            }),
         }
         .max(now);
         let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
@@ -268,10 +276,16 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
             match ev {
                 Ok(RxEvent::Data(p)) if to_b => {
                     assert_eq!(usize::from(p.len), data.len());
-                    assert!(!refusing.contains(&(p.stream, p.msn)), "refused message placed: {p:?}");
+                    assert!(
+                        !refusing.contains(&(p.stream, p.msn)),
+                        "refused message placed: {p:?}"
+                    );
                     let key_ok = p.rkey == RKEY || live.contains(&p.rkey);
                     let bad = p.op.is_write()
-                        && (!key_ok || !p.va.checked_sub(BASE).is_some_and(|o| o + u64::from(lens[&(p.stream, p.msn)]) <= 2 * REGION));
+                        && (!key_ok
+                            || !p.va.checked_sub(BASE).is_some_and(|o| {
+                                o + u64::from(lens[&(p.stream, p.msn)]) <= 2 * REGION
+                            }));
                     assert!(p.invalidate.is_none() || p.op == MrcOp::SendInv, "{p:?}");
                     if let Some(k) = p.invalidate {
                         // The glue: invalidate the window, or refuse the message.
@@ -285,7 +299,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     } else if bad {
                         // The glue's refusal, right after the packet, before any transmit.
                         assert!(b.refuse(p.stream, p.msn, NakCode::RemoteAccess));
-                        assert!(!b.refuse(p.stream, p.msn, NakCode::RemoteAccess), "refused twice");
+                        assert!(
+                            !b.refuse(p.stream, p.msn, NakCode::RemoteAccess),
+                            "refused twice"
+                        );
                         refusing.insert((p.stream, p.msn));
                     } else if p.op.is_write() {
                         let o = (p.va + u64::from(p.offset) - BASE) as usize;
@@ -344,7 +361,10 @@ fn loopback(seed: u64, loss: u64, msgs: &[Op]) -> Outcome {
                     if done.op == MrcOp::SendInv {
                         // The key was invalidated before this completion.
                         if let Some(k) = done.invalidated {
-                            assert!(out.invalidations.contains(&(stream, done.msn, k)), "{done:?} before its invalidation");
+                            assert!(
+                                out.invalidations.contains(&(stream, done.msn, k)),
+                                "{done:?} before its invalidation"
+                            );
                         }
                         out.inv_done.push((stream, done.msn, done.invalidated));
                     } else {
@@ -492,7 +512,10 @@ fn check_order(msgs: &[Op], out: &Outcome) {
             .map(|(i, m)| (s, i as u32, m.refusal().1))
             .collect();
         let got_refused: Vec<_> = out.refused.iter().filter(|c| c.0 == s).copied().collect();
-        assert_eq!(got_refused, want_refused, "refused receive completions, stream {s}");
+        assert_eq!(
+            got_refused, want_refused,
+            "refused receive completions, stream {s}"
+        );
         // Every SEND_INV not refused invalidated its key exactly once, and
         // its receive completion names it; a refused one invalidated none.
         let inv: Vec<_> = want
@@ -684,7 +707,13 @@ fn refused_write_completes_in_order_with_remote_access() {
     for (seed, loss) in (1..=20).zip([0, 10, 20, 30].into_iter().cycle()) {
         let out = loopback(seed, loss, &w);
         check_order(&w, &out);
-        assert_eq!(out.sends.iter().filter(|c| c.2 == SendStatus::RemoteAccess).count(), 3);
+        assert_eq!(
+            out.sends
+                .iter()
+                .filter(|c| c.2 == SendStatus::RemoteAccess)
+                .count(),
+            3
+        );
         assert_eq!(out.refused.len(), 3);
         retx += out.retx;
     }
@@ -815,7 +844,10 @@ fn closed_stream_is_abandoned_and_its_data_acknowledged() {
 fn restarted_peer_is_accepted_after_reset_receiver() {
     let (mut a, mut b) = pair();
     a.post(0, msg(MrcOp::Send, 10)).unwrap();
-    assert!(matches!(deliver(&mut a, &mut b, 0).as_slice(), [Ok(RxEvent::Data(_))]));
+    assert!(matches!(
+        deliver(&mut a, &mut b, 0).as_slice(),
+        [Ok(RxEvent::Data(_))]
+    ));
     assert_eq!(b.peer_conn(), Some(11));
     // `a` restarts: a new connection with a new id and the same streams.
     let mut cfg = ConnConfig::new(33);
@@ -829,7 +861,11 @@ fn restarted_peer_is_accepted_after_reset_receiver() {
     b.reset_receiver();
     a2.on_timer(50_000_000);
     let got = deliver(&mut a2, &mut b, 50_000_000);
-    assert!(got.iter().any(|r| matches!(r, Ok(RxEvent::Data(p)) if p.msn == 0)), "{got:?}");
+    assert!(
+        got.iter()
+            .any(|r| matches!(r, Ok(RxEvent::Data(p)) if p.msn == 0)),
+        "{got:?}"
+    );
     assert_eq!(b.peer_conn(), Some(33));
     // b's sending half kept its state: its stream to a still works for the old peer's ids.
     assert_eq!(b.state(), ConnState::Active);
@@ -914,7 +950,11 @@ proptest! {
 
 /// A READ of `len` bytes at [`BASE`] under [`RKEY`].
 fn read_of(len: u32) -> MsgDesc {
-    MsgDesc { va: BASE, rkey: RKEY, ..msg(MrcOp::Read, len) }
+    MsgDesc {
+        va: BASE,
+        rkey: RKEY,
+        ..msg(MrcOp::Read, len)
+    }
 }
 
 /// Every packet `from` has now, as bytes (payloads zero).
@@ -1184,7 +1224,11 @@ fn request_under_a_second_dsn_is_not_carried_out_again() {
 fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
     use metaroce_proto::conn::RxDrop;
     let (mut a, mut b) = pair();
-    let w = |len| MsgDesc { va: 0x1000, rkey: 5, ..msg(MrcOp::Write, len) };
+    let w = |len| MsgDesc {
+        va: 0x1000,
+        rkey: 5,
+        ..msg(MrcOp::Write, len)
+    };
     a.post(0, w(3000)).unwrap(); // Msn 0: 3 packets
     a.post(0, msg(MrcOp::Send, 10)).unwrap(); // Msn 1
     let pkts = drain(&mut a, 0);
@@ -1197,7 +1241,10 @@ fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
     assert!(!b.refuse(0, 0, NakCode::RemoteAccess), "refused twice");
     // Message 1 is complete and no longer the one just received: too late.
     assert!(!b.refuse(0, 1, NakCode::RemoteAccess));
-    assert_eq!(on(&mut b, &pkts[1]), Ok(RxEvent::Refused(NakCode::RemoteOperation)));
+    assert_eq!(
+        on(&mut b, &pkts[1]),
+        Ok(RxEvent::Refused(NakCode::RemoteOperation))
+    );
     // The completing packet waits for the NAK's acknowledgement.
     assert_eq!(on(&mut b, &pkts[2]), Err(RxDrop::NakPending));
     assert_eq!(b.poll_completion(), None);
@@ -1210,12 +1257,18 @@ fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
         loop {
             let to_a = drain(&mut b, now);
             for p in &to_a {
-                assert!(!matches!(a.on_packet(now, p, false, 50_000, 0), Ok(RxEvent::Data(_))));
+                assert!(!matches!(
+                    a.on_packet(now, p, false, 50_000, 0),
+                    Ok(RxEvent::Data(_))
+                ));
             }
             let to_b = drain(&mut a, now);
             for p in &to_b {
                 let r = b.on_packet(now, p, false, 50_000, 0);
-                assert!(!matches!(r, Ok(RxEvent::Data(_))), "placed after the refusal: {r:?}");
+                assert!(
+                    !matches!(r, Ok(RxEvent::Data(_))),
+                    "placed after the refusal: {r:?}"
+                );
             }
             if to_a.is_empty() && to_b.is_empty() {
                 break;
@@ -1226,15 +1279,28 @@ fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
         if sends.len() == 2 && recvs.len() == 2 {
             break;
         }
-        now = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min().unwrap_or(now).max(now + 1);
+        now = [a.next_deadline(), b.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now)
+            .max(now + 1);
         a.on_timer(now);
         b.on_timer(now);
     }
     assert_eq!(
         sends,
         [
-            Completion::Send { stream: 0, msn: 0, status: SendStatus::RemoteOperation },
-            Completion::Send { stream: 0, msn: 1, status: SendStatus::Ok },
+            Completion::Send {
+                stream: 0,
+                msn: 0,
+                status: SendStatus::RemoteOperation
+            },
+            Completion::Send {
+                stream: 0,
+                msn: 1,
+                status: SendStatus::Ok
+            },
         ]
     );
     let got: Vec<_> = recvs
@@ -1244,11 +1310,25 @@ fn refusal_of_an_incomplete_message_and_what_cannot_be_refused() {
             c => panic!("{c:?}"),
         })
         .collect();
-    assert_eq!(got, [(0, 3000, Some(NakCode::RemoteOperation)), (1, 10, None)]);
+    assert_eq!(
+        got,
+        [(0, 3000, Some(NakCode::RemoteOperation)), (1, 10, None)]
+    );
     // A READ request is answered with `respond`, not refused.
-    a.post(0, MsgDesc { va: 0x1000, rkey: 5, ..msg(MrcOp::Read, 100) }).unwrap();
+    a.post(
+        0,
+        MsgDesc {
+            va: 0x1000,
+            rkey: 5,
+            ..msg(MrcOp::Read, 100)
+        },
+    )
+    .unwrap();
     let p = drain(&mut a, now + 1);
-    assert!(matches!(b.on_packet(now + 1, &p[0], false, 50_000, 0), Ok(RxEvent::Request(_))));
+    assert!(matches!(
+        b.on_packet(now + 1, &p[0], false, 50_000, 0),
+        Ok(RxEvent::Request(_))
+    ));
     assert!(!b.refuse(0, 2, NakCode::RemoteAccess));
     assert_eq!(a.state(), ConnState::Active);
 }
@@ -1271,7 +1351,12 @@ fn inv_workload() -> Vec<Op> {
                 },
                 1 => Op {
                     rkey: window,
-                    ..Op::new(s, MrcOp::SendInv, (i * 2_477) % 4500 * u32::from(i != 13), 0)
+                    ..Op::new(
+                        s,
+                        MrcOp::SendInv,
+                        (i * 2_477) % 4500 * u32::from(i != 13),
+                        0,
+                    )
                 },
                 2 => Op::new(s, MrcOp::Send, (i * 377) % 3000, 0),
                 3 => Op::new(s, MrcOp::Write, (i * 97) % 3000 + 1, slot + 4000),
@@ -1298,7 +1383,12 @@ fn inv_workload() -> Vec<Op> {
 #[test]
 fn send_inv_invalidates_once_after_earlier_writes_in_verbs_order() {
     let w = inv_workload();
-    assert!(w.iter().filter(|m| m.op == MrcOp::SendInv && m.len > 2048).count() >= 4);
+    assert!(
+        w.iter()
+            .filter(|m| m.op == MrcOp::SendInv && m.len > 2048)
+            .count()
+            >= 4
+    );
     assert!(w.iter().any(|m| m.op == MrcOp::SendInv && m.len == 0));
     let mut retx = 0;
     for (seed, loss) in (1..=24).zip([0, 10, 20, 30].into_iter().cycle()) {
@@ -1306,7 +1396,10 @@ fn send_inv_invalidates_once_after_earlier_writes_in_verbs_order() {
         check_order(&w, &out);
         assert_eq!(out.invalidations.len(), 12, "seed {seed}");
         assert_eq!(
-            out.sends.iter().filter(|c| c.2 == SendStatus::RemoteInvalid).count(),
+            out.sends
+                .iter()
+                .filter(|c| c.2 == SendStatus::RemoteInvalid)
+                .count(),
             2
         );
         retx += out.retx;
@@ -1327,31 +1420,60 @@ fn hdr_of(p: &[u8]) -> metaroce_proto::mrc_wire::DataHdr {
 #[test]
 fn send_inv_one_packet_waits_for_older_messages_and_names_its_key_once() {
     let (mut a, mut b) = pair();
-    let inv = MsgDesc { rkey: 0x1234_5678, ..msg(MrcOp::SendInv, 300) };
+    let inv = MsgDesc {
+        rkey: 0x1234_5678,
+        ..msg(MrcOp::SendInv, 300)
+    };
     a.post(0, msg(MrcOp::Send, 10)).unwrap();
     a.post(0, inv).unwrap();
     // A message of the other stream is not held by it.
     a.post(1, msg(MrcOp::Send, 10)).unwrap();
     let first = drain(&mut a, 0);
-    assert_eq!(data_ops(&first), [MrcOp::Send, MrcOp::Send], "SEND_INV left before the SEND completed");
+    assert_eq!(
+        data_ops(&first),
+        [MrcOp::Send, MrcOp::Send],
+        "SEND_INV left before the SEND completed"
+    );
     for p in &first {
-        assert!(matches!(b.on_packet(1, p, false, 7, 0), Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()));
+        assert!(
+            matches!(b.on_packet(1, p, false, 7, 0), Ok(RxEvent::Data(pl)) if pl.invalidate.is_none())
+        );
     }
     for p in drain(&mut b, 2) {
         assert_eq!(a.on_packet(3, &p, false, 9, 0), Ok(RxEvent::Ack));
     }
-    assert!(matches!(a.poll_completion(), Some(Completion::Send { stream: 0, msn: 0, status: SendStatus::Ok })));
+    assert!(matches!(
+        a.poll_completion(),
+        Some(Completion::Send {
+            stream: 0,
+            msn: 0,
+            status: SendStatus::Ok
+        })
+    ));
     let pkts = drain(&mut a, 4);
     assert_eq!(data_ops(&pkts), [MrcOp::SendInv]);
     let h = hdr_of(&pkts[0]);
-    assert_eq!((h.msn, h.rsn, h.rkey, h.va, h.imm, h.len), (1, 1, 0x1234_5678, 0, 0, 300));
+    assert_eq!(
+        (h.msn, h.rsn, h.rkey, h.va, h.imm, h.len),
+        (1, 1, 0x1234_5678, 0, 0, 300)
+    );
     let r = b.on_packet(5, &pkts[0], false, 7, 0);
-    let Ok(RxEvent::Data(pl)) = r else { panic!("{r:?}") };
-    assert_eq!((pl.op, pl.msn, pl.rsn, pl.len, pl.invalidate), (MrcOp::SendInv, 1, 1, 300, Some(0x1234_5678)));
-    assert_eq!(b.on_packet(6, &pkts[0], false, 7, 0), Ok(RxEvent::Duplicate));
+    let Ok(RxEvent::Data(pl)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        (pl.op, pl.msn, pl.rsn, pl.len, pl.invalidate),
+        (MrcOp::SendInv, 1, 1, 300, Some(0x1234_5678))
+    );
+    assert_eq!(
+        b.on_packet(6, &pkts[0], false, 7, 0),
+        Ok(RxEvent::Duplicate)
+    );
     let got: Vec<_> = std::iter::from_fn(|| b.poll_completion())
         .map(|c| match c {
-            Completion::Recv { stream, done } => (stream, done.msn, done.op, done.len, done.invalidated),
+            Completion::Recv { stream, done } => {
+                (stream, done.msn, done.op, done.len, done.invalidated)
+            }
             c => panic!("{c:?}"),
         })
         .collect();
@@ -1377,25 +1499,45 @@ fn send_inv_several_packets_name_the_key_on_the_completing_one() {
     use metaroce_proto::conn::RxDrop;
     use metaroce_proto::stream::StreamDrop;
     let (mut a, mut b) = pair();
-    a.post(1, MsgDesc { rkey: 0x4242, ..msg(MrcOp::SendInv, 3500) }).unwrap();
+    a.post(
+        1,
+        MsgDesc {
+            rkey: 0x4242,
+            ..msg(MrcOp::SendInv, 3500)
+        },
+    )
+    .unwrap();
     let pkts = drain(&mut a, 0);
     assert_eq!(data_ops(&pkts), [MrcOp::SendInv; 4]);
     for p in &pkts {
         let h = hdr_of(p);
-        assert_eq!((h.rkey, h.va, h.msg_len), (0x4242, 0, 3500), "every packet carries the key");
+        assert_eq!(
+            (h.rkey, h.va, h.msg_len),
+            (0x4242, 0, 3500),
+            "every packet carries the key"
+        );
     }
     let on = |b: &mut C, p: &[u8]| b.on_packet(1, p, false, 7, 0);
     for i in [3, 1, 0] {
         let r = on(&mut b, &pkts[i]);
-        assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate.is_none() && pl.op == MrcOp::SendInv), "{i}: {r:?}");
+        assert!(
+            matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate.is_none() && pl.op == MrcOp::SendInv),
+            "{i}: {r:?}"
+        );
         assert_eq!(on(&mut b, &pkts[i]), Ok(RxEvent::Duplicate));
     }
     // A packet of the message naming another key (forged or corrupted).
     let mut other = pkts[2].clone();
     other[48..52].copy_from_slice(&0x4343u32.to_be_bytes());
-    assert_eq!(on(&mut b, &other), Err(RxDrop::Stream(StreamDrop::Inconsistent)));
+    assert_eq!(
+        on(&mut b, &other),
+        Err(RxDrop::Stream(StreamDrop::Inconsistent))
+    );
     let r = on(&mut b, &pkts[2]);
-    assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate == Some(0x4242) && pl.offset == 2048), "{r:?}");
+    assert!(
+        matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate == Some(0x4242) && pl.offset == 2048),
+        "{r:?}"
+    );
     assert_eq!(on(&mut b, &pkts[2]), Ok(RxEvent::Duplicate));
     // The same segment under another Dsn while the completion is not yet
     // polled: not a second invalidation.
@@ -1403,7 +1545,10 @@ fn send_inv_several_packets_name_the_key_on_the_completing_one() {
     let dsn = u32::from_be_bytes(again[20..24].try_into().unwrap()) + 9;
     again[20..24].copy_from_slice(&dsn.to_be_bytes());
     let r = on(&mut b, &again);
-    assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()), "{r:?}");
+    assert!(
+        matches!(r, Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()),
+        "{r:?}"
+    );
     let done: Vec<_> = std::iter::from_fn(|| b.poll_completion()).collect();
     assert!(
         matches!(done[..], [Completion::Recv { stream: 1, done }] if done.len == 3500 && done.invalidated == Some(0x4242) && done.refused.is_none()),
@@ -1419,16 +1564,30 @@ fn send_inv_several_packets_name_the_key_on_the_completing_one() {
 fn refused_send_inv_completes_in_error_at_both_ends() {
     use metaroce_proto::conn::RxDrop;
     let (mut a, mut b) = pair();
-    a.post(0, MsgDesc { rkey: 0x999, ..msg(MrcOp::SendInv, 1500) }).unwrap();
+    a.post(
+        0,
+        MsgDesc {
+            rkey: 0x999,
+            ..msg(MrcOp::SendInv, 1500)
+        },
+    )
+    .unwrap();
     let pkts = drain(&mut a, 0);
     assert_eq!(pkts.len(), 2);
-    assert!(matches!(b.on_packet(1, &pkts[1], false, 7, 0), Ok(RxEvent::Data(pl)) if pl.invalidate.is_none()));
+    assert!(
+        matches!(b.on_packet(1, &pkts[1], false, 7, 0), Ok(RxEvent::Data(pl)) if pl.invalidate.is_none())
+    );
     let r = b.on_packet(1, &pkts[0], false, 7, 0);
-    let Ok(RxEvent::Data(pl)) = r else { panic!("{r:?}") };
+    let Ok(RxEvent::Data(pl)) = r else {
+        panic!("{r:?}")
+    };
     assert_eq!(pl.invalidate, Some(0x999));
     assert!(b.refuse(0, 0, NakCode::InvalidRequest));
     // Its copy is held until the NAK is acknowledged.
-    assert_eq!(b.on_packet(2, &pkts[0], false, 7, 0), Err(RxDrop::NakPending));
+    assert_eq!(
+        b.on_packet(2, &pkts[0], false, 7, 0),
+        Err(RxDrop::NakPending)
+    );
     let mut now = 3;
     let (mut sends, mut recvs) = (Vec::new(), Vec::new());
     for _ in 0..200 {
@@ -1451,11 +1610,23 @@ fn refused_send_inv_completes_in_error_at_both_ends() {
         if !sends.is_empty() && !recvs.is_empty() {
             break;
         }
-        now = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min().unwrap_or(now).max(now + 1);
+        now = [a.next_deadline(), b.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now)
+            .max(now + 1);
         a.on_timer(now);
         b.on_timer(now);
     }
-    assert_eq!(sends, [Completion::Send { stream: 0, msn: 0, status: SendStatus::RemoteInvalid }]);
+    assert_eq!(
+        sends,
+        [Completion::Send {
+            stream: 0,
+            msn: 0,
+            status: SendStatus::RemoteInvalid
+        }]
+    );
     assert!(
         matches!(recvs[..], [Completion::Recv { stream: 0, done }] if done.op == MrcOp::SendInv && done.refused == Some(NakCode::InvalidRequest) && done.invalidated.is_none()),
         "{recvs:?}"
@@ -1505,8 +1676,13 @@ fn pump(
             }
         }
         let arrival = wire.iter().map(|w| w.0).min();
-        let timer = [a.next_deadline(), b.next_deadline()].into_iter().flatten().min();
-        let Some(next) = [arrival, timer].into_iter().flatten().min() else { break };
+        let timer = [a.next_deadline(), b.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(next) = [arrival, timer].into_iter().flatten().min() else {
+            break;
+        };
         *now = next.max(*now);
         let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= *now);
         wire = rest;
@@ -1517,7 +1693,14 @@ fn pump(
         a.on_timer(*now);
         b.on_timer(*now);
         while let Some(c) = a.poll_completion() {
-            let Completion::Send { stream, msn, status } = c else { panic!("{c:?}") };
+            let Completion::Send {
+                stream,
+                msn,
+                status,
+            } = c
+            else {
+                panic!("{c:?}")
+            };
             sends.push((stream, msn, status));
             if status != SendStatus::Ok && !closed[stream] {
                 closed[stream] = true;
@@ -1548,7 +1731,9 @@ fn dsns_abandoned_unreceived_do_not_block_the_connection() {
     assert_eq!(drain(&mut a, now).len(), 3);
     assert!(a.close_stream(1));
     // Stream 0: 300 packets (the Dsn window is 128).
-    let sends = pump(&mut a, &mut b, &mut now, writes(0, 30, 10 * 1024), |_| false);
+    let sends = pump(&mut a, &mut b, &mut now, writes(0, 30, 10 * 1024), |_| {
+        false
+    });
     assert_eq!(sends.len(), 30);
     assert!(sends.iter().all(|s| s.2 == SendStatus::Ok), "{sends:?}");
     assert_eq!(a.state(), ConnState::Active);
@@ -1569,11 +1754,20 @@ fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
         posts.insert(i * 5, (1, msg(MrcOp::Send, 2000)));
     }
     let sends = pump(&mut a, &mut b, &mut now, posts, |h| h.stream == 201);
-    let one: Vec<_> = sends.iter().filter(|s| s.0 == 1).map(|s| (s.1, s.2)).collect();
+    let one: Vec<_> = sends
+        .iter()
+        .filter(|s| s.0 == 1)
+        .map(|s| (s.1, s.2))
+        .collect();
     assert_eq!(one, [(0, SendStatus::RetryExceeded)], "{sends:?}");
     let zero: Vec<_> = sends.iter().filter(|s| s.0 == 0).collect();
     assert_eq!(zero.len(), 40, "{sends:?}");
-    assert!(zero.iter().enumerate().all(|(i, s)| s.1 == i as u32 && s.2 == SendStatus::Ok), "{zero:?}");
+    assert!(
+        zero.iter()
+            .enumerate()
+            .all(|(i, s)| s.1 == i as u32 && s.2 == SendStatus::Ok),
+        "{zero:?}"
+    );
     assert_eq!(a.state(), ConnState::Active);
     // A fresh QP pair on stream 1.
     assert!(a.open_stream(1, 111, 211));
@@ -1599,10 +1793,16 @@ fn send_naming_a_completed_receive_is_dropped() {
     let pkts = drain(&mut a, 0);
     assert_eq!(data_ops(&pkts), [MrcOp::Send; 3]);
     for p in &pkts[..2] {
-        assert!(matches!(b.on_packet(1, p, false, 7, 0), Ok(RxEvent::Data(_))));
+        assert!(matches!(
+            b.on_packet(1, p, false, 7, 0),
+            Ok(RxEvent::Data(_))
+        ));
     }
     let done: Vec<_> = std::iter::from_fn(|| b.poll_completion()).collect();
-    assert!(matches!(done[..], [Completion::Recv { done: d0, .. }, Completion::Recv { done: d1, .. }] if d0.rsn == 0 && d1.rsn == 1), "{done:?}");
+    assert!(
+        matches!(done[..], [Completion::Recv { done: d0, .. }, Completion::Recv { done: d1, .. }] if d0.rsn == 0 && d1.rsn == 1),
+        "{done:?}"
+    );
     let forged = |msn: u32, rsn: u32| {
         let mut p = pkts[2].clone();
         p[24..28].copy_from_slice(&msn.to_be_bytes());
@@ -1613,14 +1813,23 @@ fn send_naming_a_completed_receive_is_dropped() {
     // Receives 0 and 1 completed: a new message may not name them.
     assert_eq!(b.on_packet(2, &forged(2, 0), false, 7, 0), rsn_window);
     assert_eq!(b.on_packet(2, &forged(2, 1), false, 7, 0), rsn_window);
-    assert_eq!(b.on_packet(2, &forged(2, u32::MAX), false, 7, 0), rsn_window);
+    assert_eq!(
+        b.on_packet(2, &forged(2, u32::MAX), false, 7, 0),
+        rsn_window
+    );
     // Message 2 is the oldest incomplete one: its receive is the next, 2.
     assert_eq!(b.on_packet(2, &forged(2, 3), false, 7, 0), rsn_window);
     // Message 4 has at most two receive-consuming messages before it.
     assert_eq!(b.on_packet(2, &forged(4, 5), false, 7, 0), rsn_window);
     // The genuine packet is still placed, at receive 2.
     let r = b.on_packet(3, &pkts[2], false, 7, 0);
-    assert!(matches!(r, Ok(RxEvent::Data(pl)) if pl.rsn == 2 && pl.msn == 2), "{r:?}");
+    assert!(
+        matches!(r, Ok(RxEvent::Data(pl)) if pl.rsn == 2 && pl.msn == 2),
+        "{r:?}"
+    );
     let done: Vec<_> = std::iter::from_fn(|| b.poll_completion()).collect();
-    assert!(matches!(done[..], [Completion::Recv { done: d, .. }] if d.rsn == 2), "{done:?}");
+    assert!(
+        matches!(done[..], [Completion::Recv { done: d, .. }] if d.rsn == 2),
+        "{done:?}"
+    );
 }

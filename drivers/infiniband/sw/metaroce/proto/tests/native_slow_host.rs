@@ -35,7 +35,14 @@ fn config(id: u32, late_acks: bool) -> ConnConfig {
 }
 
 fn send() -> MsgDesc {
-    MsgDesc { op: MrcOp::Send, len: MSG, va: 0, rkey: 0, imm: 0, se: false }
+    MsgDesc {
+        op: MrcOp::Send,
+        len: MSG,
+        va: 0,
+        rkey: 0,
+        imm: 0,
+        se: false,
+    }
 }
 
 struct Host {
@@ -53,12 +60,25 @@ struct Host {
 /// per mille of the packets in each direction; `cost`: ns per received
 /// packet (uniform in `cost .. 2 cost`; sending costs `cost / 2`). Returns
 /// the first failed send completion, if any, and the retransmissions.
-fn pingpong(seed: u64, loss_pm: u64, late_acks: bool, cost: u64, iters: u32) -> (Option<SendStatus>, u64) {
+fn pingpong(
+    seed: u64,
+    loss_pm: u64,
+    late_acks: bool,
+    cost: u64,
+    iters: u32,
+) -> (Option<SendStatus>, u64) {
     let mut r = Rand(seed | 1);
     let host = |id, local, remote| {
         let mut c = Box::new(C::new(config(id, late_acks)));
         assert!(c.open_stream(0, local, remote));
-        Host { c, rxq: VecDeque::new(), busy_until: 0, next_tick: 0, recvs: 0, failed: None }
+        Host {
+            c,
+            rxq: VecDeque::new(),
+            busy_until: 0,
+            next_tick: 0,
+            recvs: 0,
+            failed: None,
+        }
     };
     let mut hosts = [host(11, 100, 200), host(22, 200, 100)];
     // (arrival, tie-breaker, destination host, bytes)
@@ -67,7 +87,12 @@ fn pingpong(seed: u64, loss_pm: u64, late_acks: bool, cost: u64, iters: u32) -> 
     let mut now = 0u64;
     hosts[0].c.post(0, send()).unwrap();
     while hosts.iter().all(|h| h.failed.is_none()) && hosts.iter().any(|h| h.recvs < iters) {
-        assert!(now < 600_000 * MS, "stuck: {} / {} receives", hosts[0].recvs, hosts[1].recvs);
+        assert!(
+            now < 600_000 * MS,
+            "stuck: {} / {} receives",
+            hosts[0].recvs,
+            hosts[1].recvs
+        );
         while wire.peek().is_some_and(|Reverse(w)| w.0 <= now) {
             let Reverse((_, _, to, bytes)) = wire.pop().unwrap();
             hosts[to].rxq.push_back(bytes);
@@ -88,7 +113,9 @@ fn pingpong(seed: u64, loss_pm: u64, late_acks: bool, cost: u64, iters: u32) -> 
             // The transmit worker: a batch of 16 per turn.
             let mut buf = [0u8; MAX_HDR_LEN];
             for _ in 0..16 {
-                let Some(tx) = h.c.poll_transmit(t, &mut buf) else { break };
+                let Some(tx) = h.c.poll_transmit(t, &mut buf) else {
+                    break;
+                };
                 let len = tx.hdr_len + tx.payload.map_or(0, |p| usize::from(p.len));
                 let mut bytes = buf[..tx.hdr_len].to_vec();
                 bytes.resize(len, 0);
@@ -100,7 +127,9 @@ fn pingpong(seed: u64, loss_pm: u64, late_acks: bool, cost: u64, iters: u32) -> 
             }
             while let Some(c) = h.c.poll_completion() {
                 match c {
-                    Completion::Send { status, .. } if status != SendStatus::Ok => h.failed = Some(status),
+                    Completion::Send { status, .. } if status != SendStatus::Ok => {
+                        h.failed = Some(status)
+                    }
                     Completion::Send { .. } => {}
                     Completion::Recv { .. } => {
                         h.recvs += 1;
@@ -114,9 +143,21 @@ fn pingpong(seed: u64, loss_pm: u64, late_acks: bool, cost: u64, iters: u32) -> 
             h.busy_until = t;
         }
         // The next event: a host's CPU free (or its tick, if idle), or an arrival.
-        let wake = |h: &Host| if h.busy_until > now || !h.rxq.is_empty() { h.busy_until } else { h.next_tick };
+        let wake = |h: &Host| {
+            if h.busy_until > now || !h.rxq.is_empty() {
+                h.busy_until
+            } else {
+                h.next_tick
+            }
+        };
         let arrival = wire.peek().map_or(u64::MAX, |Reverse(w)| w.0);
-        now = hosts.iter().map(wake).chain([arrival]).min().unwrap().max(now + 1);
+        now = hosts
+            .iter()
+            .map(wake)
+            .chain([arrival])
+            .min()
+            .unwrap()
+            .max(now + 1);
     }
     let failed = hosts.iter().find_map(|h| h.failed);
     (failed, hosts.iter().map(|h| h.c.stats.retransmits).sum())

@@ -115,7 +115,6 @@ impl CongestionEngine for NicEngine {
 
 type NicConn = Conn<4, 128, 2, 1, 8, NicEngine>;
 
-
 const SRC: [u8; 4] = [192, 0, 2, 1];
 const DST: [u8; 4] = [192, 0, 2, 2];
 

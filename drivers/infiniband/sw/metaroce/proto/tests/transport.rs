@@ -52,7 +52,14 @@ impl MemAccess for FlushMem {
     fn atomic_write(&mut self, _: u32, _: u64, _: [u8; 8]) -> Result<(), AccessError> {
         Ok(())
     }
-    fn flush(&mut self, rkey: u32, va: u64, len: u32, whole: bool, a: Access) -> Result<(), AccessError> {
+    fn flush(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u32,
+        whole: bool,
+        a: Access,
+    ) -> Result<(), AccessError> {
         if rkey == 666 {
             return Err(AccessError::Access);
         }
@@ -118,7 +125,10 @@ fn request(op: Opcode, k: u32, payload: usize) -> (Headers, Vec<u8>) {
         });
     }
     if e.contains(ExtSet::FETH) {
-        h.feth = Some(Feth { placement: FLUSH_GLOBAL, selectivity: FLUSH_RANGE });
+        h.feth = Some(Feth {
+            placement: FLUSH_GLOBAL,
+            selectivity: FLUSH_RANGE,
+        });
     }
     if e.contains(ExtSet::IMM) {
         h.imm = Some(42);
@@ -127,7 +137,10 @@ fn request(op: Opcode, k: u32, payload: usize) -> (Headers, Vec<u8>) {
         h.deth = Some(Deth { qkey: 0, src_qp: 9 });
     }
     if e.contains(ExtSet::AETH) {
-        h.aeth = Some(Aeth { syndrome: Syndrome::Ack { credits: 0x1F }, msn: 0 });
+        h.aeth = Some(Aeth {
+            syndrome: Syndrome::Ack { credits: 0x1F },
+            msn: 0,
+        });
     }
     if e.contains(ExtSet::ATOMIC_ETH) {
         h.atomic_eth = Some(AtomicEth {
@@ -397,7 +410,12 @@ fn wire(d: &TxDesc, payload: &[u8]) -> Vec<u8> {
 /// Feeds request `req` (at `psn(0)`) to responder `b` twice: it is executed and answered by an
 /// empty READ RESPONSE Only at its PSN; the retry is a duplicate, answered again with the same
 /// packet from the resource. Returns that response.
-fn answered_once(b: &mut Qp<4>, bsq: &mut [SendWqe], req: &[u8], mem: &mut impl MemAccess) -> Vec<TxDesc> {
+fn answered_once(
+    b: &mut Qp<4>,
+    bsq: &mut [SendWqe],
+    req: &[u8],
+    mem: &mut impl MemAccess,
+) -> Vec<TxDesc> {
     let p = parse(req).unwrap();
     assert_eq!(b.receive(0, &p, bsq, mem, &mut Rq(0)).drop, None);
     let resp = drain(b, bsq);
@@ -406,7 +424,10 @@ fn answered_once(b: &mut Qp<4>, bsq: &mut [SendWqe], req: &[u8], mem: &mut impl 
         (resp[0].hdr.bth.opcode, resp[0].hdr.bth.psn, resp[0].payload),
         (Opcode::RcReadRespOnly, psn(0), PayloadRef::None)
     );
-    assert_eq!(b.receive(0, &p, bsq, mem, &mut Rq(0)).drop, Some(DropReason::Duplicate));
+    assert_eq!(
+        b.receive(0, &p, bsq, mem, &mut Rq(0)).drop,
+        Some(DropReason::Duplicate)
+    );
     assert_eq!(drain(b, bsq), resp);
     resp
 }
@@ -424,13 +445,30 @@ fn atomic_write_round_trip_is_executed_once() {
         solicited: false,
         ud: None,
     };
-    assert!(a.post_send(&mut asq, wr(4)).is_err(), "ATOMIC WRITE carries exactly 8 bytes");
+    assert!(
+        a.post_send(&mut asq, wr(4)).is_err(),
+        "ATOMIC WRITE carries exactly 8 bytes"
+    );
     a.post_send(&mut asq, wr(8)).unwrap();
     let d = drain(&mut a, &mut asq);
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].hdr.bth.opcode, Opcode::RcAtomicWrite);
-    assert_eq!(d[0].hdr.reth, Some(Reth { va: 0x40, rkey: 7, len: 8 }));
-    assert_eq!(d[0].payload, PayloadRef::Sq { slot: 0, offset: 0, len: 8 });
+    assert_eq!(
+        d[0].hdr.reth,
+        Some(Reth {
+            va: 0x40,
+            rkey: 7,
+            len: 8
+        })
+    );
+    assert_eq!(
+        d[0].payload,
+        PayloadRef::Sq {
+            slot: 0,
+            offset: 0,
+            len: 8
+        }
+    );
     assert!(d[0].hdr.bth.ack_req);
     let req = wire(&d[0], &5u64.to_ne_bytes());
 
@@ -438,12 +476,19 @@ fn atomic_write_round_trip_is_executed_once() {
     let resp = answered_once(&mut b, &mut bsq, &req, &mut mem);
     assert_eq!(mem.0, 5, "written once");
 
-    assert_eq!(a.poll_send_completion(&mut asq), None, "not complete before its response");
+    assert_eq!(
+        a.poll_send_completion(&mut asq),
+        None,
+        "not complete before its response"
+    );
     let r = wire(&resp[0], &[]);
     let out = a.receive(0, &parse(&r).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
     assert_eq!((out.drop, out.place), (None, None));
     let c = a.poll_send_completion(&mut asq).unwrap();
-    assert_eq!((c.wr_id, c.status, c.byte_len), (9, metaroce_proto::wr::WcStatus::Success, 8));
+    assert_eq!(
+        (c.wr_id, c.status, c.byte_len),
+        (9, metaroce_proto::wr::WcStatus::Success, 8)
+    );
 }
 
 #[test]
@@ -451,7 +496,11 @@ fn atomic_write_needs_eight_aligned_bytes() {
     for (va, len) in [(0x1004u64, 8usize), (0x1000, 4), (0x1000, 12)] {
         let (mut q, mut sq) = qp(Transport::Rc);
         let (mut h, _) = request(Opcode::RcAtomicWrite, 0, 8);
-        h.reth = Some(Reth { va, rkey: 1, len: 8 });
+        h.reth = Some(Reth {
+            va,
+            rkey: 1,
+            len: 8,
+        });
         h.bth.pad = pad_for(len);
         let mut buf = vec![0u8; 4200];
         let n = build(&h, &vec![1; len], &mut buf).unwrap();
@@ -463,7 +512,11 @@ fn atomic_write_needs_eight_aligned_bytes() {
         let d = drain(&mut q, &mut sq);
         assert_eq!(
             ack_of(&d[0]),
-            (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::InvalidRequest))
+            (
+                Opcode::RcAck,
+                psn(0),
+                Syndrome::Nak(NakCode::InvalidRequest)
+            )
         );
     }
 }
@@ -471,7 +524,13 @@ fn atomic_write_needs_eight_aligned_bytes() {
 fn flush_wr(va: u64, rkey: u32, len: u32, placement: u8, selectivity: u8) -> SendWr {
     SendWr {
         wr_id: 11,
-        op: SendOp::Flush { va, rkey, len, placement, selectivity },
+        op: SendOp::Flush {
+            va,
+            rkey,
+            len,
+            placement,
+            selectivity,
+        },
         len: 0,
         signaled: true,
         fence: false,
@@ -483,8 +542,15 @@ fn flush_wr(va: u64, rkey: u32, len: u32, placement: u8, selectivity: u8) -> Sen
 /// A FLUSH request as the peer's requester would send it.
 fn flush_request(k: u32, rkey: u32, placement: u8, selectivity: u8) -> Vec<u8> {
     let (mut h, _) = request(Opcode::RcFlush, k, 0);
-    h.feth = Some(Feth { placement, selectivity });
-    h.reth = Some(Reth { va: 0x1000, rkey, len: 4096 });
+    h.feth = Some(Feth {
+        placement,
+        selectivity,
+    });
+    h.reth = Some(Reth {
+        va: 0x1000,
+        rkey,
+        len: 4096,
+    });
     encode(&h)
 }
 
@@ -503,12 +569,26 @@ fn flush_round_trip_is_answered_like_an_empty_read() {
     cb.access = cb.access.with(Access::FLUSH_GLOBAL);
     let mut b = Qp::<4>::new(cb).unwrap();
     let mut bsq = vec![SendWqe::default(); 8];
-    a.post_send(&mut asq, flush_wr(0x40, 7, 4096, FLUSH_GLOBAL, FLUSH_RANGE)).unwrap();
+    a.post_send(&mut asq, flush_wr(0x40, 7, 4096, FLUSH_GLOBAL, FLUSH_RANGE))
+        .unwrap();
     let d = drain(&mut a, &mut asq);
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].hdr.bth.opcode, Opcode::RcFlush);
-    assert_eq!(d[0].hdr.feth, Some(Feth { placement: FLUSH_GLOBAL, selectivity: FLUSH_RANGE }));
-    assert_eq!(d[0].hdr.reth, Some(Reth { va: 0x40, rkey: 7, len: 4096 }));
+    assert_eq!(
+        d[0].hdr.feth,
+        Some(Feth {
+            placement: FLUSH_GLOBAL,
+            selectivity: FLUSH_RANGE
+        })
+    );
+    assert_eq!(
+        d[0].hdr.reth,
+        Some(Reth {
+            va: 0x40,
+            rkey: 7,
+            len: 4096
+        })
+    );
     assert_eq!(d[0].payload, PayloadRef::None);
     let req = wire(&d[0], &[]);
     // BTH, FETH, RETH, ICRC: the FETH sits between the BTH and the RETH.
@@ -518,23 +598,41 @@ fn flush_round_trip_is_answered_like_an_empty_read() {
 
     let mut mem = FlushMem::default();
     let resp = answered_once(&mut b, &mut bsq, &req, &mut mem);
-    assert_eq!(mem.0, vec![(7, 0x40, 4096, false, Access::FLUSH_GLOBAL)], "flushed once");
+    assert_eq!(
+        mem.0,
+        vec![(7, 0x40, 4096, false, Access::FLUSH_GLOBAL)],
+        "flushed once"
+    );
 
-    assert_eq!(a.poll_send_completion(&mut asq), None, "not complete before its response");
+    assert_eq!(
+        a.poll_send_completion(&mut asq),
+        None,
+        "not complete before its response"
+    );
     // A plain ACK beyond it does not complete it either: it needs its own response.
     let r = wire(&resp[0], &[]);
     let out = a.receive(0, &parse(&r).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
     assert_eq!((out.drop, out.place), (None, None));
     let c = a.poll_send_completion(&mut asq).unwrap();
-    assert_eq!((c.wr_id, c.status, c.byte_len), (11, metaroce_proto::wr::WcStatus::Success, 0));
+    assert_eq!(
+        (c.wr_id, c.status, c.byte_len),
+        (11, metaroce_proto::wr::WcStatus::Success, 0)
+    );
 
     // The whole region: the responder is told so and asks for the persistent right too.
     let mut cb = config(Transport::Rc);
-    cb.access = cb.access.with(Access::FLUSH_GLOBAL).with(Access::FLUSH_PERSISTENT);
+    cb.access = cb
+        .access
+        .with(Access::FLUSH_GLOBAL)
+        .with(Access::FLUSH_PERSISTENT);
     let mut b = Qp::<4>::new(cb).unwrap();
     let mut mem = FlushMem::default();
     let req = flush_request(0, 3, FLUSH_GLOBAL | FLUSH_PERSISTENT, FLUSH_MR);
-    assert_eq!(b.receive(0, &parse(&req).unwrap(), &mut bsq, &mut mem, &mut Rq(0)).drop, None);
+    assert_eq!(
+        b.receive(0, &parse(&req).unwrap(), &mut bsq, &mut mem, &mut Rq(0))
+            .drop,
+        None
+    );
     let both = Access::FLUSH_GLOBAL.with(Access::FLUSH_PERSISTENT);
     assert_eq!(mem.0, vec![(3, 0x1000, 4096, true, both)]);
 }
@@ -547,22 +645,63 @@ fn flush_refusals() {
         flush_wr(0, 1, 8, 0, FLUSH_RANGE),
         flush_wr(0, 1, 8, 4, FLUSH_RANGE),
         flush_wr(0, 1, 8, FLUSH_GLOBAL, 2),
-        SendWr { len: 8, ..flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_RANGE) },
+        SendWr {
+            len: 8,
+            ..flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_RANGE)
+        },
     ] {
         assert!(q.post_send(&mut sq, w).is_err(), "{w:?}");
     }
     let (mut u, mut usq) = qp(Transport::Uc);
-    assert!(u.post_send(&mut usq, flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_RANGE)).is_err());
+    assert!(u
+        .post_send(&mut usq, flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_RANGE))
+        .is_err());
 
     // Responder: each refusal is a NAK at the FLUSH's PSN, and nothing is flushed.
     let cases = [
         // (QP rights, rkey, placement, selectivity, NAK)
-        (Access::NONE, 1, FLUSH_GLOBAL, FLUSH_RANGE, NakCode::InvalidRequest),
-        (Access::FLUSH_GLOBAL, 1, FLUSH_PERSISTENT, FLUSH_RANGE, NakCode::InvalidRequest),
-        (Access::FLUSH_GLOBAL, 1, 0, FLUSH_RANGE, NakCode::InvalidRequest),
-        (Access::FLUSH_GLOBAL, 1, FLUSH_GLOBAL | 4, FLUSH_RANGE, NakCode::InvalidRequest),
-        (Access::FLUSH_GLOBAL, 1, FLUSH_GLOBAL, 2, NakCode::InvalidRequest),
-        (Access::FLUSH_GLOBAL, 666, FLUSH_GLOBAL, FLUSH_RANGE, NakCode::RemoteAccess),
+        (
+            Access::NONE,
+            1,
+            FLUSH_GLOBAL,
+            FLUSH_RANGE,
+            NakCode::InvalidRequest,
+        ),
+        (
+            Access::FLUSH_GLOBAL,
+            1,
+            FLUSH_PERSISTENT,
+            FLUSH_RANGE,
+            NakCode::InvalidRequest,
+        ),
+        (
+            Access::FLUSH_GLOBAL,
+            1,
+            0,
+            FLUSH_RANGE,
+            NakCode::InvalidRequest,
+        ),
+        (
+            Access::FLUSH_GLOBAL,
+            1,
+            FLUSH_GLOBAL | 4,
+            FLUSH_RANGE,
+            NakCode::InvalidRequest,
+        ),
+        (
+            Access::FLUSH_GLOBAL,
+            1,
+            FLUSH_GLOBAL,
+            2,
+            NakCode::InvalidRequest,
+        ),
+        (
+            Access::FLUSH_GLOBAL,
+            666,
+            FLUSH_GLOBAL,
+            FLUSH_RANGE,
+            NakCode::RemoteAccess,
+        ),
     ];
     for (rights, rkey, placement, sel, nak) in cases {
         let mut c = config(Transport::Rc);
@@ -575,7 +714,11 @@ fn flush_refusals() {
         assert!(out.drop.is_some(), "{placement} {sel}");
         assert!(mem.0.is_empty());
         let d = drain(&mut q, &mut sq);
-        assert_eq!(ack_of(&d[0]), (Opcode::RcAck, psn(0), Syndrome::Nak(nak)), "{placement} {sel}");
+        assert_eq!(
+            ack_of(&d[0]),
+            (Opcode::RcAck, psn(0), Syndrome::Nak(nak)),
+            "{placement} {sel}"
+        );
     }
 }
 
@@ -586,7 +729,8 @@ fn flushes_count_against_max_rd_atomic() {
     let mut q = Qp::<4>::new(c).unwrap();
     let mut sq = vec![SendWqe::default(); 8];
     for _ in 0..3 {
-        q.post_send(&mut sq, flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_MR)).unwrap();
+        q.post_send(&mut sq, flush_wr(0, 1, 8, FLUSH_GLOBAL, FLUSH_MR))
+            .unwrap();
     }
     let d = drain(&mut q, &mut sq);
     assert_eq!(d.len(), 2, "the third waits for a response");
@@ -732,22 +876,38 @@ fn local_wqe_sends_nothing_and_completes_in_posting_order() {
     let (mut b, mut bsq) = qp(Transport::Rc);
     // Idle requester: a local WQE completes at once.
     a.post_send(&mut asq, swr(1, SendOp::Local, 0)).unwrap();
-    assert!(drain(&mut a, &mut asq).is_empty(), "a local WQE sends no packet");
+    assert!(
+        drain(&mut a, &mut asq).is_empty(),
+        "a local WQE sends no packet"
+    );
     assert_eq!(completions(&mut a, &mut asq), [1]);
     // Behind an unacknowledged SEND it waits for the SEND's ACK.
     a.post_send(&mut asq, swr(2, SendOp::Send, 300)).unwrap();
     a.post_send(&mut asq, swr(3, SendOp::Local, 0)).unwrap();
-    a.post_send(&mut asq, swr(4, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
+    a.post_send(&mut asq, swr(4, SendOp::Write { va: 0, rkey: 1 }, 10))
+        .unwrap();
     let d = drain(&mut a, &mut asq);
     assert_eq!(
-        d.iter().map(|d| (d.hdr.bth.opcode, d.hdr.bth.psn)).collect::<Vec<_>>(),
-        [(Opcode::RcSendFirst, psn(0)), (Opcode::RcSendLast, psn(1)), (Opcode::RcWriteOnly, psn(2))],
+        d.iter()
+            .map(|d| (d.hdr.bth.opcode, d.hdr.bth.psn))
+            .collect::<Vec<_>>(),
+        [
+            (Opcode::RcSendFirst, psn(0)),
+            (Opcode::RcSendLast, psn(1)),
+            (Opcode::RcWriteOnly, psn(2))
+        ],
         "the local WQE takes no PSN"
     );
     assert_eq!(completions(&mut a, &mut asq), [] as [u64; 0]);
     for x in d {
         let pkt = wire(&x, &vec![0; x.payload.len() as usize]);
-        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+        b.receive(
+            0,
+            &parse(&pkt).unwrap(),
+            &mut bsq,
+            &mut AnyMem(0),
+            &mut Rq(64),
+        );
     }
     exchange(&mut a, &mut asq, &mut b, &mut bsq);
     assert_eq!(completions(&mut a, &mut asq), [2, 3, 4]);
@@ -764,11 +924,22 @@ fn local_wqe_slots_are_not_reused_while_the_completer_needs_them() {
     let mut seen = Vec::new();
     for round in 0..10 {
         while a.sq_used() < 8 {
-            let op = if next % 2 == 1 { SendOp::Local } else { SendOp::Send };
-            a.post_send(&mut asq, swr(next, op, if op == SendOp::Local { 0 } else { 20 })).unwrap();
+            let op = if next % 2 == 1 {
+                SendOp::Local
+            } else {
+                SendOp::Send
+            };
+            a.post_send(
+                &mut asq,
+                swr(next, op, if op == SendOp::Local { 0 } else { 20 }),
+            )
+            .unwrap();
             next += 1;
         }
-        assert!(a.post_send(&mut asq, swr(99, SendOp::Local, 0)).is_err(), "round {round}: full");
+        assert!(
+            a.post_send(&mut asq, swr(99, SendOp::Local, 0)).is_err(),
+            "round {round}: full"
+        );
         exchange(&mut a, &mut asq, &mut b, &mut bsq);
         seen.extend(completions(&mut a, &mut asq));
     }
@@ -780,20 +951,36 @@ fn local_wqe_slots_are_not_reused_while_the_completer_needs_them() {
     a.post_send(&mut asq, swr(100, SendOp::Local, 0)).unwrap();
     assert_eq!(completions(&mut a, &mut asq), [100]);
     for i in 0..8 {
-        a.post_send(&mut asq, swr(101 + i, SendOp::Send, 20)).unwrap();
+        a.post_send(&mut asq, swr(101 + i, SendOp::Send, 20))
+            .unwrap();
     }
     // Seven of the eight go out and are acknowledged; the eighth (in the
     // local WQE's old slot) has not been sent yet.
     for _ in 0..7 {
         let x = a.poll_tx(0, &mut asq).unwrap();
         let pkt = wire(&x, &vec![0; x.payload.len() as usize]);
-        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+        b.receive(
+            0,
+            &parse(&pkt).unwrap(),
+            &mut bsq,
+            &mut AnyMem(0),
+            &mut Rq(64),
+        );
     }
     for x in drain(&mut b, &mut bsq) {
         let pkt = wire(&x, &[]);
-        a.receive(0, &parse(&pkt).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+        a.receive(
+            0,
+            &parse(&pkt).unwrap(),
+            &mut asq,
+            &mut AnyMem(0),
+            &mut Rq(0),
+        );
     }
-    assert_eq!(completions(&mut a, &mut asq), (101..108).collect::<Vec<_>>());
+    assert_eq!(
+        completions(&mut a, &mut asq),
+        (101..108).collect::<Vec<_>>()
+    );
     exchange(&mut a, &mut asq, &mut b, &mut bsq);
     assert_eq!(completions(&mut a, &mut asq), [108]);
 }
@@ -803,11 +990,17 @@ fn local_wqes_are_flushed_in_order_on_error_and_refused_on_ud() {
     let (mut a, mut asq) = qp(Transport::Rc);
     a.post_send(&mut asq, swr(1, SendOp::Send, 10)).unwrap();
     a.post_send(&mut asq, swr(2, SendOp::Local, 0)).unwrap();
-    assert!(a.post_send(&mut asq, swr(3, SendOp::Local, 4)).is_err(), "no local data");
+    assert!(
+        a.post_send(&mut asq, swr(3, SendOp::Local, 4)).is_err(),
+        "no local data"
+    );
     drain(&mut a, &mut asq);
     a.set_error();
-    let st: Vec<_> = std::iter::from_fn(|| a.poll_send_completion(&mut asq).map(|c| (c.wr_id, c.status)))
-        .collect();
+    let st: Vec<_> = std::iter::from_fn(|| {
+        a.poll_send_completion(&mut asq)
+            .map(|c| (c.wr_id, c.status))
+    })
+    .collect();
     use metaroce_proto::wr::WcStatus::*;
     assert_eq!(st, [(1, WrFlushErr), (2, WrFlushErr)]);
     let (mut u, mut usq) = qp(Transport::Ud);
@@ -847,7 +1040,18 @@ fn send_attrs_at_rts() {
     // The responder still expects the next request: its ACK is pending, a duplicate is one.
     let acks = drain(&mut q, &mut sq);
     assert!(acks.iter().any(|d| ack_of(d).1 == psn(0)));
-    q.post_send(&mut sq, swr(1, SendOp::Write { va: 0x1000, rkey: 1 }, 64)).unwrap();
+    q.post_send(
+        &mut sq,
+        swr(
+            1,
+            SendOp::Write {
+                va: 0x1000,
+                rkey: 1,
+            },
+            64,
+        ),
+    )
+    .unwrap();
     assert_eq!(q.set_send_attrs(attrs, &sq), Err(ConfigError::InUse));
     let mut now = 0u64;
     let first = q.poll_tx(now, &mut sq).expect("WRITE");
@@ -856,7 +1060,10 @@ fn send_attrs_at_rts() {
     let mut sent = 1;
     let status = loop {
         let t = q.next_deadline().expect("a local ACK timeout is armed");
-        assert!(t > now && t - now >= 60_000_000, "timeout 14 is about 67 ms");
+        assert!(
+            t > now && t - now >= 60_000_000,
+            "timeout 14 is about 67 ms"
+        );
         now = t;
         q.on_timer(now, &mut sq);
         sent += std::iter::from_fn(|| q.poll_tx(now, &mut sq)).count();
@@ -910,7 +1117,14 @@ fn unplaceable_send_is_nakked_remote_operational() {
     q.set_error();
     let sent = drain(&mut q, &mut sq);
     assert_eq!(sent.len(), 1);
-    assert_eq!(ack_of(&sent[0]), (Opcode::RcAck, psn(1), Syndrome::Nak(NakCode::RemoteOperational)));
+    assert_eq!(
+        ack_of(&sent[0]),
+        (
+            Opcode::RcAck,
+            psn(1),
+            Syndrome::Nak(NakCode::RemoteOperational)
+        )
+    );
     let (_, buf) = request(Opcode::RcSendOnly, 2, 64);
     let out = q.receive(0, &parse(&buf).unwrap(), &mut sq, &mut NoMem, &mut rq);
     assert!(out.place.is_none());
@@ -940,7 +1154,10 @@ fn access_nak_survives_set_error() {
     q.set_error();
     let sent = drain(&mut q, &mut sq);
     assert_eq!(sent.len(), 1);
-    assert_eq!(ack_of(&sent[0]), (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::RemoteAccess)));
+    assert_eq!(
+        ack_of(&sent[0]),
+        (Opcode::RcAck, psn(0), Syndrome::Nak(NakCode::RemoteAccess))
+    );
 }
 
 fn statuses(q: &mut Qp<4>, sq: &mut [SendWqe]) -> Vec<(u64, metaroce_proto::wr::WcStatus)> {
@@ -955,24 +1172,51 @@ fn rc_local_error_lets_earlier_wqes_complete_then_fails() {
     use metaroce_proto::wr::WcStatus::*;
     let (mut a, mut asq) = qp(Transport::Rc);
     let (mut b, mut bsq) = qp(Transport::Rc);
-    a.post_send(&mut asq, swr(10, SendOp::Write { va: 0, rkey: 1 }, 300)).unwrap();
-    a.post_send(&mut asq, swr(11, SendOp::Write { va: 0, rkey: 1 }, 600)).unwrap();
+    a.post_send(&mut asq, swr(10, SendOp::Write { va: 0, rkey: 1 }, 300))
+        .unwrap();
+    a.post_send(&mut asq, swr(11, SendOp::Write { va: 0, rkey: 1 }, 600))
+        .unwrap();
     a.post_send(&mut asq, swr(12, SendOp::Send, 10)).unwrap();
     let sent: Vec<_> = (0..3).map(|_| a.poll_tx(0, &mut asq).unwrap()).collect();
-    assert!(matches!(sent[2].payload, PayloadRef::Sq { slot: 1, offset: 0, .. }));
+    assert!(matches!(
+        sent[2].payload,
+        PayloadRef::Sq {
+            slot: 1,
+            offset: 0,
+            ..
+        }
+    ));
     a.local_error(1, LocProtErr, &mut asq);
-    assert!(drain(&mut a, &mut asq).is_empty(), "nothing is sent from the failed WQE on");
+    assert!(
+        drain(&mut a, &mut asq).is_empty(),
+        "nothing is sent from the failed WQE on"
+    );
     assert!(!a.is_error(), "the first WQE is still waiting for its ACK");
     assert_eq!(statuses(&mut a, &mut asq), []);
     for x in sent {
         let pkt = wire(&x, &vec![0; x.payload.len() as usize]);
-        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+        b.receive(
+            0,
+            &parse(&pkt).unwrap(),
+            &mut bsq,
+            &mut AnyMem(0),
+            &mut Rq(64),
+        );
     }
     for x in drain(&mut b, &mut bsq) {
-        a.receive(0, &parse(&wire(&x, &[])).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+        a.receive(
+            0,
+            &parse(&wire(&x, &[])).unwrap(),
+            &mut asq,
+            &mut AnyMem(0),
+            &mut Rq(0),
+        );
     }
     assert!(a.is_error());
-    assert_eq!(statuses(&mut a, &mut asq), [(10, Success), (11, LocProtErr), (12, WrFlushErr)]);
+    assert_eq!(
+        statuses(&mut a, &mut asq),
+        [(10, Success), (11, LocProtErr), (12, WrFlushErr)]
+    );
     assert!(drain(&mut a, &mut asq).is_empty());
 }
 
@@ -983,8 +1227,10 @@ fn rc_local_error_lets_earlier_wqes_complete_then_fails() {
 fn rc_local_error_retry_stops_at_the_failed_wqe() {
     use metaroce_proto::wr::WcStatus::*;
     let (mut a, mut asq) = qp(Transport::Rc);
-    a.post_send(&mut asq, swr(1, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
-    a.post_send(&mut asq, swr(2, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
+    a.post_send(&mut asq, swr(1, SendOp::Write { va: 0, rkey: 1 }, 10))
+        .unwrap();
+    a.post_send(&mut asq, swr(2, SendOp::Write { va: 0, rkey: 1 }, 10))
+        .unwrap();
     assert_eq!(drain(&mut a, &mut asq).len(), 2);
     a.local_error(7, LocProtErr, &mut asq);
     a.local_error(2, LocProtErr, &mut asq);
@@ -993,7 +1239,11 @@ fn rc_local_error_retry_stops_at_the_failed_wqe() {
     let t = a.next_deadline().expect("the local ACK timer runs");
     a.on_timer(t, &mut asq);
     let again = drain(&mut a, &mut asq);
-    assert_eq!(again.len(), 1, "only the WQE before the failed one is resent");
+    assert_eq!(
+        again.len(),
+        1,
+        "only the WQE before the failed one is resent"
+    );
     assert_eq!(again[0].hdr.bth.psn, psn(0));
     // A WQE already acknowledged keeps its status: nothing halts.
     let (mut d, mut dsq) = qp(Transport::Rc);
@@ -1022,12 +1272,22 @@ fn uc_local_error_fails_at_once() {
     c.post_send(&mut csq, swr(1, SendOp::Send, 10)).unwrap();
     c.post_send(&mut csq, swr(2, SendOp::Send, 10)).unwrap();
     c.post_send(&mut csq, swr(3, SendOp::Send, 10)).unwrap();
-    assert_eq!(c.poll_tx(0, &mut csq).map(|d| d.payload), Some(PayloadRef::Sq { slot: 0, offset: 0, len: 10 }));
+    assert_eq!(
+        c.poll_tx(0, &mut csq).map(|d| d.payload),
+        Some(PayloadRef::Sq {
+            slot: 0,
+            offset: 0,
+            len: 10
+        })
+    );
     assert!(c.poll_tx(0, &mut csq).is_some());
     c.local_error(1, LocProtErr, &mut csq);
     assert!(c.is_error());
     assert!(drain(&mut c, &mut csq).is_empty());
-    assert_eq!(statuses(&mut c, &mut csq), [(1, Success), (2, LocProtErr), (3, WrFlushErr)]);
+    assert_eq!(
+        statuses(&mut c, &mut csq),
+        [(1, Success), (2, LocProtErr), (3, WrFlushErr)]
+    );
 }
 
 /// A READ whose local buffers went away while its responses arrived: it completes with the
@@ -1037,19 +1297,33 @@ fn read_response_that_cannot_be_placed_fails_the_read() {
     use metaroce_proto::wr::WcStatus::*;
     let (mut a, mut asq) = qp(Transport::Rc);
     let (mut b, mut bsq) = qp(Transport::Rc);
-    a.post_send(&mut asq, swr(1, SendOp::Write { va: 0, rkey: 1 }, 10)).unwrap();
-    a.post_send(&mut asq, swr(2, SendOp::Read { va: 0, rkey: 1 }, 300)).unwrap();
+    a.post_send(&mut asq, swr(1, SendOp::Write { va: 0, rkey: 1 }, 10))
+        .unwrap();
+    a.post_send(&mut asq, swr(2, SendOp::Read { va: 0, rkey: 1 }, 300))
+        .unwrap();
     a.post_send(&mut asq, swr(3, SendOp::Send, 10)).unwrap();
     let mut placed = Vec::new();
     for d in drain(&mut a, &mut asq) {
         let pkt = wire(&d, &vec![0x5A; d.payload.len() as usize]);
-        b.receive(0, &parse(&pkt).unwrap(), &mut bsq, &mut AnyMem(0), &mut Rq(64));
+        b.receive(
+            0,
+            &parse(&pkt).unwrap(),
+            &mut bsq,
+            &mut AnyMem(0),
+            &mut Rq(64),
+        );
     }
     // The glue places each response as it comes; the last one (which completes the READ)
     // cannot be placed.
     for d in drain(&mut b, &mut bsq) {
         let pkt = wire(&d, &vec![0x5A; d.payload.len() as usize]);
-        let out = a.receive(0, &parse(&pkt).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+        let out = a.receive(
+            0,
+            &parse(&pkt).unwrap(),
+            &mut asq,
+            &mut AnyMem(0),
+            &mut Rq(0),
+        );
         if let Some(p @ Place::ReadResp { slot, offset, .. }) = out.place {
             placed.push(p);
             if offset > 0 {
@@ -1061,7 +1335,10 @@ fn read_response_that_cannot_be_placed_fails_the_read() {
         }
     }
     assert_eq!(placed.len(), 2);
-    assert_eq!(statuses(&mut a, &mut asq), [(1, Success), (2, LocProtErr), (3, WrFlushErr)]);
+    assert_eq!(
+        statuses(&mut a, &mut asq),
+        [(1, Success), (2, LocProtErr), (3, WrFlushErr)]
+    );
 }
 
 /// Memory whose pages (256 bytes each here) may be missing, as on-demand paging memory: a
@@ -1139,9 +1416,17 @@ fn write_into_missing_pages_is_rnr_nakked_and_placed_on_retry() {
     let (mut q, mut sq) = qp(Transport::Rc);
     let mut rq = Rq(0);
     // Three 256-byte packets; the middle one's page is missing.
-    let mut mem = PagedMem { bytes: vec![0; 768], missing: vec![1], ..Default::default() };
+    let mut mem = PagedMem {
+        bytes: vec![0; 768],
+        missing: vec![1],
+        ..Default::default()
+    };
     let data: Vec<u8> = (0..768).map(|i| (i * 7) as u8).collect();
-    let reth = Reth { va: 0x1000, rkey: 1, len: 768 };
+    let reth = Reth {
+        va: 0x1000,
+        rkey: 1,
+        len: 768,
+    };
     let first = paged_request(Opcode::RcWriteFirst, 0, &data[..256], Some(reth));
     let middle = paged_request(Opcode::RcWriteMiddle, 1, &data[256..512], None);
     let last = paged_request(Opcode::RcWriteLast, 2, &data[512..], None);
@@ -1149,7 +1434,11 @@ fn write_into_missing_pages_is_rnr_nakked_and_placed_on_retry() {
         q.receive(0, &parse(p).unwrap(), sq, &mut mem, &mut rq)
     };
     let out = feed_mem(&mut q, &mut sq, &first);
-    assert_eq!((out.drop, out.place), (None, None), "placed by the glue, no Place");
+    assert_eq!(
+        (out.drop, out.place),
+        (None, None),
+        "placed by the glue, no Place"
+    );
     let out = feed_mem(&mut q, &mut sq, &middle);
     assert_eq!(out.drop, Some(DropReason::NoRecvWqe));
     assert_eq!(
@@ -1157,7 +1446,10 @@ fn write_into_missing_pages_is_rnr_nakked_and_placed_on_retry() {
         (Opcode::RcAck, psn(1), Syndrome::Rnr { timer: 9 })
     );
     // The last packet, ahead of the refused one, is dropped without a second NAK.
-    assert_eq!(feed_mem(&mut q, &mut sq, &last).drop, Some(DropReason::OutOfSequence));
+    assert_eq!(
+        feed_mem(&mut q, &mut sq, &last).drop,
+        Some(DropReason::OutOfSequence)
+    );
     assert!(drain(&mut q, &mut sq).is_empty());
     // The requester's retry from the refused PSN finds the page.
     for p in [&middle, &last] {
@@ -1196,11 +1488,18 @@ impl RecvQueue for PagedRq {
 #[test]
 fn send_into_missing_pages_keeps_its_wqe_for_the_retry() {
     let (mut q, mut sq) = qp(Transport::Rc);
-    let mut rq = PagedRq { n: 1, missing: true, placed: 0 };
+    let mut rq = PagedRq {
+        n: 1,
+        missing: true,
+        placed: 0,
+    };
     let (_, p) = request(Opcode::RcSendOnly, 0, 200);
     let out = q.receive(0, &parse(&p).unwrap(), &mut sq, &mut AnyMem(0), &mut rq);
     assert_eq!(out.drop, Some(DropReason::NoRecvWqe));
-    assert_eq!(ack_of(&drain(&mut q, &mut sq)[0]).2, Syndrome::Rnr { timer: 9 });
+    assert_eq!(
+        ack_of(&drain(&mut q, &mut sq)[0]).2,
+        Syndrome::Rnr { timer: 9 }
+    );
     assert_eq!(rq.n, 0, "the WQE was taken");
     // The retry uses the same WQE (none is left in the queue) and completes it.
     let out = q.receive(0, &parse(&p).unwrap(), &mut sq, &mut AnyMem(0), &mut rq);
@@ -1263,10 +1562,25 @@ fn read_response_into_a_missing_page_is_asked_for_again() {
     use metaroce_proto::wr::WcStatus::*;
     let (mut a, mut asq) = qp(Transport::Rc);
     let (mut b, mut bsq) = qp(Transport::Rc);
-    a.post_send(&mut asq, swr(1, SendOp::Read { va: 0x3000, rkey: 1 }, 600)).unwrap();
+    a.post_send(
+        &mut asq,
+        swr(
+            1,
+            SendOp::Read {
+                va: 0x3000,
+                rkey: 1,
+            },
+            600,
+        ),
+    )
+    .unwrap();
     a.post_send(&mut asq, swr(2, SendOp::Send, 10)).unwrap();
     // The middle response (offset 256) is refused once.
-    let mut amem = PagedMem { read: vec![0; 600], missing_resp: vec![256], ..Default::default() };
+    let mut amem = PagedMem {
+        read: vec![0; 600],
+        missing_resp: vec![256],
+        ..Default::default()
+    };
     let mut bmem = AnyMem(0);
     // Nothing is resent before the wait is over.
     let reqs = drain(&mut a, &mut asq);
@@ -1276,7 +1590,16 @@ fn read_response_into_a_missing_page_is_asked_for_again() {
     }
     let outs: Vec<_> = drain(&mut b, &mut bsq)
         .iter()
-        .map(|d| a.receive(0, &parse(&wire(d, &mr_bytes(d))).unwrap(), &mut asq, &mut amem, &mut Rq(0)).drop)
+        .map(|d| {
+            a.receive(
+                0,
+                &parse(&wire(d, &mr_bytes(d))).unwrap(),
+                &mut asq,
+                &mut amem,
+                &mut Rq(0),
+            )
+            .drop
+        })
         .collect();
     assert_eq!(
         outs,
@@ -1287,12 +1610,25 @@ fn read_response_into_a_missing_page_is_asked_for_again() {
     assert_eq!(a.next_deadline(), Some(LOCAL_FAULT_WAIT_NS));
     a.on_timer(LOCAL_FAULT_WAIT_NS, &mut asq);
     let again: Vec<_> = std::iter::from_fn(|| a.poll_tx(LOCAL_FAULT_WAIT_NS, &mut asq)).collect();
-    assert_eq!(again[0].hdr.bth.psn, psn(1), "asked again from the refused response");
-    assert_eq!(again[0].hdr.reth.map(|r| (r.va, r.len)), Some((0x3000 + 256, 344)));
+    assert_eq!(
+        again[0].hdr.bth.psn,
+        psn(1),
+        "asked again from the refused response"
+    );
+    assert_eq!(
+        again[0].hdr.reth.map(|r| (r.va, r.len)),
+        Some((0x3000 + 256, 344))
+    );
     assert_eq!(again.len(), 2, "the READ's rest and the SEND");
     for d in &again {
         let pkt = wire(d, &vec![0x5A; d.payload.len() as usize]);
-        b.receive(LOCAL_FAULT_WAIT_NS, &parse(&pkt).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+        b.receive(
+            LOCAL_FAULT_WAIT_NS,
+            &parse(&pkt).unwrap(),
+            &mut bsq,
+            &mut bmem,
+            &mut Rq(64),
+        );
     }
     run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, 0);
     let want: Vec<u8> = (0x3000u64..0x3000 + 600).map(|v| v as u8).collect();
@@ -1315,11 +1651,31 @@ fn stale_read_response_stream_restarts_the_ack_timer() {
     let (mut a, mut asq) = qp(Transport::Rc);
     let (mut b, mut bsq) = qp(Transport::Rc);
     let to = ack_timeout_ns(config(Transport::Rc).timeout).unwrap();
-    a.post_send(&mut asq, swr(1, SendOp::Read { va: 0x3000, rkey: 1 }, 256 * N as u32)).unwrap();
-    let mut amem = PagedMem { read: vec![0; 256 * N], ..Default::default() };
+    a.post_send(
+        &mut asq,
+        swr(
+            1,
+            SendOp::Read {
+                va: 0x3000,
+                rkey: 1,
+            },
+            256 * N as u32,
+        ),
+    )
+    .unwrap();
+    let mut amem = PagedMem {
+        read: vec![0; 256 * N],
+        ..Default::default()
+    };
     let mut bmem = AnyMem(0);
     for d in &drain(&mut a, &mut asq) {
-        b.receive(0, &parse(&wire(d, &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+        b.receive(
+            0,
+            &parse(&wire(d, &[])).unwrap(),
+            &mut bsq,
+            &mut bmem,
+            &mut Rq(64),
+        );
     }
     let resps = drain(&mut b, &mut bsq);
     assert_eq!(resps.len(), N);
@@ -1331,16 +1687,33 @@ fn stale_read_response_stream_restarts_the_ack_timer() {
         a.on_timer(now, &mut asq);
         held.extend(std::iter::from_fn(|| a.poll_tx(now, &mut asq)));
         if i != 1 {
-            a.receive(now, &parse(&wire(d, &mr_bytes(d))).unwrap(), &mut asq, &mut amem, &mut Rq(0));
+            a.receive(
+                now,
+                &parse(&wire(d, &mr_bytes(d))).unwrap(),
+                &mut asq,
+                &mut amem,
+                &mut Rq(0),
+            );
         }
         held.extend(std::iter::from_fn(|| a.poll_tx(now, &mut asq)));
     }
     assert_eq!(statuses(&mut a, &mut asq), [], "still waiting for the rest");
     assert_eq!(held.len(), 1, "one repeated request");
-    assert_eq!(held[0].hdr.reth.map(|r| (r.va, r.len)), Some((0x3000 + 256, 256 * (N as u32 - 1))));
-    b.receive(now, &parse(&wire(&held[0], &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    assert_eq!(
+        held[0].hdr.reth.map(|r| (r.va, r.len)),
+        Some((0x3000 + 256, 256 * (N as u32 - 1)))
+    );
+    b.receive(
+        now,
+        &parse(&wire(&held[0], &[])).unwrap(),
+        &mut bsq,
+        &mut bmem,
+        &mut Rq(64),
+    );
     run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, 0);
-    let want: Vec<u8> = (0x3000u64..0x3000 + 256 * N as u64).map(|v| v as u8).collect();
+    let want: Vec<u8> = (0x3000u64..0x3000 + 256 * N as u64)
+        .map(|v| v as u8)
+        .collect();
     assert!(amem.read == want, "every byte placed");
     assert_eq!(statuses(&mut a, &mut asq), [(1, Success)]);
     assert_eq!(a.stats().comp.retries, 1);
@@ -1353,15 +1726,37 @@ fn atomic_result_into_a_missing_page_is_asked_for_again_not_executed_twice() {
     use metaroce_proto::wr::WcStatus::*;
     let (mut a, mut asq) = qp(Transport::Rc);
     let (mut b, mut bsq) = qp(Transport::Rc);
-    let op = SendOp::Atomic { va: 0x2000, rkey: 1, op: AtomicOp::FetchAdd { add: 5 } };
+    let op = SendOp::Atomic {
+        va: 0x2000,
+        rkey: 1,
+        op: AtomicOp::FetchAdd { add: 5 },
+    };
     a.post_send(&mut asq, swr(7, op, 8)).unwrap();
-    let mut amem = PagedMem { missing_resp: vec![0, 0], ..Default::default() };
+    let mut amem = PagedMem {
+        missing_resp: vec![0, 0],
+        ..Default::default()
+    };
     let mut bmem = AnyMem(40);
-    run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, u64::MAX);
+    run_until_quiet(
+        &mut a,
+        &mut asq,
+        &mut amem,
+        &mut b,
+        &mut bsq,
+        &mut bmem,
+        u64::MAX,
+    );
     assert_eq!(bmem.0, 41, "executed once");
     assert_eq!(amem.atomic, Some(41));
     assert_eq!(statuses(&mut a, &mut asq), [(7, Success)]);
-    assert_eq!((a.stats().comp.sink_waits, a.stats().comp.retries, amem.refused), (2, 0, 2));
+    assert_eq!(
+        (
+            a.stats().comp.sink_waits,
+            a.stats().comp.retries,
+            amem.refused
+        ),
+        (2, 0, 2)
+    );
 }
 
 /// A READ whose responses fill the PSN window no longer holds the next READ back until it has
@@ -1378,39 +1773,111 @@ fn next_read_request_leaves_once_its_first_psn_is_in_the_window() {
     let (mut a, mut asq) = (Qp::<4>::new(cfg).unwrap(), vec![SendWqe::default(); 8]);
     let (mut b, mut bsq) = qp(Transport::Rc);
     for id in 1..=3 {
-        a.post_send(&mut asq, swr(id, SendOp::Read { va: 0x3000, rkey: 1 }, 256 * W)).unwrap();
+        a.post_send(
+            &mut asq,
+            swr(
+                id,
+                SendOp::Read {
+                    va: 0x3000,
+                    rkey: 1,
+                },
+                256 * W,
+            ),
+        )
+        .unwrap();
     }
-    let mut amem = PagedMem { read: vec![0; 256 * W as usize], ..Default::default() };
+    let mut amem = PagedMem {
+        read: vec![0; 256 * W as usize],
+        ..Default::default()
+    };
     let mut bmem = AnyMem(0);
     let first = drain(&mut a, &mut asq);
-    assert_eq!(first.len(), 1, "the window is full after the first READ request");
-    b.receive(0, &parse(&wire(&first[0], &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    assert_eq!(
+        first.len(),
+        1,
+        "the window is full after the first READ request"
+    );
+    b.receive(
+        0,
+        &parse(&wire(&first[0], &[])).unwrap(),
+        &mut bsq,
+        &mut bmem,
+        &mut Rq(64),
+    );
     let resps = drain(&mut b, &mut bsq);
     assert_eq!(resps.len(), W as usize);
     // One response retires one PSN: the second READ's first PSN is now inside the window.
-    a.receive(0, &parse(&wire(&resps[0], &mr_bytes(&resps[0]))).unwrap(), &mut asq, &mut amem, &mut Rq(0));
+    a.receive(
+        0,
+        &parse(&wire(&resps[0], &mr_bytes(&resps[0]))).unwrap(),
+        &mut asq,
+        &mut amem,
+        &mut Rq(0),
+    );
     let second = drain(&mut a, &mut asq);
-    assert_eq!(second.len(), 1, "second READ request while the first's responses stream");
+    assert_eq!(
+        second.len(),
+        1,
+        "second READ request while the first's responses stream"
+    );
     assert_eq!(second[0].hdr.bth.psn, psn(W));
     // The third READ's first PSN (2W) enters the window only with the second READ's first
     // response: nothing more leaves while the rest of the first READ's responses arrive.
     for (i, d) in resps[1..].iter().enumerate() {
-        a.receive(0, &parse(&wire(d, &mr_bytes(d))).unwrap(), &mut asq, &mut amem, &mut Rq(0));
+        a.receive(
+            0,
+            &parse(&wire(d, &mr_bytes(d))).unwrap(),
+            &mut asq,
+            &mut amem,
+            &mut Rq(0),
+        );
         assert_eq!(drain(&mut a, &mut asq).len(), 0, "after response {}", i + 1);
     }
-    b.receive(0, &parse(&wire(&second[0], &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    b.receive(
+        0,
+        &parse(&wire(&second[0], &[])).unwrap(),
+        &mut bsq,
+        &mut bmem,
+        &mut Rq(64),
+    );
     let resps = drain(&mut b, &mut bsq);
-    a.receive(0, &parse(&wire(&resps[0], &mr_bytes(&resps[0]))).unwrap(), &mut asq, &mut amem, &mut Rq(0));
+    a.receive(
+        0,
+        &parse(&wire(&resps[0], &mr_bytes(&resps[0]))).unwrap(),
+        &mut asq,
+        &mut amem,
+        &mut Rq(0),
+    );
     let third = drain(&mut a, &mut asq);
-    assert_eq!(third.iter().map(|d| d.hdr.bth.psn).collect::<Vec<_>>(), [psn(2 * W)]);
+    assert_eq!(
+        third.iter().map(|d| d.hdr.bth.psn).collect::<Vec<_>>(),
+        [psn(2 * W)]
+    );
     for d in &resps[1..] {
-        a.receive(0, &parse(&wire(d, &mr_bytes(d))).unwrap(), &mut asq, &mut amem, &mut Rq(0));
+        a.receive(
+            0,
+            &parse(&wire(d, &mr_bytes(d))).unwrap(),
+            &mut asq,
+            &mut amem,
+            &mut Rq(0),
+        );
     }
-    b.receive(0, &parse(&wire(&third[0], &[])).unwrap(), &mut bsq, &mut bmem, &mut Rq(64));
+    b.receive(
+        0,
+        &parse(&wire(&third[0], &[])).unwrap(),
+        &mut bsq,
+        &mut bmem,
+        &mut Rq(64),
+    );
     run_until_quiet(&mut a, &mut asq, &mut amem, &mut b, &mut bsq, &mut bmem, 0);
-    let want: Vec<u8> = (0x3000u64..0x3000 + 256 * u64::from(W)).map(|v| v as u8).collect();
+    let want: Vec<u8> = (0x3000u64..0x3000 + 256 * u64::from(W))
+        .map(|v| v as u8)
+        .collect();
     assert!(amem.read == want, "every byte placed");
-    assert_eq!(statuses(&mut a, &mut asq), [(1, Success), (2, Success), (3, Success)]);
+    assert_eq!(
+        statuses(&mut a, &mut asq),
+        [(1, Success), (2, Success), (3, Success)]
+    );
     assert_eq!(a.stats().comp.retries, 0);
 }
 
@@ -1425,7 +1892,14 @@ fn ack_retiring_the_local_wqe_a_retry_restarts_at_moves_the_requester_on() {
     use metaroce_proto::wr::WcStatus::*;
     let (mut a, mut asq) = qp(Transport::Rc);
     a.post_send(&mut asq, swr(0, SendOp::Local, 0)).unwrap();
-    let cs = SendOp::Atomic { va: 0x2000, rkey: 1, op: AtomicOp::CmpSwap { compare: 0, swap: 1 } };
+    let cs = SendOp::Atomic {
+        va: 0x2000,
+        rkey: 1,
+        op: AtomicOp::CmpSwap {
+            compare: 0,
+            swap: 1,
+        },
+    };
     a.post_send(&mut asq, swr(1, cs, 8)).unwrap();
     for id in 2..8 {
         a.post_send(&mut asq, swr(id, SendOp::Send, 4)).unwrap();
@@ -1436,7 +1910,13 @@ fn ack_retiring_the_local_wqe_a_retry_restarts_at_moves_the_requester_on() {
     // A plain ACK at the atomic's PSN: the local WQE before it is done (the atomic still
     // waits for its result).
     let (_, ack) = request(Opcode::RcAck, 0, 0); // a plain ACK at the atomic's PSN
-    a.receive(to + 2, &parse(&ack).unwrap(), &mut asq, &mut AnyMem(0), &mut Rq(0));
+    a.receive(
+        to + 2,
+        &parse(&ack).unwrap(),
+        &mut asq,
+        &mut AnyMem(0),
+        &mut Rq(0),
+    );
     assert_eq!(statuses(&mut a, &mut asq), [(0, Success)]);
     a.post_send(&mut asq, swr(8, SendOp::Send, 4)).unwrap(); // slot of WQE 0
     let sent: Vec<_> = std::iter::from_fn(|| a.poll_tx(to + 3, &mut asq))
@@ -1444,7 +1924,10 @@ fn ack_retiring_the_local_wqe_a_retry_restarts_at_moves_the_requester_on() {
         .collect();
     let mut want = vec![(Opcode::RcCmpSwap, psn(0))];
     want.extend((1..=7).map(|k| (Opcode::RcSendOnly, psn(k))));
-    assert_eq!(sent, want, "the atomic again, the six SENDs again, then the new SEND");
+    assert_eq!(
+        sent, want,
+        "the atomic again, the six SENDs again, then the new SEND"
+    );
 }
 
 /// Rights revoked on a live QP (RTS→RTS with `IB_QP_ACCESS_FLAGS`) apply to the next request:
@@ -1468,9 +1951,21 @@ fn revoked_access_applies_to_the_next_request() {
         let k = 1;
         let (_, second) = request(op, k, if op == Opcode::RcWriteOnly { 64 } else { 0 });
         let out = feed(&mut q, &mut sq, &mut Rq(0), &second);
-        assert_eq!(out.drop, Some(DropReason::QpAccess), "{op:?} after revocation");
+        assert_eq!(
+            out.drop,
+            Some(DropReason::QpAccess),
+            "{op:?} after revocation"
+        );
         let d = drain(&mut q, &mut sq);
-        assert_eq!(ack_of(d.last().unwrap()), (Opcode::RcAck, psn(k), Syndrome::Nak(NakCode::InvalidRequest)), "{op:?}");
+        assert_eq!(
+            ack_of(d.last().unwrap()),
+            (
+                Opcode::RcAck,
+                psn(k),
+                Syndrome::Nak(NakCode::InvalidRequest)
+            ),
+            "{op:?}"
+        );
     }
     // Restored before any refused request: granted again.
     let (mut q, mut sq) = qp(Transport::Rc);

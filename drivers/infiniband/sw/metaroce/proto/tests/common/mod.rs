@@ -6,9 +6,9 @@
 use metaroce_proto::bth::Bth;
 use metaroce_proto::conn::{Conn, ConnConfig};
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, NakCode, Reth, Syndrome};
+use metaroce_proto::mrc_wire::MrcOp;
 use metaroce_proto::opcode::{ExtSet, Opcode};
 use metaroce_proto::packet::Headers;
-use metaroce_proto::mrc_wire::MrcOp;
 use metaroce_proto::psn::{Psn, PSN_MASK};
 use metaroce_proto::stream::MsgDesc;
 use proptest::prelude::*;

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the native connections report: the path and rate-hint tracepoints, the device counters
+//! they add to, the RTT gauges and the debugfs `connections` view.
+
+use super::{Peer, PeerInner, Peers, MAX_PEERS, PATHS, STREAMS};
+use crate::device::{Counter, MetaRoceDriver};
+use crate::proto::conn::ConnStats;
+use crate::proto::path::{PathState, PathStats};
+use kernel::rdma::device::Device;
+use kernel::rdma::trace::{self, PathEvent};
+use kernel::sync::Arc;
+
+/// What the path tracepoints last reported of a path.
+#[derive(Clone, Copy)]
+pub(super) struct PathSeen {
+    port: u16,
+    state: PathState,
+    sack_losses: u64,
+    timeouts: u64,
+    ecn_echoes: u64,
+}
+
+impl PathSeen {
+    pub(super) const NONE: PathSeen = PathSeen {
+        port: 0,
+        state: PathState::Active,
+        sack_losses: 0,
+        timeouts: 0,
+        ecn_echoes: 0,
+    };
+
+    fn of(port: u16, state: PathState, st: &PathStats) -> Self {
+        PathSeen {
+            port,
+            state,
+            sack_losses: st.sack_losses,
+            timeouts: st.timeouts,
+            ecn_echoes: st.ecn_echoes,
+        }
+    }
+}
+
+/// Emits a `metaroce_path` event for each path's losses, RTOs, ECN echoes, port and state
+/// changes since the last call, and a `metaroce_rate_hint` event if the hint changed.
+fn trace_paths(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
+    let conn = inner.conn.config().conn_id;
+    let hint = inner.conn.conn_window().1;
+    if hint != inner.traced_hint {
+        trace::rate_hint(dev, conn, inner.traced_hint, hint);
+        inner.traced_hint = hint;
+    }
+    // Nothing per packet while the event is off; when it comes on, the paths are taken as
+    // they are then (counted from there: no burst of old events).
+    let was_tracing = core::mem::replace(&mut inner.tracing, trace::path_enabled());
+    if !inner.tracing {
+        return;
+    }
+    for (i, seen) in inner.traced.iter_mut().enumerate() {
+        let (Some((port, state, st)), Some((cwnd, srtt, _, _))) =
+            (inner.conn.path_info(i), inner.conn.path_rtt(i))
+        else {
+            continue;
+        };
+        let now = PathSeen::of(port, state, &st);
+        let was = core::mem::replace(seen, now);
+        if !was_tracing {
+            continue;
+        }
+        let emit = |event, count: u64| {
+            if count != 0 {
+                let r = trace::PathRecord {
+                    conn,
+                    path: i as u8,
+                    event,
+                    count: u32::try_from(count).unwrap_or(u32::MAX),
+                    port,
+                    cwnd,
+                    srtt_us: u32::try_from(srtt / 1000).unwrap_or(u32::MAX),
+                };
+                trace::path(dev, &r);
+            }
+        };
+        emit(
+            PathEvent::Loss,
+            now.sack_losses.wrapping_sub(was.sack_losses),
+        );
+        emit(PathEvent::Timeout, now.timeouts.wrapping_sub(was.timeouts));
+        emit(PathEvent::Ecn, now.ecn_echoes.wrapping_sub(was.ecn_echoes));
+        emit(
+            PathEvent::Repath,
+            u64::from(now.port != was.port && was.port != 0),
+        );
+        if now.state != was.state {
+            let ev = match now.state {
+                PathState::Active => PathEvent::Active,
+                PathState::Recovering => PathEvent::Recovering,
+                PathState::Failed => PathEvent::Failed,
+            };
+            emit(ev, 1);
+        }
+    }
+}
+
+/// What a connection counted, as the device's counters add it up.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Figures {
+    stats: ConnStats,
+    sack_losses: u64,
+    timeouts: u64,
+    ecn_echoes: u64,
+    late_acks: u64,
+    spurious_rtos: u64,
+    rnr_drops: u64,
+}
+
+/// Adds what the connection counted since the last call to the device's counters.
+pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
+    let mut now = Figures {
+        stats: inner.conn.stats,
+        rnr_drops: inner.rnr_drops,
+        ..Figures::default()
+    };
+    for i in 0..PATHS {
+        if let Some((_, _, p)) = inner.conn.path_info(i) {
+            now.sack_losses = now.sack_losses.wrapping_add(p.sack_losses);
+            now.timeouts = now.timeouts.wrapping_add(p.timeouts);
+            now.ecn_echoes = now.ecn_echoes.wrapping_add(p.ecn_echoes);
+            now.late_acks = now.late_acks.wrapping_add(p.late_acks);
+            now.spurious_rtos = now.spurious_rtos.wrapping_add(p.spurious_rtos);
+        }
+    }
+    let was = core::mem::replace(&mut inner.counted, now);
+    let d = |a: u64, b: u64| a.wrapping_sub(b);
+    let (n, w) = (&now.stats, &was.stats);
+    dev.count(Counter::NativeDataSent, d(n.data_sent, w.data_sent));
+    dev.count(Counter::Retransmits, d(n.retransmits, w.retransmits));
+    dev.count(Counter::NativeAcksSent, d(n.acks_sent, w.acks_sent));
+    dev.count(Counter::NativeRepaths, d(n.repaths, w.repaths));
+    dev.count(Counter::NativeDuplicates, d(n.duplicates, w.duplicates));
+    dev.count(Counter::NativeDrops, d(n.drops, w.drops));
+    dev.count(
+        Counter::NativeEcnDecreases,
+        d(n.conn_ecn_decreases, w.conn_ecn_decreases),
+    );
+    dev.count(
+        Counter::NativeSackLosses,
+        d(now.sack_losses, was.sack_losses),
+    );
+    dev.count(Counter::NativeTimeouts, d(now.timeouts, was.timeouts));
+    dev.count(Counter::NativeRnrDrops, d(now.rnr_drops, was.rnr_drops));
+    dev.count(Counter::NativeEcnEchoes, d(now.ecn_echoes, was.ecn_echoes));
+    dev.count(
+        Counter::NativeRateHintChanges,
+        d(n.rate_hint_changes, w.rate_hint_changes),
+    );
+    dev.count(
+        Counter::NativeDelaySignals,
+        d(n.delay_signals, w.delay_signals),
+    );
+    dev.count(Counter::NativeLateAcks, d(now.late_acks, was.late_acks));
+    dev.count(
+        Counter::NativeSpuriousRtos,
+        d(now.spurious_rtos, was.spurious_rtos),
+    );
+    trace_paths(dev, inner);
+}
+
+/// The smallest RTT sample of any path of `peers` and the mean of the paths' mean RTTs, in ns
+/// (0 without samples). Any context.
+pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
+    let (mut min, mut sum, mut n) = (u64::MAX, 0u64, 0u64);
+    let t = peers.lock();
+    for p in t.peers.iter() {
+        let g = p.inner.lock();
+        for i in 0..PATHS {
+            if let Some((_, _, pmin, pavg)) = g.conn.path_rtt(i).filter(|r| r.2 != 0) {
+                min = min.min(pmin);
+                sum = sum.saturating_add(pavg);
+                n += 1;
+            }
+        }
+    }
+    if n == 0 {
+        (0, 0)
+    } else {
+        (min, sum / n)
+    }
+}
+
+/// The `connections` file of a device's debugfs directory (`/sys/kernel/debug/metaroce_DEV/`):
+/// every connection with its streams, window and counters, and each path's source port, state,
+/// window, RTT and counters.
+pub(crate) struct ConnView(pub(crate) Arc<Peers>);
+
+/// What the view prints of one connection, copied under its lock.
+struct Snapshot {
+    conn_id: u32,
+    state: crate::proto::conn::ConnState,
+    window: (u32, u32),
+    stats: ConnStats,
+    streams: [u32; STREAMS],
+    rnr_drops: u64,
+    restarts: u64,
+    paths: [Option<(
+        u16,
+        crate::proto::path::PathState,
+        crate::proto::path::PathStats,
+        (u32, u64, u64, u64),
+    )>; PATHS],
+}
+
+/// A GID as the address it stands for.
+struct Gid<'a>(&'a [u8; 16]);
+
+impl core::fmt::Display for Gid<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let g = self.0;
+        if g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff {
+            return write!(f, "{}.{}.{}.{}", g[12], g[13], g[14], g[15]);
+        }
+        for i in 0..8 {
+            let w = u16::from_be_bytes([g[2 * i], g[2 * i + 1]]);
+            write!(f, "{}{w:x}", if i == 0 { "" } else { ":" })?;
+        }
+        Ok(())
+    }
+}
+
+impl core::fmt::Debug for ConnView {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut peers: [Option<Arc<Peer>>; MAX_PEERS] = [const { None }; MAX_PEERS];
+        {
+            let t = self.0.lock();
+            for (slot, p) in peers.iter_mut().zip(t.peers.iter()) {
+                *slot = Some(p.clone());
+            }
+        }
+        for p in peers.iter().flatten() {
+            let s = {
+                let g = p.inner.lock();
+                let c = &g.conn;
+                Snapshot {
+                    conn_id: c.config().conn_id,
+                    state: c.state(),
+                    window: c.conn_window(),
+                    stats: c.stats,
+                    streams: g.streams,
+                    rnr_drops: g.rnr_drops,
+                    restarts: g.restarts,
+                    paths: core::array::from_fn(|i| {
+                        c.path_info(i)
+                            .zip(c.path_rtt(i))
+                            .map(|((port, st, ps), rtt)| (port, st, ps, rtt))
+                    }),
+                }
+            };
+            writeln!(
+                f,
+                "connection {:#010x} {} -> {} {:?} window {} B rate hint {} kbit/s rnr drops {} peer restarts {}",
+                s.conn_id,
+                Gid(&p.sgid),
+                Gid(&p.dgid),
+                s.state,
+                s.window.0,
+                s.window.1,
+                s.rnr_drops,
+                s.restarts
+            )?;
+            write!(f, "  streams (QPN):")?;
+            for q in s.streams.iter().filter(|&&q| q != 0) {
+                write!(f, " {q}")?;
+            }
+            writeln!(f)?;
+            writeln!(f, "  {:?}", s.stats)?;
+            for (i, path) in s.paths.iter().enumerate() {
+                if let Some((port, st, ps, (cwnd, srtt, min, avg))) = path {
+                    writeln!(
+                        f,
+                        "  path {i} port {port} {st:?} cwnd {cwnd} B srtt {srtt} ns min {min} ns avg {avg} ns {ps:?}"
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
