@@ -66,8 +66,10 @@ done
 # --- Rust: rustup toolchain, rust-src and a pinned bindgen.
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v rustup >/dev/null || die "rustup not found (the machine's Rust toolchain is installed by rustup)"
-rustup component list --installed 2>/dev/null | grep -q '^rust-src' || {
-  log "rustup component add rust-src"; rustup component add rust-src || die "rustup component add rust-src failed"; }
+for c in rust-src rustfmt clippy; do   # rustfmt, clippy: make check's lint step
+  rustup component list --installed 2>/dev/null | grep -q "^$c" || {
+    log "rustup component add $c"; rustup component add "$c" || die "rustup component add $c failed"; }
+done
 if [ "$(bindgen --version 2>/dev/null)" != "bindgen $BINDGEN_VERSION" ]; then
   log "cargo install bindgen-cli $BINDGEN_VERSION (about 2 minutes)"
   cargo install bindgen-cli --locked --version "$BINDGEN_VERSION" || die "cargo install bindgen-cli $BINDGEN_VERSION failed"
