@@ -60,7 +60,7 @@ fi
 step "docs: reStructuredText syntax (docutils, warnings are errors)"
 while read -r line; do
   case $line in ok:*) result ok "docs: ${line#ok: }";; *) echo "# $line"; result not-ok "docs: $(echo "${line#FAIL: }" | cut -d: -f1)";; esac
-done < <(python3 "$repo/scripts/rstcheck.py" "$repo"/Documentation/metaroce/*.rst 2>&1 | grep -E '^(ok|FAIL):')
+done < <(cd "$repo" && python3 scripts/rstcheck.py Documentation/metaroce/*.rst 2>&1 | grep -E '^(ok|FAIL):')
 
 step "test kernel build"
 if "$repo/scripts/kernel.sh" test >"$OUT/kernel-test.log" 2>&1; then result ok "kernel build (test)" "$(grep 'done in' "$OUT/kernel-test.log" | sed 's/.*done in //')"
