@@ -77,13 +77,16 @@ __rust_helper struct ib_ucontext *rust_helper_metaroce_udata_ucontext(struct ib_
 
 /*
  * vmalloc_user(), charged to the caller's memory cgroup (__GFP_ACCOUNT): queue memory a
- * process sizes (rings up to tens of MiB per QP) counts against its cgroup's limit.
+ * process sizes (rings up to tens of MiB per QP) counts against its cgroup's limit. Beyond the
+ * limit the allocation fails (__GFP_RETRY_MAYFAIL: ENOMEM for the verb) instead of invoking the
+ * OOM killer, and quietly (__GFP_NOWARN: a process must not be able to fill the log).
  */
 __rust_helper void *rust_helper_metaroce_vmalloc_user(unsigned long size)
 {
 	return __vmalloc_node_range(size, SHMLBA, VMALLOC_START, VMALLOC_END,
-				    GFP_KERNEL_ACCOUNT | __GFP_ZERO, PAGE_KERNEL,
-				    VM_USERMAP, NUMA_NO_NODE, __builtin_return_address(0));
+				    GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_RETRY_MAYFAIL |
+				    __GFP_NOWARN, PAGE_KERNEL, VM_USERMAP, NUMA_NO_NODE,
+				    __builtin_return_address(0));
 }
 
 /*
