@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory access of a QP: copies to and from the buffers its work requests name.
+
+use super::*;
+
+/// The error of a local copy: `EAGAIN` for on-demand paging memory that is not present yet
+/// (a fault was asked for), `EFAULT` for anything else.
+pub(super) fn mr_errno(e: crate::mr::MrError) -> Error {
+    match e {
+        crate::mr::MrError::NotPresent => EAGAIN,
+        _ => EFAULT,
+    }
+}
+
+/// Whether the user buffers `segs` of PD `pd` can be written now: false if pages of an
+/// on-demand paging region among them are not present (a fault was asked for). Invalid
+/// buffers pass (the placement reports them). Any context.
+pub(super) fn recv_ready(dev: &MetaRoceDev, pd: Option<PdId>, segs: &[Seg]) -> bool {
+    let Some(pd) = pd else { return true };
+    segs.iter().all(|s| match *s {
+        Seg::User { addr, len, lkey } if len > 0 => !matches!(
+            dev.mr_check(
+                lkey,
+                KeyKind::Local,
+                pd,
+                addr,
+                len as usize,
+                AccessFlags::LOCAL_WRITE
+            ),
+            Err(crate::mr::MrError::NotPresent)
+        ),
+        _ => true,
+    })
+}
+
+/// Copies `out.len()` bytes at byte `offset` of the concatenation of `segs` into `out`.
+pub(super) fn gather(
+    m: &MemCtx<'_>,
+    segs: impl IntoIterator<Item = Seg>,
+    mut offset: usize,
+    mut out: &mut [u8],
+) -> Result {
+    for b in segs {
+        if out.is_empty() {
+            break;
+        }
+        let len = b.len();
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let n = core::cmp::min(len - offset, out.len());
+        let (now, rest) = out.split_at_mut(n);
+        m.read(&b, offset, now)?;
+        out = rest;
+        offset = 0;
+    }
+    if out.is_empty() {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// A placement made while the device has on-demand paging regions: `data` copied to byte
+/// `offset` of `segs` now, in one go with the check that their pages are present. `Ok(true)`
+/// placed, `NotPresent` (a fault was asked for; the core refuses the packet and it comes
+/// again), and other errors `Ok(false)`: left to the core's `Place`, which fails the same way
+/// and reports it.
+pub(super) fn place_now(
+    m: &MemCtx<'_>,
+    segs: impl IntoIterator<Item = Seg>,
+    offset: u32,
+    data: &[u8],
+) -> Result<bool, AccessError> {
+    match scatter(m, segs, offset as usize, data) {
+        Ok(()) => Ok(true),
+        Err(e) if e == EAGAIN => Err(AccessError::NotPresent),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Copies `data` to byte `offset` of the concatenation of `segs`.
+pub(super) fn scatter(
+    m: &MemCtx<'_>,
+    segs: impl IntoIterator<Item = Seg>,
+    mut offset: usize,
+    mut data: &[u8],
+) -> Result {
+    for b in segs {
+        if data.is_empty() {
+            break;
+        }
+        let len = b.len();
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let n = core::cmp::min(len - offset, data.len());
+        m.write(&b, offset, &data[..n])?;
+        data = &data[n..];
+        offset = 0;
+    }
+    if data.is_empty() {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// The buffers of an SGE list of a kernel QP, checked against `max_sge`, the local DMA key and
+/// the kernel's direct mapping; returns them in `out` with the total length.
+pub(super) fn kernel_bufs(
+    qp: &Qp<MetaRoceDriver>,
+    sges: &[Sge],
+    max_sge: u32,
+    out: &mut [Seg],
+) -> Result<u32> {
+    if sges.len() > max_sge as usize || sges.len() > out.len() {
+        return Err(EINVAL);
+    }
+    let mut total: u32 = 0;
+    for (s, o) in sges.iter().zip(out.iter_mut()) {
+        if s.lkey() != LOCAL_DMA_LKEY {
+            return Err(EINVAL);
+        }
+        *o = Seg::Kernel(KernelBuf::from_sge(qp, s)?);
+        total = total.checked_add(s.length()).ok_or(EINVAL)?;
+    }
+    Ok(total)
+}
