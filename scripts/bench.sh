@@ -24,6 +24,7 @@ pair_kind() {
   case $1 in
     metaroce) kind=release prov=metaroce;;
     metaroce-native) kind=release prov=metaroce-native;;
+    metaroce-native-auth) kind=release prov=metaroce-native-auth;;
     rxe) kind=baseline prov=rxe;;
     rxe-debian) kind=peer prov=rxe;;
     *) return 1;;
@@ -31,7 +32,7 @@ pair_kind() {
 }
 kinds=
 for p in $pairs; do
-  pair_kind "$p" || { echo "bench: unknown pair $p (pairs: metaroce metaroce-native rxe rxe-debian)"; exit 2; }
+  pair_kind "$p" || { echo "bench: unknown pair $p (pairs: metaroce metaroce-native metaroce-native-auth rxe rxe-debian)"; exit 2; }
   case " $kinds " in *" $kind "*) ;; *) kinds="$kinds $kind";; esac
 done
 # A full pair takes ~25 min under TCG (README); the timeouts only bound a hang.

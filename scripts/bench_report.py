@@ -30,6 +30,7 @@ USER_HZ = 100
 PAIR_LABEL = {
     "metaroce": "MetaRoCE RoCEv2 (release kernel)",
     "metaroce-native": "MetaRoCE native (release kernel)",
+    "metaroce-native-auth": "MetaRoCE native, authenticated (release kernel)",
     "rxe": "rdma_rxe (baseline kernel)",
     "rxe-debian": "rdma_rxe (Debian kernel)",
 }
@@ -37,15 +38,17 @@ PAIR_LABEL = {
 PAIR_SHORT = {
     "metaroce": "MetaRoCE RoCEv2",
     "metaroce-native": "MetaRoCE native",
+    "metaroce-native-auth": "MetaRoCE native auth",
     "rxe": "rdma_rxe (baseline)",
     "rxe-debian": "rdma_rxe (Debian)",
 }
-PAIR_ORDER = ["metaroce", "metaroce-native", "rxe", "rxe-debian"]
+PAIR_ORDER = ["metaroce", "metaroce-native", "metaroce-native-auth", "rxe", "rxe-debian"]
 # The two MetaRoCE modes, whose figures are divided by rdma_rxe's and TCP's, and the wire each one's
 # RC runs are expected on.
-MODES = {"metaroce": "RoCEv2", "metaroce-native": "native"}
-EXPECTED_WIRE = {"metaroce": "RoCEv2", "metaroce-native": "native"}
-COLOURS = {"metaroce": "tab:blue", "metaroce-native": "tab:red", "rxe": "tab:orange", "rxe-debian": "tab:green"}
+MODES = {"metaroce": "RoCEv2", "metaroce-native": "native", "metaroce-native-auth": "native, authenticated"}
+EXPECTED_WIRE = {"metaroce": "RoCEv2", "metaroce-native": "native", "metaroce-native-auth": "native"}
+COLOURS = {"metaroce": "tab:blue", "metaroce-native": "tab:red", "metaroce-native-auth": "tab:purple", "rxe": "tab:orange",
+           "rxe-debian": "tab:green"}
 RXE = "rxe"
 # The targets as README ("Benchmarks") states them, evaluated for each MetaRoCE mode:
 # (id, text, comparison, threshold). The loss target is the native transport's
@@ -731,7 +734,7 @@ def write_md(path, meta, figs, cont, results):
         L.append("")
     # Per workload: every native figure, and any RoCEv2-mode figure with runs off its expected wire.
     wf = [f for f in wf if f["wire"]["unknown"] < f["ok_runs"] and (
-        f["pair"] == "metaroce-native" or any(n for k, n in f["wire"].items() if k not in (EXPECTED_WIRE[f["pair"]], "unknown")))]
+        f["pair"].startswith("metaroce-native") or any(n for k, n in f["wire"].items() if k not in (EXPECTED_WIRE[f["pair"]], "unknown")))]
     if not wf:
         L.append("No MetaRoCE RDMA run with counters to detail in this run.")
     else:
@@ -921,7 +924,9 @@ def main():
             "quick": a.quick, "pairs": pairs, "guests": setups, "memory": memory, "host": cont, "check_tolerance": CHECK_TOLERANCE,
             "modes": {"metaroce": "MetaRoCE, link type metaroce: every QP over RoCEv2",
                       "metaroce-native": "MetaRoCE, link type metaroce-native: RC QPs over the native transport (UDP "
-                                         "19791), UC/UD/QP1 over RoCEv2; each run's wire from the device counters"}}
+                                         "19791), UC/UD/QP1 over RoCEv2; each run's wire from the device counters",
+                      "metaroce-native-auth": "as metaroce-native, with a fabric key (logon key metaroce:eth0): every "
+                                              "native packet sealed (transport.rst 13.1)"}}
     tg = write_md(os.path.join(a.out, "results.md"), meta, figs, cont, results)
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "targets": tg, "figures": figs, "runs": results}, f, indent=1)

@@ -4,6 +4,9 @@
  * (rust/kernel/rdma, rust/kernel/net) bind to. Included from
  * rust/bindings/bindings_helper.h by MetaRoCE's overlay script.
  */
+#include <crypto/blake2s.h>
+#include <crypto/chacha20poly1305.h>
+#include <keys/user-type.h>
 #include <linux/hmm.h>
 #include <linux/igmp.h>
 #include <linux/mmu_notifier.h>

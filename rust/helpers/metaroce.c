@@ -25,6 +25,9 @@
 #include <rdma/ib_umem_odp.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
+#include <crypto/blake2s.h>
+#include <keys/user-type.h>
+#include <linux/string.h>
 
 __rust_helper void rust_helper_dev_hold(struct net_device *dev)
 {
@@ -349,3 +352,21 @@ __rust_helper struct net_device *rust_helper_metaroce_local_dev6(struct net_devi
 {
 	return ipv6_dev_find(dev_net(via), daddr, NULL);
 }
+
+__rust_helper void rust_helper_memzero_explicit(void *s, size_t count)
+{
+	memzero_explicit(s, count);
+}
+
+__rust_helper void rust_helper_blake2s(const u8 *key, size_t keylen, const u8 *in, size_t inlen,
+				       u8 *out, size_t outlen)
+{
+	blake2s(key, keylen, in, inlen, out, outlen);
+}
+
+#ifdef CONFIG_KEYS
+__rust_helper struct user_key_payload *rust_helper_user_key_payload_locked(const struct key *key)
+{
+	return user_key_payload_locked(key);
+}
+#endif

@@ -40,6 +40,15 @@ Remote cases (the suite's network part, 63-attack.sh):
                      posted 64-byte receives filled with 0xEE; writes its QPN to DIR/qpn, then waits
                      for DIR/go, polls for the seconds DIR/go holds (default 5) and writes to DIR/result the
                      number of completed receives and of receive buffers that changed.
+  attack.py rc-pair a|b DEV GID_INDEX PEER_ADDR DIR
+                     one end of a native RC pair across two namespaces, the ends meeting through
+                     files in DIR. b sends a 64-byte SEND ("G1") to a once both are at RTS. a has 8
+                     posted 64-byte receives filled with 0xEE; it checks G1, writes DIR/first (its
+                     QPN) and polls until DIR/go exists plus 2 s (the forgery window, 64-attack.sh
+                     injects meanwhile), writes DIR/forged ("completed changed" of the other 7
+                     receives), then asks b for a second SEND ("G2", DIR/send2) and writes
+                     DIR/result: "forged_completed changed g2" (g2 1 if G2 arrived intact). b
+                     writes DIR/b-result: the status of its two sends.
 Exit status 1 if any expectation failed.
 """
 import ctypes
@@ -307,8 +316,87 @@ def uc_victim(dev, gidx, peer, d):
     print(f"uc-victim: {len(got)} receives completed, {changed} buffers changed", flush=True)
 
 
+def rc_pair(role, dev, gidx, peer, d):
+    """See the module's docstring."""
+    def path(n):
+        return os.path.join(d, n)
+
+    def put(n, v):
+        with open(path(n) + ".tmp", "w") as f:
+            f.write(f"{v}\n")
+        os.rename(path(n) + ".tmp", path(n))
+
+    def wait(n, seconds=120):
+        end = time.monotonic() + seconds
+        while not os.path.exists(path(n)):
+            if time.monotonic() > end:
+                sys.exit(f"rc-pair {role}: no {n} after {seconds} s")
+            time.sleep(0.05)
+        return open(path(n)).read().strip()
+
+    from pyverbs.addr import GID
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    cq = CQ(ctx, 64)
+    mr = MR(pd, 8 * 64, h.RW)
+    mr.write(b"\xee" * (8 * 64), 8 * 64)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)))
+    init = QPAttr(port_num=h.PORT)
+    init.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
+    qp.to_init(init)
+    if role == "a":
+        for i in range(8):
+            qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + 64 * i, 64, mr.lkey)]))
+    put(f"qpn-{role}", qp.qp_num)
+    other = int(wait("qpn-" + ("b" if role == "a" else "a")))
+    mapped = bytes(10) + b"\xff\xff" + bytes(int(x) for x in peer.split("."))
+    attr = QPAttr(port_num=h.PORT)
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = other
+    attr.rq_psn = attr.sq_psn = 0
+    attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
+    attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 1, 14, 7, 7
+    gid = ":".join(mapped[i:i + 2].hex() for i in range(0, 16, 2))
+    attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=gidx))
+    qp.to_rts(attr)
+    put(f"rts-{role}", 1)
+    if role == "b":
+        wait("rts-a")
+        status = []
+        for n, msg in ((1, b"G1"), (2, b"G2")):
+            if n == 2:
+                wait("send2", 300)
+            mr.write(msg * 32, 64)
+            qp.post_send(SendWR(wr_id=n, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+            wc = h.poll(cq, 1, 60)
+            status.append(str(wc[0].status) if wc else "none")
+        put("b-result", " ".join(status))
+        print(f"rc-pair b: send statuses {status}", flush=True)
+        return
+    wc = h.poll(cq, 1, 60)
+    ok1 = bool(wc) and wc[0].status == e.IBV_WC_SUCCESS and mr.read(64, 0) == b"G1" * 32
+    if not ok1:
+        sys.exit(f"rc-pair a: G1 not received intact: {[(w.status, w.wr_id) for w in wc]}")
+    put("first", qp.qp_num)
+    wait("go", 300)
+    forged = h.poll(cq, 7, 2.0)
+    changed = sum(1 for i in range(1, 8) if mr.read(64, 64 * i) != b"\xee" * 64)
+    put("forged", f"{len(forged)} {changed}")
+    put("send2", 1)
+    wc = h.poll(cq, 1, 60)
+    g2 = int(bool(wc) and wc[0].status == e.IBV_WC_SUCCESS and wc[0].wr_id == 1 + len(forged)
+             and mr.read(64, 64 * (1 + len(forged))) == b"G2" * 32)
+    put("result", f"{len(forged)} {changed} {g2}")
+    print(f"rc-pair a: forged completions {len(forged)}, buffers changed {changed}, G2 intact {g2}", flush=True)
+
+
 def main():
     mode = sys.argv[1]
+    if mode == "rc-pair":
+        rc_pair(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
+        return
     if mode == "memcg":
         memcg(sys.argv[2], int(sys.argv[3]))
         return

@@ -28,12 +28,21 @@ Kinds that need no live connection (what the receiving device must do with them)
   no-conn          well-formed WRITEs with a made-up connection id: rcvd_no_qp when SRC and DST
                    are not the addresses of a connection of the device (send them from such an
                    address: from a peer that has a connection this is DATA of a wrong connection
-                   id, and after 1 s without DATA the receiver takes it for a restarted peer)
+                   id, dropped, and after 1 s without DATA a restart the peer must prove, 7.1)
+  probe-reserved   CHALLENGE/PROOF with reserved bytes set, a truncated one: rcvd_malformed
+  challenge-forged CHALLENGEs with made-up cookies: the device answers each with a PROOF of its
+                   own connection id to SRC (a reflection no larger than the packet), no state kept
 
 Kinds for a live connection; key conn= is required. ACKs carry the *receiving* device's own
 connection id (debugfs: its `connection` line), DATA the sending peer's id (the peer's own line).
 Keys: conn, stream (a QPN bound on the receiver: its `streams (QPN)` line), dsn, paths (default 8).
-Forged packets must come from the peer's address: run this in the peer's namespace.
+Forged packets must come from the peer's address: run this in the peer's namespace, or anywhere
+with SRC spoofed (IPv4: a SRC this host does not own is written in a raw IP header).
+  data-restart     SENDs of a made-up connection (conn= xor 0x5a5a5a5a: give the peer's id) to
+                   stream= (Msn = Rsn = i % 4): a restart attempt. From a live peer: WrongConn.
+                   After 1 s without DATA: Dropped unacknowledged (native_unproven) and a CHALLENGE sent to SRC,
+                   at most one per ms; never placed unless the device at SRC proves conn= (7.1)
+  proof-guess      PROOFs for conn= with guessed cookies: refused (native_bad_proofs)
   ack-cum-ahead    CumSeq 2^30 + i beyond anything sent, SACK all ones, RateHint alternately
                    0xffffffff and 0: dropped (BadAck): rcvd_dropped, native_drops, path bad_acks
   ack-wrong-conn   another connection id: dropped (WrongConn): rcvd_dropped, native_drops
@@ -96,6 +105,11 @@ def ack(path=0, conn=0x0102_0304, cum=0, ack_seq=0, hint=0, ce=0, sack=(0, 0, 0,
     return b
 
 
+def probe(vt=0x13, conn=0, cookie=0, flags=0, path=0, resv=0) -> bytes:
+    """A CHALLENGE (vt 0x13) or PROOF (vt 0x14) (spec 7.1): 16 bytes."""
+    return struct.pack(">BBBBIQ", vt, flags, path, resv, conn, cookie)
+
+
 ONES = (2**64 - 1,) * 4
 
 
@@ -115,7 +129,7 @@ def build(kind: str, i: int, p: dict):
         return b, e, "ok"
     if kind == "version-type":
         v = [(data(vt=0x21), "BadVersion"), (data(vt=0x01), "BadVersion"), (ack(vt=0xF2), "BadVersion"),
-             (data(vt=0x10), "BadType"), (data(vt=0x13), "BadType"), (ack(vt=0x1F), "BadType")]
+             (data(vt=0x10), "BadType"), (data(vt=0x15), "BadType"), (ack(vt=0x1F), "BadType")]
         b, e = v[i % len(v)]
         return b, e, "ok"
     if kind == "opcode":
@@ -160,6 +174,23 @@ def build(kind: str, i: int, p: dict):
         return ack(path=path, conn=conn ^ 0xA5A5_A5A5, hint=HUGE), "ACK", "ok"
     if kind == "ack-bad-path":
         return ack(path=paths + i % (256 - paths), conn=conn, hint=HUGE), "ACK", "ok"
+    if kind == "probe-reserved":
+        v = [probe(conn=1), probe(flags=1), probe(path=1), probe(resv=1), probe(vt=0x14, conn=5, flags=0x80),
+             probe()[:15]]
+        return v[i % len(v)], "Truncated" if i % len(v) == 5 else "Reserved", "ok"
+    if kind == "proof-guess":
+        # A PROOF for connection conn= with a guessed cookie: refused (native_bad_proofs).
+        return probe(vt=0x14, conn=conn, cookie=(0x9E37_79B9_7F4A_7C15 * (i + 1)) & (2**64 - 1)), "PROOF", "ok"
+    if kind == "challenge-forged":
+        # A CHALLENGE with a made-up cookie: answered with a PROOF to the (spoofed) source.
+        return probe(cookie=i), "CHALLENGE", "ok"
+    if kind == "data-restart":
+        # SENDs of a made-up connection (conn= ^ 0x5a5a5a5a) to stream=, as a restarted peer sends its
+        # first messages: Msn = Rsn = i % 4, so that one names the receiver's next receive
+        # whatever its position. Placed only after a proven restart (spec 7.1).
+        k = i % 4
+        return data(op=OP["SEND"], conn=conn ^ 0x5A5A_5A5A, path=path, seq=i, floor=0, stream=stream, dsn=i, msn=k, rsn=k), \
+            "DATA", "ok"
     if kind == "ack-sack-unsent":
         cum = p.get("cum", 0)
         return ack(path=path, conn=conn, cum=cum, ack_seq=cum, hint=HUGE if i % 2 == 0 else 0, sack=ONES), \
@@ -197,7 +228,8 @@ def build(kind: str, i: int, p: dict):
 KINDS = ["short", "version-type", "opcode", "reserved", "lengths", "placement", "zero-checksum", "bad-checksum",
          "no-conn", "ack-cum-ahead", "ack-wrong-conn", "ack-bad-path", "ack-sack-unsent", "data-path-window",
          "data-dsn-far", "data-bad-path", "data-msn-far", "data-unknown-stream", "write-bad-rkey",
-         "write-past-end", "atomic-unaligned", "write-valid"]
+         "write-past-end", "atomic-unaligned", "write-valid", "probe-reserved", "proof-guess", "challenge-forged",
+         "data-restart"]
 
 
 def decode(b: bytes):
@@ -216,6 +248,13 @@ def decode(b: bytes):
         f = dict(zip(("path", "conn", "cum", "ack_seq", "hint", "ce"), (b[2],) + struct.unpack(">IIIII", b[4:24])))
         f["sack"] = struct.unpack(">4Q", b[24:56])
         return "ACK", f
+    if t in (3, 4):
+        if b[1] != 0 or b[2] != 0 or b[3] != 0 or (t == 3 and b[4:8] != bytes(4)):
+            return "Reserved", None
+        if len(b) < 16:
+            return "Truncated", None
+        conn, cookie = struct.unpack(">IQ", b[4:16])
+        return ("CHALLENGE" if t == 3 else "PROOF"), {"conn": conn, "cookie": cookie}
     if t != 1:
         return "BadType", None
     if len(b) < 60:
@@ -340,6 +379,10 @@ def self_check(need_fixture: bool) -> None:
                 "data-bad-path": f.get("path", 0) >= p["paths"],
                 "data-msn-far": f.get("msn") == FAR + i and f.get("dsn") == 1000 + i and f.get("stream") == 0x11,
                 "data-unknown-stream": f.get("stream") == 0xFFFFFE,
+                "proof-guess": f.get("conn") == p["conn"] and f.get("cookie") != 0,
+                "challenge-forged": f.get("conn") == 0 and f.get("cookie") == i,
+                "data-restart": f.get("conn") == p["conn"] ^ 0x5A5A_5A5A and f.get("op") == OP["SEND"]
+                and f.get("msn") == f.get("rsn") == i % 4 and f.get("stream") == 0x11,
                 "write-bad-rkey": f.get("op") == 2 and f.get("rkey") == 0xDEAD0000 + i,
                 "write-past-end": f.get("va", 0) + f.get("msg_len", 0) > 2**64 - 1,
                 "atomic-unaligned": f.get("op") == 8 and f.get("va", 0) % 8 != 0,
@@ -372,11 +415,26 @@ def send(src: str, dst: str, count: int, spec: str) -> None:
     # A raw socket of protocol UDP: the kernel writes the IP header (from SRC) and leaves our UDP
     # header, checksum included, as it is.
     s = socket.socket(fam, socket.SOCK_RAW, socket.IPPROTO_UDP)
-    s.bind((src, 0))
     sa, da = socket.inet_pton(fam, src), socket.inet_pton(fam, dst)
+    spoof = False
+    try:
+        s.bind((src, 0))
+    except OSError:
+        # SRC is not ours (an off-path host spoofing a peer): IPv4 with our own IP header.
+        if v6:
+            raise
+        s.close()
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        spoof = True
     for i in range(count):
         mrh, _, mode = build(kind, i, p)
-        s.sendto(udp_datagram(sa, da, SPORT + i % 4096, mrh, mode), (dst, 0))
+        dgram = udp_datagram(sa, da, SPORT + i % 4096, mrh, mode)
+        if spoof:
+            ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(dgram), 0x2000 + i % 0xE000, 0x4000, 64,
+                                       17, 0, sa, da))
+            ip[10:12] = struct.pack(">H", ~checksum16(bytes(ip)) & 0xFFFF)
+            dgram = bytes(ip) + dgram
+        s.sendto(dgram, (dst, 0))
         if i % 16 == 15:
             # Bursts of 16: the receiving veth's backlog must never overflow (the selftest
             # counts every packet).

@@ -764,6 +764,14 @@ impl World {
                 );
                 self.check_ack_sent(side, &a);
             }
+            Ok(MrcPacket::Probe(_)) => {
+                // A restart-proof CHALLENGE (forged DATA of another ConnId after a quiet
+                // spell) or the PROOF answering one.
+                assert!(
+                    t.payload.is_none() && !t.ect && !t.retx,
+                    "probe transmit {t:?}"
+                );
+            }
             Ok(MrcPacket::Data(h, payload)) if h.len == 0 || t.payload.is_none() => {
                 assert!(!failed, "DATA sent after the connection failed");
                 if h.op.is_atomic() {
@@ -1091,6 +1099,7 @@ impl World {
                 parse(bytes).map(|p| match p {
                     MrcPacket::Data(h, _) => format!("DATA {h:?}"),
                     MrcPacket::Ack(a) => format!("ACK {a:?}"),
+                    MrcPacket::Probe(p) => format!("PROBE {p:?}"),
                 })
             );
         }
@@ -1146,6 +1155,8 @@ impl World {
             (Ok(MrcPacket::Data(h, payload)), Ok(ev)) => {
                 self.data_accepted(side, &h, payload, ce, hint, genuine, ev)
             }
+            // Neither genuine side restarts: a proof names the peer the receiver has.
+            (Ok(MrcPacket::Probe(_)), Ok(RxEvent::Probe)) => {}
             (p, r) => panic!("packet {p:?} gave {r:?}"),
         }
     }
@@ -1164,6 +1175,11 @@ impl World {
     ) {
         use metaroce_proto::conn::RxDrop;
         use metaroce_proto::stream::StreamDrop;
+        if let (Ok(MrcPacket::Probe(_)), Err(RxDrop::BadProof)) = (parsed, r) {
+            // Our PROOF answered a forged CHALLENGE (or one whose cookie has expired).
+            super::count(|| "genuine PROOF refused".into(), 1);
+            return;
+        }
         if let (Ok(MrcPacket::Data(h, _)), Err(RxDrop::NakPending)) = (parsed, r) {
             // Held until our NAK of the refused message is acknowledged
             // (section 9.1).

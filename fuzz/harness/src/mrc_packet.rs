@@ -22,8 +22,8 @@
 //!   refused as `Truncated`.
 
 use metaroce_proto::mrc_wire::{
-    parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ACK_LEN, DATA_HDR_LEN, MAX_MSG_LEN,
-    MAX_PAYLOAD, VERSION,
+    parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ProbeKind, ProbePkt, ACK_LEN,
+    DATA_HDR_LEN, MAX_MSG_LEN, MAX_PAYLOAD, PROBE_LEN, VERSION,
 };
 
 /// Runs one input.
@@ -99,6 +99,30 @@ fn reference(d: &[u8]) -> Result<MrcPacket<'_>, Vec<MrcError>> {
                 rate_hint_kbps: be32(d, 16),
                 ce_count: be32(d, 20),
                 sack,
+            }));
+        }
+        t @ (3 | 4) => {
+            // CHALLENGE and PROOF (section 7.1): flags, PathId and byte 3 reserved, and a
+            // CHALLENGE's ConnId; then the 8-byte cookie.
+            let mut errs = Vec::new();
+            if flags != 0 || path != 0 || opb != 0 || (t == 3 && conn != 0) {
+                errs.push(MrcError::Reserved);
+            }
+            if d.len() < PROBE_LEN {
+                errs.push(MrcError::Truncated);
+            }
+            if !errs.is_empty() {
+                return Err(errs);
+            }
+            let kind = if t == 3 {
+                ProbeKind::Challenge
+            } else {
+                ProbeKind::Proof
+            };
+            return Ok(MrcPacket::Probe(ProbePkt {
+                kind,
+                conn,
+                cookie: be64(d, 8),
             }));
         }
         t => return Err(vec![MrcError::BadType(t)]),
@@ -246,6 +270,21 @@ fn check_accepted(data: &[u8], p: &MrcPacket<'_>) {
             );
             assert_eq!(parse(&data[..ACK_LEN]).as_ref(), Ok(p));
             for cut in [0, 7, 8, ACK_LEN - 1] {
+                assert_eq!(
+                    parse(&data[..cut]).err(),
+                    Some(MrcError::Truncated),
+                    "prefix of {cut} bytes"
+                );
+            }
+        }
+        MrcPacket::Probe(q) => {
+            let mut out = [0xEEu8; PROBE_LEN + 1];
+            assert_eq!(q.write(&mut out), Some(PROBE_LEN));
+            assert_eq!(&out[..PROBE_LEN], &data[..PROBE_LEN], "probe re-encodes differently");
+            assert_eq!(out[PROBE_LEN], 0xEE, "probe write past its 16 bytes");
+            assert_eq!(q.write(&mut out[..PROBE_LEN - 1]), None, "short buffer accepted");
+            assert_eq!(parse(&data[..PROBE_LEN]).as_ref(), Ok(p));
+            for cut in [0, 7, 8, PROBE_LEN - 1] {
                 assert_eq!(
                     parse(&data[..cut]).err(),
                     Some(MrcError::Truncated),

@@ -31,8 +31,13 @@ bench_dev() {
   case ${MR_BENCH_PROVIDER:-} in
     metaroce) MR_DEV=mr0 type=metaroce mode="(RoCEv2)"; modprobe metaroce 2>/dev/null;;
     metaroce-native) MR_DEV=mr0 type=metaroce-native mode="(MetaRoCE native"; modprobe metaroce 2>/dev/null;;
+    # The authenticated mode (transport.rst 13.1): both guests hold the same fabric key.
+    metaroce-native-auth) MR_DEV=mr0 type=metaroce-native mode="(MetaRoCE native, authenticated with key metaroce:eth0"
+      modprobe metaroce 2>/dev/null
+      [ -e "/sys/class/infiniband/$MR_DEV" ] || /usr/bin/python3 "$MR_SELFTESTS/logon_key.py" add metaroce:eth0 \
+        000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f >/dev/null || return 1;;
     rxe) MR_DEV=rxe0 type=rxe; modprobe rdma_rxe 2>/dev/null;;
-    *) echo "MR_BENCH_PROVIDER must be metaroce, metaroce-native or rxe, not '${MR_BENCH_PROVIDER:-}'"; return 1;;
+    *) echo "MR_BENCH_PROVIDER must be metaroce, metaroce-native(-auth) or rxe, not '${MR_BENCH_PROVIDER:-}'"; return 1;;
   esac
   if [ ! -e "/sys/class/infiniband/$MR_DEV" ]; then
     rdma link add "$MR_DEV" type "$type" netdev eth0 || return 1

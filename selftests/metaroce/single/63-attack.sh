@@ -15,16 +15,8 @@ mr_fresh
 mr_two_devices
 trap 'ip netns del mrc 2>/dev/null; mr_two_namespaces_cleanup' EXIT
 echo "GID indices: mra0 $ga, mrb0 $gb"
-ADDR_C=192.0.2.200 ADDR_GW=192.0.2.201 ADDR_SPOOF=192.0.2.3
-ip netns add mrc || fail "ip netns add mrc"
-ip link add vc netns mrc type veth peer name vbc netns mrb || fail "veth mrc-mrb"
-ip -n mrc addr add $ADDR_C/32 dev vc && ip -n mrb addr add $ADDR_GW/32 dev vbc || fail "addresses c"
-ip -n mrc link set vc up && ip -n mrb link set vbc up && ip -n mrc link set lo up || fail "link up c"
-ip -n mrc route add $ADDR_GW/32 dev vc && ip -n mrc route add $MR_ADDR_A/32 via $ADDR_GW dev vc || fail "routes c"
-ip -n mrb route add $ADDR_C/32 dev vbc || fail "route b -> c"
-ip netns exec mrb sysctl -qw net.ipv4.ip_forward=1 || fail "forwarding in mrb"
-for ns in mra mrb; do ip netns exec $ns sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0; done
-ip netns exec mra sysctl -qw net.ipv4.conf.va.rp_filter=0
+ADDR_SPOOF=192.0.2.3
+mr_third_namespace
 
 stat() { ip netns exec mra rdma statistic show link mra0/1 | tr ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'; }
 # victim DIR: starts attack.py's UC victim on mra0 and waits for its QPN (in $qpn).

@@ -100,6 +100,26 @@ mr_two_devices() {
   gb=$(mr_ns_gid mrb mrb0 $MR_ADDR_B); [ -n "$gb" ] || fail "no RoCE v2 GID for $MR_ADDR_B on mrb0"
 }
 
+# A third namespace mrc (192.0.2.200) that reaches mra only through mrb (gateway 192.0.2.201 in
+# mrb): an off-path host that knows both addresses. Reverse-path filters are off in mra and mrb,
+# and mrb forwards packets whose source is one of its own addresses (accept_local), so that mrc
+# can also send with a spoofed source address, mrb's included. Sets ADDR_C; the caller's EXIT
+# trap deletes mrc (ip netns del mrc).
+mr_third_namespace() {
+  ADDR_C=192.0.2.200
+  local gw=192.0.2.201
+  ip netns add mrc || fail "ip netns add mrc"
+  ip link add vc netns mrc type veth peer name vbc netns mrb || fail "veth mrc-mrb"
+  ip -n mrc addr add $ADDR_C/32 dev vc && ip -n mrb addr add $gw/32 dev vbc || fail "addresses c"
+  ip -n mrc link set vc up && ip -n mrb link set vbc up && ip -n mrc link set lo up || fail "link up c"
+  ip -n mrc route add $gw/32 dev vc && ip -n mrc route add $MR_ADDR_A/32 via $gw dev vc || fail "routes c"
+  ip -n mrb route add $ADDR_C/32 dev vbc || fail "route b -> c"
+  ip netns exec mrb sysctl -qw net.ipv4.ip_forward=1 || fail "forwarding in mrb"
+  for ns in mra mrb; do ip netns exec $ns sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0; done
+  ip netns exec mra sysctl -qw net.ipv4.conf.va.rp_filter=0
+  ip netns exec mrb sysctl -qw net.ipv4.conf.all.accept_local=1 net.ipv4.conf.vbc.accept_local=1
+}
+
 # Runs one of rdma-core's pingpong examples with received buffers validated (-c), the server in
 # namespace SERVER_NS (at $MR_ADDR_A) and the client in CLIENT_NS, and prints its result line.
 # Usage: mr_pingpong TOOL NAME SERVER_NS SERVER_DEV SERVER_GID CLIENT_NS CLIENT_DEV CLIENT_GID ARGS...

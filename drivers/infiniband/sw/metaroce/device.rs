@@ -22,6 +22,7 @@ use core::sync::atomic::{
 };
 use kernel::debugfs::{Dir, File};
 use kernel::id_pool::IdPool;
+use kernel::net::crypto::SecretKey;
 use kernel::net::netdev::NetDevice;
 use kernel::new_mutex;
 use kernel::new_spinlock_irq;
@@ -156,9 +157,21 @@ pub(crate) enum Counter {
     RcvdBadAddr,
     /// Native connections dropped from a full table for a new one (unbound and quiet).
     NativePeersReaped,
+    /// Native DATA packets with a new connection id from a quiet peer's address, dropped until
+    /// proven (restart proof, transport.rst section 7.1).
+    NativeUnproven,
+    /// Native CHALLENGEs sent (restart proof).
+    NativeChallenges,
+    /// Native PROOFs refused: a wrong or expired cookie, or no challenge outstanding.
+    NativeBadProofs,
+    /// Native peers whose restart was proven: the connection's receiving half started over.
+    NativeRestarts,
+    /// Native packets refused by the authenticated mode: a tag that does not verify, no
+    /// trailer or AUTH flag (a plain packet), a key that cannot be found (section 13.1).
+    NativeAuthErrors,
 }
 
-const NUM_COUNTERS: usize = Counter::NativePeersReaped as usize + 1;
+const NUM_COUNTERS: usize = Counter::NativeAuthErrors as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -206,6 +219,11 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"odp_response_waits"),
     StatDesc::new(c"rcvd_bad_addr"),
     StatDesc::new(c"native_peers_reaped"),
+    StatDesc::new(c"native_unproven"),
+    StatDesc::new(c"native_challenges"),
+    StatDesc::new(c"native_bad_proofs"),
+    StatDesc::new(c"native_restarts"),
+    StatDesc::new(c"native_auth_errors"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.
@@ -279,6 +297,8 @@ pub(crate) struct MetaRoceDev {
     pub(crate) mcast_update: Mutex<()>,
     /// A `metaroce-native` device: its RC QPs use the native transport.
     pub(crate) native: bool,
+    /// The fabric key of the authenticated mode (`transport.rst` 13.1; `None`: plain packets).
+    pub(crate) auth: Option<SecretKey>,
     /// The native connections, one per (our GID, remote GID); any context.
     pub(crate) peers: Arc<Peers>,
     /// Native connections (bit: slot in `peers`) that owe their peer packets while no QP is
@@ -297,6 +317,7 @@ impl MetaRoceDev {
         mac: &[u8; 6],
         netdev: &NetDevice,
         native: bool,
+        auth: Option<SecretKey>,
         link_kbps: u32,
         name: &str,
     ) -> Result<impl PinInit<Self, Error>> {
@@ -349,6 +370,7 @@ impl MetaRoceDev {
             mcast <- new_spinlock_irq!(crate::mcast::table(), "metaroce_mcast"),
             mcast_update <- new_mutex!((), "metaroce_mcast_update"),
             native,
+            auth,
             peers,
             orphans: AtomicU64::new(0),
             _debugfs: debugfs,

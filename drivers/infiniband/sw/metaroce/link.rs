@@ -5,10 +5,12 @@
 //! One device per netdev, of either type.
 
 use crate::device::{netdev_mac, MetaRoceDev, MetaRoceDriver, PORT};
+use kernel::net::crypto::{logon_key, SecretKey, KEY_LEN};
 use kernel::net::netdev::NetDevice;
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
 use kernel::rdma::link::LinkOps;
+use kernel::str::CString;
 
 /// The `metaroce` link type.
 pub(crate) struct MetaRoceLink;
@@ -36,9 +38,40 @@ fn newlink(name: &CStr, netdev: &NetDevice, native: bool) -> Result {
     let ifname = netdev.name_str(&mut ifname);
     // Read before any lock of ours is taken: it takes RTNL.
     let link_kbps = if native { native_link_kbps(netdev) } else { 0 };
+    let auth = if native {
+        fabric_key(name_str, ifname)?
+    } else {
+        None
+    };
     crate::ns::with_sockets(name_str, netdev, native, || {
-        add(name, name_str, netdev, ifname, native, link_kbps)
+        add(name, name_str, netdev, ifname, native, auth, link_kbps)
     })
+}
+
+/// The fabric key of the authenticated mode (`transport.rst` 13.1): the `logon` key
+/// `metaroce:<netdev>` the calling process can find (`keyctl add logon metaroce:eth0 <32 bytes>
+/// @u`), `None` if there is none (the plain mode). Process context.
+fn fabric_key(name_str: &str, ifname: &str) -> Result<Option<SecretKey>> {
+    let desc = CString::try_from_fmt(fmt!("metaroce:{ifname}"))?;
+    let mut key = [0u8; KEY_LEN];
+    let res = match logon_key(&desc, &mut key) {
+        Ok(KEY_LEN) => Ok(Some(SecretKey::new(key))),
+        Ok(n) => {
+            pr_err!("{name_str}: key metaroce:{ifname} has {n} bytes, the authenticated mode takes {KEY_LEN}\n");
+            Err(EINVAL)
+        }
+        Err(e) if e == ENOKEY => Ok(None),
+        Err(e) => {
+            pr_err!(
+                "{name_str}: key metaroce:{ifname}: error {}\n",
+                e.to_errno()
+            );
+            Err(e)
+        }
+    };
+    // The copy on the stack is wiped (the key's own copy is wiped when the device goes).
+    drop(SecretKey::new(key));
+    res
 }
 
 /// The link rate a native device hands out in rate hints (spec 6.4): the `native_link_kbps`
@@ -59,6 +92,7 @@ fn add(
     netdev: &NetDevice,
     ifname: &str,
     native: bool,
+    auth: Option<SecretKey>,
     link_kbps: u32,
 ) -> Result {
     if !netdev.is_registered() {
@@ -79,7 +113,7 @@ fn add(
     let mut dev = Device::<MetaRoceDriver>::new(
         netdev,
         1,
-        MetaRoceDev::new(&mac, netdev, native, link_kbps, name_str)?,
+        MetaRoceDev::new(&mac, netdev, native, auth.clone(), link_kbps, name_str)?,
     )?;
     let guid = dev.guid_be();
     dev.set_node_guid(guid);
@@ -109,10 +143,18 @@ fn add(
     }
     if !native {
         pr_info!("{name_str}: added on netdev {ifname} (RoCEv2)\n");
-    } else if link_kbps == 0 {
-        pr_info!("{name_str}: added on netdev {ifname} (MetaRoCE native; link rate unknown: no rate hints)\n");
     } else {
-        pr_info!("{name_str}: added on netdev {ifname} (MetaRoCE native; rate hints share {link_kbps} kbit/s)\n");
+        // The plain mode's line is what it always was (scripts match it).
+        let (pre, key) = if auth.is_some() {
+            (", authenticated with key metaroce:", ifname)
+        } else {
+            ("", "")
+        };
+        if link_kbps == 0 {
+            pr_info!("{name_str}: added on netdev {ifname} (MetaRoCE native{pre}{key}; link rate unknown: no rate hints)\n");
+        } else {
+            pr_info!("{name_str}: added on netdev {ifname} (MetaRoCE native{pre}{key}; rate hints share {link_kbps} kbit/s)\n");
+        }
     }
     Ok(())
 }

@@ -26,6 +26,7 @@
 //! UD and UC QPs (QP1 included, so rdma_cm works) of a native device use the RoCEv2 wire.
 
 use crate::device::{Counter, MetaRoceDriver};
+use crate::proto::auth::{self as sealing, TRAILER_LEN};
 use crate::proto::cc::{RateAlloc, ACTIVE_NS};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, RxDrop, RxEvent};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
@@ -44,7 +45,10 @@ use kernel::rdma::qp::Qp;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
 
+mod auth;
 mod telemetry;
+
+use auth::{KernelMac, PeerKeyCache, PeerKeys};
 
 use telemetry::{account, Figures, PathSeen};
 pub(crate) use telemetry::{rtt_figures, ConnView};
@@ -62,8 +66,8 @@ const MAX_PEERS: usize = 64;
 const _: () = assert!(MAX_PEERS <= 64);
 /// Completions handled per peer lock hold (their QPs are notified after it).
 const NOTES: usize = 16;
-/// A connection whose peer sent no DATA for this long accepts DATA with a new connection id:
-/// the peer restarted (section 7, `IDLE_REAP`).
+/// A connection whose peer sent no DATA for this long asks a peer that sends with a new
+/// connection id to prove it (section 7.1, `IDLE_REAP`).
 const RESTART_IDLE_NS: u64 = 1_000_000_000;
 /// An unbound connection this long without DATA from its peer, and with nothing of its own in
 /// flight, may give its table slot to a new peer ([`Peer::reapable`]).
@@ -76,8 +80,9 @@ pub(crate) type NativeConn = Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS>;
 /// A connection that was never used, copied into each new allocation and then configured.
 const BLANK: NativeConn = NativeConn::new(ConnConfig::new(1));
 
-/// IP, UDP and MetaRoCE header bytes in an Ethernet frame's payload at worst (IPv6).
-const NATIVE_HDR_MAX: u32 = 40 + 8 + DATA_HDR_LEN as u32;
+/// IP, UDP and MetaRoCE header (and authentication trailer) bytes in an Ethernet frame's
+/// payload at worst (IPv6).
+const NATIVE_HDR_MAX: u32 = 40 + 8 + DATA_HDR_LEN as u32 + TRAILER_LEN as u32;
 
 /// The payload bytes per DATA packet on a netdev of MTU `eth_mtu`: the largest IB MTU
 /// (256..4096) that fits with the headers, as for RoCEv2 (`device::active_mtu`).
@@ -90,14 +95,12 @@ pub(crate) struct PeerInner {
     pub(crate) conn: VBox<NativeConn>,
     /// The QP number bound to each stream slot (0: free).
     streams: [u32; STREAMS],
+    /// The authenticated mode: keys of the peer's data direction.
+    peer_keys: PeerKeyCache,
     /// DATA packets dropped because the destination QP had no receive request posted.
     rnr_drops: u64,
     /// The figures already added to the device's counters ([`account`]).
     counted: Figures,
-    /// When the last DATA packet was accepted.
-    last_rx: u64,
-    /// Times the peer restarted (a new connection id after [`RESTART_IDLE_NS`]).
-    restarts: u64,
     /// Each path as the last path tracepoints saw it (`telemetry::trace_paths`); valid while
     /// `tracing`.
     traced: [PathSeen; PATHS],
@@ -114,6 +117,8 @@ pub(crate) struct Peer {
     pub(crate) sgid: [u8; 16],
     /// The remote device's GID.
     pub(crate) dgid: [u8; 16],
+    /// The authenticated mode's fixed keys (`None`: the plain mode).
+    keys: Option<PeerKeys>,
     #[pin]
     pub(crate) inner: SpinLockIrq<PeerInner>,
 }
@@ -189,7 +194,9 @@ impl Peer {
         g.streams.iter().all(|&q| q == 0)
             && (g.conn.state() == ConnState::Failed
                 || (g.conn.next_deadline().is_none()
-                    && now.saturating_sub(g.last_rx) > REAP_IDLE_NS))
+                    && g.conn
+                        .last_rx()
+                        .map_or(true, |t| now.saturating_sub(t) > REAP_IDLE_NS)))
     }
 }
 
@@ -232,6 +239,16 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464
     // RTOs for 1793 packets over four 300 kbit/s links, whose queues hold 400 ms).
     cfg.rto_max_ns = 2_000_000_000;
+    cfg.restart_idle_ns = RESTART_IDLE_NS;
+    let key = || {
+        u64::from(kernel::rdma::get_random_u32()) << 32 | u64::from(kernel::rdma::get_random_u32())
+    };
+    cfg.restart_key = [key(), key()];
+    cfg.auth = dev.auth.is_some();
+    let keys = match &dev.auth {
+        Some(fabric) => Some(PeerKeys::new(fabric, &av.sgid, &av.dgid, cfg.conn_id)?),
+        None => None,
+    };
     if !conn.set_config(cfg) {
         return Err(EINVAL);
     }
@@ -239,14 +256,14 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
         pin_init!(Peer {
             sgid: av.sgid,
             dgid: av.dgid,
+            keys,
             inner <- new_spinlock_irq!(
                 PeerInner {
                     conn,
                     streams: [0; STREAMS],
+                    peer_keys: PeerKeyCache::EMPTY,
                     rnr_drops: 0,
                     counted: Figures::default(),
-                    last_rx: 0,
-                    restarts: 0,
                     traced: [PathSeen::NONE; PATHS],
                     tracing: false,
                     traced_hint: 0,
@@ -415,6 +432,9 @@ struct Polled {
     hdr: [u8; MAX_HDR_LEN],
     /// The QP bound to the payload's stream when the packet was polled (DATA packets).
     qp: Option<ARef<Qp<MetaRoceDriver>>>,
+    /// The authenticated mode: the key of an ACK (the peer's data direction), taken from the
+    /// cache under the connection's lock.
+    ack_key: Option<kernel::net::crypto::SecretKey>,
 }
 
 /// Builds the skb of `p`: its header, then its payload copied from the sending QP's request
@@ -425,7 +445,12 @@ struct Polled {
 fn build(peer: &Peer, headroom: usize, p: &Polled) -> core::result::Result<OutPacket, BuildError> {
     let t = &p.t;
     let plen = t.payload.map_or(0, |pl| usize::from(pl.len));
-    let total = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
+    let len = t.hdr_len.checked_add(plen).ok_or(EINVAL)?;
+    let total = if peer.keys.is_some() {
+        len.checked_add(TRAILER_LEN).ok_or(EINVAL)?
+    } else {
+        len
+    };
     let mut skb =
         kernel::net::skbuff::SkBuff::alloc(headroom.checked_add(total).ok_or(EINVAL)?, GFP_ATOMIC)?;
     skb.reserve(headroom)?;
@@ -439,8 +464,18 @@ fn build(peer: &Peer, headroom: usize, p: &Polled) -> core::result::Result<OutPa
             pl.msn,
             pl.offset,
             pl.mr,
-            &mut buf[t.hdr_len..],
+            &mut buf[t.hdr_len..len],
         )?;
+    }
+    if let Some(keys) = &peer.keys {
+        // The trailer and the tag (section 13.1), over the whole packet.
+        let own = keys.own();
+        let (total, k, nonce) = sealing::seal(buf, len, own, t.seq).map_err(|_| EINVAL)?;
+        let key = match keys.fixed(k) {
+            Some(key) => key,
+            None => p.ack_key.as_ref().ok_or(EINVAL)?,
+        };
+        sealing::tag_into(&KernelMac, key.bytes(), &nonce, buf, total).map_err(|_| EINVAL)?;
     }
     Ok(OutPacket::native(skb, peer, t.src_port, t.ect))
 }
@@ -513,7 +548,23 @@ pub(crate) fn pull_tx(
                     },
                     None => None,
                 };
-                polled[n] = Some(Polled { t, hdr, qp });
+                // An ACK's key is the peer's data direction's, from the cache.
+                let ack_key = match &peer.keys {
+                    Some(keys) if t.payload.is_none() && hdr[0] & 0x0F == 2 => {
+                        let k = sealing::KeyId {
+                            sender: sealing::DataSender::Peer,
+                            conn: u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]),
+                        };
+                        inner.peer_keys.key(keys, k).ok()
+                    }
+                    _ => None,
+                };
+                polled[n] = Some(Polled {
+                    t,
+                    hdr,
+                    qp,
+                    ack_key,
+                });
                 n += 1;
             }
             if n < want || got + n == out.len() {
@@ -587,7 +638,24 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         dev.count(Counter::RcvdMalformed, 1);
         return;
     }
-    let pkt = match mrc_wire::parse(payload) {
+    // The authenticated mode (section 13.1): the trailer is split off here and the tag checked
+    // once the connection (its keys) is known, before anything reads the packet's fields.
+    let sealed = if dev.auth.is_some() {
+        match sealing::open(payload) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                dev.count(Counter::NativeAuthErrors, 1);
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let parsed = match &sealed {
+        Some(s) => mrc_wire::parse_auth(s.packet),
+        None => mrc_wire::parse(payload),
+    };
+    let pkt = match parsed {
         Ok(p) => p,
         Err(_) => {
             dev.count(Counter::RcvdMalformed, 1);
@@ -601,18 +669,23 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     let now = dev.now_ns();
     // Receive state exists only towards devices our QPs talk to. A DATA packet makes its
     // sender active in the fair share that every ACK carries (spec 6.4).
-    let (slot, peer, hint) = {
-        let mut t = dev.peers.lock();
-        let Some((slot, peer)) = t.find_slot(&dst, &src) else {
-            drop(t);
-            dev.count(Counter::RcvdNoQp, 1);
+    let Some((slot, peer)) = dev.peers.lock().find_slot(&dst, &src) else {
+        dev.count(Counter::RcvdNoQp, 1);
+        return;
+    };
+    if let Some(s) = &sealed {
+        let key = match &peer.keys {
+            Some(keys) => peer.inner.lock().peer_keys.key(keys, s.key).ok(),
+            None => None,
+        };
+        if !key.is_some_and(|k| sealing::verify(&KernelMac, k.bytes(), s)) {
+            dev.count(Counter::NativeAuthErrors, 1);
             return;
-        };
-        let hint = match pkt {
-            MrcPacket::Data(..) => t.hint(slot, now),
-            MrcPacket::Ack(_) => 0,
-        };
-        (slot, peer, hint)
+        }
+    }
+    let hint = match pkt {
+        MrcPacket::Data(..) => dev.peers.lock().hint(slot, now),
+        MrcPacket::Ack(_) | MrcPacket::Probe(_) => 0,
     };
     dev.count(Counter::RcvdPkts, 1);
     dev.count(Counter::RcvdBytes, payload.len() as u64);
@@ -620,16 +693,13 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     let mut notes = Notes::new();
     let timed;
     let mut kick: Option<ARef<Qp<MetaRoceDriver>>> = None;
+    let take = |c: &mut NativeConn| match &sealed {
+        Some(s) => c.on_sealed(now, s, ce(ip), sport, hint),
+        None => c.on_packet(now, payload, ce(ip), sport, hint),
+    };
     {
         let mut g = peer.inner.lock();
         let inner = &mut *g;
-        if let MrcPacket::Data(h, _) = &pkt {
-            let stale = now.saturating_sub(inner.last_rx) > RESTART_IDLE_NS;
-            if stale && inner.conn.peer_conn().is_some_and(|c| c != h.conn) {
-                inner.conn.reset_receiver();
-                inner.restarts += 1;
-            }
-        }
         let res = match pkt {
             MrcPacket::Data(h, data) => {
                 let idx = inner.streams.iter().position(|&q| q != 0 && q == h.stream);
@@ -639,10 +709,15 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                         // A receive-consuming message needs its posted receive, checked
                         // before the connection takes the packet: a packet it took is
                         // acknowledged and never resent (section 5.6: receiver not ready).
-                        let ready = notes.of(&q).map(|n| (qp::native_ready(&q, &h, n), n));
+                        // Only a packet the connection admits may take one (a forged or
+                        // unproven one is dropped by `on_packet` below, taking nothing).
+                        let admitted = inner.conn.admits(now, &h).is_ok();
+                        let ready = notes
+                            .of(&q)
+                            .map(|n| (!admitted || qp::native_ready(&q, &h, n), n));
                         let r = match ready {
                             Some((true, n)) => {
-                                let r = inner.conn.on_packet(now, payload, ce(ip), sport, hint);
+                                let r = take(&mut inner.conn);
                                 match &r {
                                     Ok(RxEvent::Data(place)) => {
                                         match qp::native_place(&q, idx, place, data, n) {
@@ -674,23 +749,11 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                         r
                     }
                     // No such stream: the connection acknowledges and drops it.
-                    _ => inner
-                        .conn
-                        .on_packet(now, payload, ce(ip), sport, hint)
-                        .map_err(Some),
+                    _ => take(&mut inner.conn).map_err(Some),
                 }
             }
-            MrcPacket::Ack(_) => inner
-                .conn
-                .on_packet(now, payload, ce(ip), sport, hint)
-                .map_err(Some),
+            MrcPacket::Ack(_) | MrcPacket::Probe(_) => take(&mut inner.conn).map_err(Some),
         };
-        if matches!(
-            res,
-            Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
-        ) {
-            inner.last_rx = now;
-        }
         match res {
             Ok(_) | Err(None) => {}
             Err(Some(RxDrop::Malformed(_))) => dev.count(Counter::RcvdMalformed, 1),

@@ -3,6 +3,8 @@
 //! The sans-I/O RoCEv2 protocol core (`proto/`), compiled unchanged from the files the host
 //! workspace tests: each module is a flat sibling file that reaches the others through `super::`.
 
+#[path = "proto/src/auth.rs"]
+pub mod auth;
 #[path = "proto/src/bth.rs"]
 pub mod bth;
 #[path = "proto/src/cc.rs"]
@@ -35,6 +37,8 @@ pub mod qp;
 pub mod req;
 #[path = "proto/src/resp.rs"]
 pub mod resp;
+#[path = "proto/src/restart.rs"]
+pub mod restart;
 #[path = "proto/src/ring.rs"]
 pub mod ring;
 #[path = "proto/src/sack.rs"]

@@ -7,6 +7,7 @@ use super::{Peer, PeerInner, Peers, MAX_PEERS, PATHS, STREAMS};
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::conn::ConnStats;
 use crate::proto::path::{PathState, PathStats};
+use crate::proto::restart::RestartStats;
 use kernel::rdma::device::Device;
 use kernel::rdma::trace::{self, PathEvent};
 use kernel::sync::Arc;
@@ -112,6 +113,7 @@ pub(super) struct Figures {
     late_acks: u64,
     spurious_rtos: u64,
     rnr_drops: u64,
+    restart: RestartStats,
 }
 
 /// Adds what the connection counted since the last call to the device's counters.
@@ -119,6 +121,7 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     let mut now = Figures {
         stats: inner.conn.stats,
         rnr_drops: inner.rnr_drops,
+        restart: *inner.conn.restart_stats(),
         ..Figures::default()
     };
     for i in 0..PATHS {
@@ -163,6 +166,17 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         Counter::NativeSpuriousRtos,
         d(now.spurious_rtos, was.spurious_rtos),
     );
+    let (n, w) = (&now.restart, &was.restart);
+    dev.count(Counter::NativeUnproven, d(n.unproven, w.unproven));
+    dev.count(
+        Counter::NativeChallenges,
+        d(n.challenges_sent, w.challenges_sent),
+    );
+    dev.count(
+        Counter::NativeBadProofs,
+        d(n.proofs_refused, w.proofs_refused),
+    );
+    dev.count(Counter::NativeRestarts, d(n.restarts, w.restarts));
     trace_paths(dev, inner);
 }
 
@@ -247,7 +261,7 @@ impl core::fmt::Debug for ConnView {
                     stats: c.stats,
                     streams: g.streams,
                     rnr_drops: g.rnr_drops,
-                    restarts: g.restarts,
+                    restarts: c.restart_stats().restarts,
                     paths: core::array::from_fn(|i| {
                         c.path_info(i)
                             .zip(c.path_rtt(i))

@@ -94,13 +94,16 @@
 //!   `Some(key)` (report `IB_WC_WITH_INVALIDATE`) or, if refused,
 //!   [`RecvDone::refused`] set.
 
+use super::auth::{mark, ReplayWindow, Sealed};
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
 pub use super::mrc_wire::NakCode;
 use super::mrc_wire::{
-    parse, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
+    parse, parse_auth, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ProbeKind, ProbePkt,
+    ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
 };
 use super::offload::{CongestionEngine, Window};
 use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
+use super::restart::{Proven, RestartGuard, RestartStats};
 use super::sack::{seq_diff, Mark, SeqWindow};
 pub use super::stream::{MsgDesc, PostError, Request, Response};
 use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
@@ -145,6 +148,16 @@ pub struct ConnConfig {
     /// polled later than its pacing schedule allows (a coarse timer, an
     /// idle spell) may catch up on at most this much sending time at once.
     pub pace_burst_ns: u64,
+    /// Key of the restart-proof cookies (section 7.1): random per connection (the kernel
+    /// draws it from its CRNG).
+    pub restart_key: [u64; 2],
+    /// DATA with a new ConnId starts a restart proof only once the peer sent no DATA for
+    /// this long (section 7); until then it is dropped as [`RxDrop::WrongConn`].
+    pub restart_idle_ns: u64,
+    /// Authenticated mode (section 13.1): every packet is sealed ([`Conn::poll_transmit`]
+    /// writes the AUTH flag and gives each packet its Seq; the caller adds the trailer) and only
+    /// sealed packets whose tag the caller verified are taken ([`Conn::on_sealed`]).
+    pub auth: bool,
 }
 
 impl ConnConfig {
@@ -166,6 +179,9 @@ impl ConnConfig {
             delay_target_ns: 0,
             late_acks: true,
             pace_burst_ns: 0,
+            restart_key: [0; 2],
+            restart_idle_ns: 1_000_000_000,
+            auth: false,
         }
     }
 }
@@ -217,12 +233,14 @@ pub struct Transmit {
     pub src_port: u16,
     /// Header bytes written.
     pub hdr_len: usize,
-    /// Payload of a DATA packet (`None` for an ACK).
+    /// Payload of a DATA packet (`None` for an ACK, a CHALLENGE or a PROOF).
     pub payload: Option<PayloadRef>,
     /// Send ECT(0) (DATA) or Not-ECT (ACK).
     pub ect: bool,
     /// A retransmission.
     pub retx: bool,
+    /// Authenticated mode: the packet's Seq (its trailer, section 13.1); 0 otherwise.
+    pub seq: u64,
 }
 
 /// Placement of a received DATA packet's payload.
@@ -272,6 +290,8 @@ pub enum RxEvent {
     /// A new READ or atomic request: the caller checks it (and carries out
     /// an atomic) and answers with [`Conn::respond`].
     Request(Request),
+    /// A CHALLENGE or PROOF of the restart proof was handled (section 7.1).
+    Probe,
     /// A request the core refused itself (a misaligned atomic), or a packet
     /// of a data message refused with [`Conn::refuse`]: a NAK is on its
     /// way, nothing to do (nothing to place).
@@ -310,6 +330,15 @@ pub enum RxDrop {
     /// DATA of a message we refused, held until the requester acknowledged
     /// our NAK (section 9.1).
     NakPending,
+    /// A packet of the other mode: plain in the authenticated mode, or the reverse.
+    Unauthenticated,
+    /// An authenticated ACK whose Seq was taken before (a replay), or too old to tell.
+    Replay,
+    /// DATA with a new ConnId after the peer went quiet: not placed, not acknowledged, until
+    /// a PROOF shows the device at the peer's address sends with it (section 7.1).
+    Unproven,
+    /// A PROOF with a wrong or expired cookie, or none expected.
+    BadProof,
 }
 
 /// Completion status of a sent message.
@@ -510,8 +539,33 @@ pub struct Conn<
     /// can take back its acknowledgement; and our stream that sent it, if
     /// the connection talks to itself ([`Self::own_stream`]).
     last_data: Option<(usize, u32, usize, RxPath, Option<usize>)>,
+    /// When the receiving half last took DATA of its peer (placed, duplicate or refused).
+    last_rx: Option<u64>,
+    /// The restart proof (section 7.1).
+    guard: RestartGuard,
+    /// Authenticated mode: the next packet's Seq.
+    tx_seq: u64,
+    /// Authenticated mode: the peer's ACKs taken.
+    ack_window: ReplayWindow,
     /// Counters.
     pub stats: ConnStats,
+}
+
+/// What [`Conn::vet`] found out about a DATA packet.
+struct Vetted {
+    path: usize,
+    /// The path's receive window, moved up to the packet's PathFloor.
+    win: SeqWindow<4>,
+    /// The packet's Dsn less the Dsn window's cumulative point.
+    ahead: i32,
+    /// The stream of new DATA.
+    stream: Option<usize>,
+    /// New DATA for a stream that is not open.
+    no_stream: bool,
+    /// A response to a message flushed by a failure.
+    stale: bool,
+    /// The stream of a refused message whose NAK is pending: the packet is held.
+    held: Option<usize>,
 }
 
 /// How far past the Dsn window's cumulative point a DATA packet may be:
@@ -613,6 +667,10 @@ impl<
             rx_hint: 0,
             newest_acked: None,
             last_data: None,
+            last_rx: None,
+            guard: RestartGuard::new(cfg.restart_key),
+            tx_seq: cfg.restart_key[1] >> 2,
+            ack_window: ReplayWindow::EMPTY,
             stats: ConnStats::ZERO,
         }
     }
@@ -637,6 +695,8 @@ impl<
         }
         self.cc = C::start(Window::Conn, mss, cfg.init_cwnd_conn, cfg.max_cwnd_conn);
         self.port_rng = cfg.port_seed | 1;
+        self.guard = RestartGuard::new(cfg.restart_key);
+        self.tx_seq = cfg.restart_key[1] >> 2;
         self.cfg = cfg;
         true
     }
@@ -666,6 +726,8 @@ impl<
     /// for their QPs). The sending half is untouched.
     pub fn reset_receiver(&mut self) {
         self.peer = None;
+        self.last_rx = None;
+        self.ack_window = ReplayWindow::EMPTY;
         self.rx_hint = 0;
         self.last_data = None;
         self.rx_dsn = SeqWindow::new(0);
@@ -680,6 +742,42 @@ impl<
             *r = RxStream::EMPTY;
             r.open = open;
             r.local_qpn = qpn;
+        }
+    }
+
+    /// When the receiving half last took DATA of its peer, if it did.
+    pub const fn last_rx(&self) -> Option<u64> {
+        self.last_rx
+    }
+
+    /// The restart proof's counters (section 7.1).
+    pub const fn restart_stats(&self) -> &RestartStats {
+        &self.guard.stats
+    }
+
+    /// Whether DATA packet `h` would pass every check of [`Self::on_packet`] that comes before
+    /// its placement, at `now`, changing nothing: a caller that must set something aside for
+    /// the packet first (a posted receive) asks this before.
+    pub fn admits(&self, now: u64, h: &DataHdr) -> Result<(), RxDrop> {
+        self.conn_rule(now, h.conn)?;
+        self.vet(h).map(|_| ())
+    }
+
+    /// The ConnId rule (sections 7 and 7.1): the first ConnId is accepted; another is
+    /// dropped while the peer is active, and must be proven once it went quiet.
+    fn conn_rule(&self, now: u64, conn: u32) -> Result<(), RxDrop> {
+        match self.peer {
+            Some(p) if p != conn => {
+                let quiet = self
+                    .last_rx
+                    .map_or(true, |t| now.saturating_sub(t) > self.cfg.restart_idle_ns);
+                Err(if quiet {
+                    RxDrop::Unproven
+                } else {
+                    RxDrop::WrongConn
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -917,11 +1015,23 @@ impl<
         rate_hint_kbps: u32,
     ) -> Result<RxEvent, RxDrop> {
         self.last_data = None;
+        if self.cfg.auth {
+            self.stats.drops = self.stats.drops.saturating_add(1);
+            return Err(RxDrop::Unauthenticated);
+        }
         let r = match parse(buf) {
             Ok(MrcPacket::Data(h, payload)) => {
-                self.on_data(&h, payload, ce, src_port, rate_hint_kbps)
+                let r = self.on_data(now, &h, payload, ce, src_port, rate_hint_kbps);
+                if matches!(
+                    r,
+                    Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
+                ) {
+                    self.last_rx = Some(now);
+                }
+                r
             }
             Ok(MrcPacket::Ack(a)) => self.on_ack(&a, now),
+            Ok(MrcPacket::Probe(p)) => self.on_probe(now, &p),
             Err(e) => Err(RxDrop::Malformed(e)),
         };
         if r.is_err() {
@@ -930,23 +1040,109 @@ impl<
         r
     }
 
-    fn on_data(
+    /// Handles a sealed packet of the authenticated mode (section 13.1) whose tag the caller
+    /// verified under the key [`Sealed::key`] names; as [`Self::on_packet`] otherwise. An ACK
+    /// names its sender (the trailer's SenderId): the peer's connection, held to the same rule
+    /// as the ConnId of its DATA (a new one must be proven, section 7.1), and its Seq must be
+    /// new ([`RxDrop::Replay`]).
+    pub fn on_sealed(
         &mut self,
-        h: &DataHdr,
-        payload: &[u8],
+        now: u64,
+        s: &Sealed<'_>,
         ce: bool,
         src_port: u16,
-        hint: u32,
+        rate_hint_kbps: u32,
     ) -> Result<RxEvent, RxDrop> {
-        if self.peer.is_some_and(|p| p != h.conn) {
+        self.last_data = None;
+        let r = if !self.cfg.auth {
+            Err(RxDrop::Unauthenticated)
+        } else {
+            match parse_auth(s.packet) {
+                Ok(MrcPacket::Data(h, payload)) => {
+                    let r = self.on_data(now, &h, payload, ce, src_port, rate_hint_kbps);
+                    if matches!(
+                        r,
+                        Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
+                    ) {
+                        self.last_rx = Some(now);
+                    }
+                    r
+                }
+                Ok(MrcPacket::Ack(a)) => self.on_sealed_ack(now, &a, s),
+                Ok(MrcPacket::Probe(p)) if p.kind == ProbeKind::Proof && p.conn != s.sender_id => {
+                    Err(RxDrop::BadProof)
+                }
+                Ok(MrcPacket::Probe(p)) => self.on_probe(now, &p),
+                Err(e) => Err(RxDrop::Malformed(e)),
+            }
+        };
+        if r.is_err() {
+            self.stats.drops = self.stats.drops.saturating_add(1);
+        }
+        r
+    }
+
+    fn on_sealed_ack(&mut self, now: u64, a: &AckPkt, s: &Sealed<'_>) -> Result<RxEvent, RxDrop> {
+        if a.conn != self.cfg.conn_id {
             return Err(RxDrop::WrongConn);
         }
+        if let Err(e) = self.conn_rule(now, s.sender_id) {
+            if e == RxDrop::Unproven {
+                self.guard.unproven(now);
+            }
+            return Err(e);
+        }
+        if self.peer.is_none() {
+            // First contact: the peer's receiving half names itself.
+            self.peer = Some(s.sender_id);
+            self.ack_window = ReplayWindow::EMPTY;
+        }
+        let mut w = self.ack_window;
+        if !w.take(s.seq) {
+            return Err(RxDrop::Replay);
+        }
+        let r = self.on_ack(a, now);
+        if r.is_ok() {
+            self.ack_window = w;
+            self.last_rx = Some(now);
+        }
+        r
+    }
+
+    fn on_probe(&mut self, now: u64, p: &ProbePkt) -> Result<RxEvent, RxDrop> {
+        match p.kind {
+            ProbeKind::Challenge => self.guard.on_challenge(p.cookie),
+            ProbeKind::Proof => {
+                let quiet = self.conn_rule(now, p.conn) == Err(RxDrop::Unproven);
+                match self.guard.on_proof(now, p.conn, p.cookie, self.peer) {
+                    None => return Err(RxDrop::BadProof),
+                    Some(Proven::SamePeer) => {}
+                    // Only a peer that went quiet is replaced (a proof that came late, after
+                    // the peer spoke again, changes nothing).
+                    Some(Proven::Restart(c)) => {
+                        if quiet {
+                            self.reset_receiver();
+                            self.peer = Some(c);
+                            // One restart per quiet spell: the next needs the peer quiet again.
+                            self.last_rx = Some(now);
+                            let st = &mut self.guard.stats;
+                            st.restarts = st.restarts.saturating_add(1);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(RxEvent::Probe)
+    }
+
+    /// The checks of DATA packet `h` that change nothing (all but the ConnId rule and the
+    /// refused-message hold of [`Self::on_data`]).
+    fn vet(&self, h: &DataHdr) -> Result<Vetted, RxDrop> {
         let path = usize::from(h.path);
         if path >= self.npaths() {
             return Err(RxDrop::BadPath);
         }
         let rxp = self.rx_paths.get(path).ok_or(RxDrop::BadPath)?;
-        // Check everything before changing any state.
         let mut win = rxp.win;
         win.advance_to(h.path_floor);
         if !win.fits(h.path_seq) {
@@ -1017,11 +1213,58 @@ impl<
                             .get(i)
                             .is_some_and(|s| s.would_complete(h.msn, h.len)));
                 if held {
-                    // The requester is resending: our NAK may be lost.
-                    self.resend_nak(i, h.msn);
-                    return Err(RxDrop::NakPending);
+                    return Ok(Vetted {
+                        path,
+                        win,
+                        ahead,
+                        stream,
+                        no_stream,
+                        stale,
+                        held: Some(i),
+                    });
                 }
             }
+        }
+        Ok(Vetted {
+            path,
+            win,
+            ahead,
+            stream,
+            no_stream,
+            stale,
+            held: None,
+        })
+    }
+
+    fn on_data(
+        &mut self,
+        now: u64,
+        h: &DataHdr,
+        payload: &[u8],
+        ce: bool,
+        src_port: u16,
+        hint: u32,
+    ) -> Result<RxEvent, RxDrop> {
+        if let Err(e) = self.conn_rule(now, h.conn) {
+            if e == RxDrop::Unproven {
+                // Not placed, not acknowledged: the sender resends it once proven.
+                self.guard.unproven(now);
+            }
+            return Err(e);
+        }
+        let Vetted {
+            path,
+            mut win,
+            ahead,
+            stream,
+            no_stream,
+            stale,
+            held,
+        } = self.vet(h)?;
+        if let Some(i) = held {
+            // The requester is resending: our NAK may be lost.
+            self.resend_nak(i, h.msn);
+            return Err(RxDrop::NakPending);
         }
         // Commit.
         let before = self.rx_paths.get(path).copied();
@@ -1422,7 +1665,23 @@ impl<
     /// [`super::mrc_wire::DATA_HDR_LEN`] bytes; [`MAX_HDR_LEN`] for atomic requests, which
     /// wait for such a buffer): ACKs first, then retransmissions, then new data round-robin
     /// over streams (a stream's READ/atomic responses before its own messages).
+    ///
+    /// In the authenticated mode the packet carries the AUTH flag and [`Transmit::seq`] its Seq;
+    /// the caller appends the trailer (`super::auth::seal`) after the payload and tags it.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let mut t = self.poll_any(now, buf)?;
+        if self.cfg.auth {
+            mark(buf);
+            t.seq = self.tx_seq;
+            self.tx_seq = self.tx_seq.wrapping_add(1);
+        }
+        Some(t)
+    }
+
+    fn poll_any(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(t) = self.poll_probe(now, buf) {
+            return Some(t);
+        }
         if let Some(t) = self.poll_ack(buf) {
             return Some(t);
         }
@@ -1439,6 +1698,24 @@ impl<
             }
         }
         self.poll_new(now, buf, None)
+    }
+
+    /// A PROOF owed to a challenger, else a CHALLENGE due (section 7.1), on path 0.
+    fn poll_probe(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let p = match self.guard.poll_proof(self.cfg.conn_id) {
+            Some(p) => p,
+            None => self.guard.poll_challenge(now)?,
+        };
+        let hdr_len = p.write(buf)?;
+        Some(Transmit {
+            path: 0,
+            src_port: self.paths.first().map_or(PORT_BASE, |p| p.port),
+            hdr_len,
+            payload: None,
+            ect: false,
+            retx: false,
+            seq: 0,
+        })
     }
 
     fn poll_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
@@ -1462,6 +1739,7 @@ impl<
                 payload: None,
                 ect: false,
                 retx: false,
+                seq: 0,
             });
         }
         None
@@ -1744,6 +2022,7 @@ impl<
             payload,
             ect: true,
             retx,
+            seq: 0,
         })
     }
 

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod bth;
 pub mod cc;
 pub mod comp;
@@ -32,6 +33,7 @@ pub mod psn;
 pub mod qp;
 pub mod req;
 pub mod resp;
+pub mod restart;
 pub mod ring;
 pub mod sack;
 pub mod stream;

@@ -15,6 +15,8 @@ pub const VERSION: u8 = 1;
 pub const DATA_HDR_LEN: usize = 60;
 /// Length of an ACK packet in bytes.
 pub const ACK_LEN: usize = 56;
+/// Length of a CHALLENGE or PROOF packet in bytes.
+pub const PROBE_LEN: usize = 16;
 /// Largest payload of one DATA packet (the largest RoCE MTU).
 pub const MAX_PAYLOAD: u16 = 4096;
 /// Largest message length.
@@ -31,6 +33,8 @@ pub const MAX_HDR_LEN: usize = DATA_HDR_LEN + ATOMIC_OPERANDS_LEN as usize;
 
 const TYPE_DATA: u8 = 1;
 const TYPE_ACK: u8 = 2;
+const TYPE_CHALLENGE: u8 = 3;
+const TYPE_PROOF: u8 = 4;
 const FLAG_RETX: u8 = 0x80;
 const FLAG_SE: u8 = 0x40;
 
@@ -260,6 +264,27 @@ pub struct AckPkt {
     pub sack: [u64; 4],
 }
 
+/// Which restart-proof packet (section 7.1).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ProbeKind {
+    /// A data receiver asks the device at the data's source address to prove the ConnId it
+    /// sends with.
+    Challenge,
+    /// The answer: the prover's own ConnId and the challenge's cookie.
+    Proof,
+}
+
+/// A CHALLENGE or PROOF packet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ProbePkt {
+    /// CHALLENGE or PROOF.
+    pub kind: ProbeKind,
+    /// CHALLENGE: 0. PROOF: the prover's connection id (the data sender's, as in an ACK).
+    pub conn: u32,
+    /// The challenger's cookie, echoed by the PROOF.
+    pub cookie: u64,
+}
+
 /// A decoded packet; DATA borrows its payload from the input buffer.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum MrcPacket<'a> {
@@ -267,6 +292,8 @@ pub enum MrcPacket<'a> {
     Data(DataHdr, &'a [u8]),
     /// ACK.
     Ack(AckPkt),
+    /// CHALLENGE or PROOF.
+    Probe(ProbePkt),
 }
 
 fn common(r: &mut Reader<'_>) -> Result<(u8, u8, u8, u8, u32), MrcError> {
@@ -281,10 +308,31 @@ fn common(r: &mut Reader<'_>) -> Result<(u8, u8, u8, u8, u32), MrcError> {
     Ok((vt & 0x0F, flags, path, op, conn))
 }
 
-/// Decodes a MetaRoCE packet (the UDP payload).
+/// Decodes a MetaRoCE packet (the UDP payload) of the plain mode.
 pub fn parse(buf: &[u8]) -> Result<MrcPacket<'_>, MrcError> {
+    parse_mode(buf, false)
+}
+
+/// Decodes the packet of an authenticated datagram (`super::auth::Sealed::packet`, its
+/// trailer cut off): as [`parse`], but the AUTH flag must be set (section 13.1).
+pub fn parse_auth(buf: &[u8]) -> Result<MrcPacket<'_>, MrcError> {
+    parse_mode(buf, true)
+}
+
+fn parse_mode(buf: &[u8], auth: bool) -> Result<MrcPacket<'_>, MrcError> {
     let mut r = Reader::new(buf);
-    let (ty, flags, path, op, conn) = common(&mut r)?;
+    let (ty, mut flags, path, op, conn) = common(&mut r)?;
+    if auth {
+        let bit = if ty == TYPE_DATA {
+            super::auth::FLAG_AUTH_DATA
+        } else {
+            super::auth::FLAG_AUTH
+        };
+        if flags & bit == 0 {
+            return Err(MrcError::Reserved);
+        }
+        flags &= !bit;
+    }
     match ty {
         TYPE_DATA => parse_data(&mut r, flags, path, op, conn),
         TYPE_ACK => {
@@ -310,7 +358,39 @@ pub fn parse(buf: &[u8]) -> Result<MrcPacket<'_>, MrcError> {
                 sack,
             }))
         }
+        TYPE_CHALLENGE | TYPE_PROOF => {
+            let kind = if ty == TYPE_CHALLENGE {
+                ProbeKind::Challenge
+            } else {
+                ProbeKind::Proof
+            };
+            // Flags, PathId and byte 3 are reserved; a CHALLENGE's ConnId too.
+            if flags != 0 || path != 0 || op != 0 || (kind == ProbeKind::Challenge && conn != 0) {
+                return Err(MrcError::Reserved);
+            }
+            let cookie = r.u64().ok_or(MrcError::Truncated)?;
+            Ok(MrcPacket::Probe(ProbePkt { kind, conn, cookie }))
+        }
         other => Err(MrcError::BadType(other)),
+    }
+}
+
+impl ProbePkt {
+    /// Writes the 16-byte packet to the front of `buf`; returns its length, or `None` if
+    /// `buf` is too short.
+    pub fn write(&self, buf: &mut [u8]) -> Option<usize> {
+        let ty = match self.kind {
+            ProbeKind::Challenge => TYPE_CHALLENGE,
+            ProbeKind::Proof => TYPE_PROOF,
+        };
+        let mut w = Writer::new(buf);
+        w.u8(VERSION << 4 | ty)?;
+        w.u8(0)?;
+        w.u8(0)?;
+        w.u8(0)?;
+        w.u32(self.conn)?;
+        w.u64(self.cookie)?;
+        Some(PROBE_LEN)
     }
 }
 
@@ -633,6 +713,38 @@ mod tests {
     }
 
     #[test]
+    fn probe_round_trip_and_layout() {
+        let mut buf = [0u8; PROBE_LEN + 4];
+        let p = ProbePkt {
+            kind: ProbeKind::Proof,
+            conn: 0x0102_0304,
+            cookie: 0x1122_3344_5566_7788,
+        };
+        assert_eq!(p.write(&mut buf), Some(PROBE_LEN));
+        assert_eq!(
+            &buf[..PROBE_LEN],
+            &[0x14, 0, 0, 0, 1, 2, 3, 4, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]
+        );
+        assert_eq!(parse(&buf), Ok(MrcPacket::Probe(p)));
+        assert_eq!(parse(&buf[..PROBE_LEN - 1]), Err(MrcError::Truncated));
+        assert_eq!(p.write(&mut buf[..PROBE_LEN - 1]), None);
+        let c = ProbePkt {
+            kind: ProbeKind::Challenge,
+            conn: 0,
+            cookie: 7,
+        };
+        c.write(&mut buf).unwrap();
+        assert_eq!(buf[0], 0x13);
+        assert_eq!(parse(&buf), Ok(MrcPacket::Probe(c)));
+        // A CHALLENGE names no ConnId; flags, PathId and byte 3 are reserved in both.
+        for (at, v) in [(4, 1), (1, 0x80), (2, 1), (3, 1)] {
+            let mut b = buf;
+            b[at] = v;
+            assert_eq!(parse(&b), Err(MrcError::Reserved), "byte {at}");
+        }
+    }
+
+    #[test]
     fn malformed() {
         let mut buf = [0u8; DATA_HDR_LEN + 1808];
         data().write(&mut buf).unwrap();
@@ -642,7 +754,7 @@ mod tests {
             parse(&b).map(|_| ())
         };
         assert_eq!(bad(&|b| b[0] = 0x21), Err(MrcError::BadVersion(2)));
-        assert_eq!(bad(&|b| b[0] = 0x13), Err(MrcError::BadType(3)));
+        assert_eq!(bad(&|b| b[0] = 0x15), Err(MrcError::BadType(5)));
         assert_eq!(bad(&|b| b[3] = 11), Err(MrcError::BadOpcode(11)));
         assert_eq!(bad(&|b| b[1] = 1), Err(MrcError::Reserved));
         assert_eq!(bad(&|b| b[16] = 1), Err(MrcError::Reserved));

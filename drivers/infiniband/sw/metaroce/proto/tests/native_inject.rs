@@ -7,7 +7,9 @@
 //! with the same file, so neither side can drift alone.
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, RxDrop, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{parse, MrcError, MrcOp, MrcPacket, NakCode, ACK_LEN, DATA_HDR_LEN};
+use metaroce_proto::mrc_wire::{
+    parse, MrcError, MrcOp, MrcPacket, NakCode, ProbeKind, ACK_LEN, DATA_HDR_LEN, PROBE_LEN,
+};
 use metaroce_proto::stream::StreamDrop;
 
 mod common;
@@ -88,6 +90,15 @@ fn injector_packets_decode_as_built() {
                 assert_eq!(a.write(&mut buf), Some(ACK_LEN));
                 assert_eq!(&buf[..], &pkt[..], "{kind} #{}: ACK re-encoded", f[1]);
                 "ACK"
+            }
+            Ok(MrcPacket::Probe(p)) => {
+                let mut buf = [0u8; PROBE_LEN];
+                assert_eq!(p.write(&mut buf), Some(PROBE_LEN));
+                assert_eq!(&buf[..], &pkt[..], "{kind} #{}: probe re-encoded", f[1]);
+                match p.kind {
+                    ProbeKind::Challenge => "CHALLENGE",
+                    ProbeKind::Proof => "PROOF",
+                }
             }
             Err(e) => class(e),
         };
@@ -184,7 +195,7 @@ fn live_kinds_do_what_the_selftest_expects() {
         let got = rx.on_packet(30_001, &pkt, false, 50_000, 9_687_500);
         let want: Result<RxEvent, RxDrop> = match kind.as_str() {
             "ack-cum-ahead" => Err(RxDrop::BadAck),
-            "ack-wrong-conn" => Err(RxDrop::WrongConn),
+            "ack-wrong-conn" | "data-restart" => Err(RxDrop::WrongConn),
             "ack-bad-path" | "data-bad-path" => Err(RxDrop::BadPath),
             "ack-sack-unsent" => Ok(RxEvent::Ack),
             "data-path-window" => Err(RxDrop::PathWindow),
@@ -202,7 +213,7 @@ fn live_kinds_do_what_the_selftest_expects() {
             );
         }
     }
-    assert_eq!(counted.len(), 13);
+    assert_eq!(counted.len(), 14);
     let n = |k: &str| counted[k] as u64;
     // The exact counters of the selftest.
     assert_eq!(bad_acks(&rx) - rx_bad0, n("ack-cum-ahead"));

@@ -1,0 +1,105 @@
+# The attack suite's native part (issue 32, finding 4, items 2 and 3): forged MetaRoCE packets from
+# an off-path host. Two metaroce-native devices, mra0 (192.0.2.1) and mrb0 (192.0.2.2), and a third
+# namespace mrc (192.0.2.200) that reaches mra only through mrb and spoofs mrb's address. A native
+# RC pair (attack.py rc-pair) exchanges one SEND, then stays quiet for more than 1 s; mrc then
+# sends, as 192.0.2.2:
+#   * 40 SENDs of a made-up connection id to the live QP (native_inject.py data-restart): a
+#     restart attempt. Before the fix the receiving half took any new id after 1 s of quiet and
+#     placed them (and the real peer's next message was refused: WrongConn);
+#   * 100 PROOFs with guessed cookies (proof-guess) and 20 CHALLENGEs (challenge-forged).
+# Round 1, plain mode. Expected: no forged receive completes and no buffer changes; the real
+# peer's next SEND arrives intact; mra0 counts native_unproven >= 40, sends at least one
+# CHALLENGE (to mrb0, which answers with its own id: nothing changes), native_bad_proofs >= 100,
+# native_restarts 0; mrb0 refuses the PROOFs mra0 sent for the forged challenges.
+# Round 2, authenticated mode (transport.rst 13.1): both devices again, with a fabric key each
+# (logon keys metaroce:va and metaroce:vb, the same 32 bytes), the same pair and forgeries.
+# Expected: the pair works, nothing forged is placed, and every forged packet is refused before
+# the connection sees it: native_auth_errors >= 160, native_unproven and native_challenges 0.
+# No kernel warning in either round.
+. "$MR_SELFTESTS/lib.sh"
+. "$MR_SELFTESTS/single/link-common.bash"
+mr_fresh
+mr_two_devices metaroce-native
+KEYS=
+trap 'for k in $KEYS; do /usr/bin/python3 "$MR_SELFTESTS/logon_key.py" del $k >/dev/null 2>&1; done
+      ip netns del mrc 2>/dev/null; mr_two_namespaces_cleanup' EXIT
+echo "GID indices: mra0 $ga, mrb0 $gb"
+mr_third_namespace
+INJ="$MR_SELFTESTS/native_inject.py"
+/usr/bin/python3 "$INJ" --self-check || fail "native_inject.py self-check"
+
+# stat NS DEV NAME: one counter of DEV (0 if the device has no such counter).
+stat() { local v; v=$(ip netns exec $1 rdma statistic show link $2/1 | tr ' ' '\n' | awk -v n="$3" 'p { print; exit } $0 == n { p = 1 }'); echo "${v:-0}"; }
+names="native_unproven native_challenges native_bad_proofs native_restarts native_auth_errors"
+
+# round NAME: the RC pair, the forgeries from mrc during its quiet spell, and the outcome: sets
+# res ("forged_completed changed g2_intact"), bres (the peer's send statuses), d_<counter> (mra0's
+# counters' growth) and bp (mrb0's native_bad_proofs growth).
+round() {
+  local D=/tmp/attack-native-$1 pa pb n end
+  rm -rf $D; mkdir -p $D
+  ip netns exec mrb timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair b mrb0 "$gb" $MR_ADDR_A $D > $D/b.log 2>&1 &
+  pb=$!
+  ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair a mra0 "$ga" $MR_ADDR_B $D > $D/a.log 2>&1 &
+  pa=$!
+  # (mr_wait counts tries; under KASAN one try of a command can take a second.)
+  end=$((SECONDS + 180)); until [ -e $D/first ] || ! kill -0 $pa 2>/dev/null || [ $SECONDS -ge $end ]; do sleep 0.5; done
+  [ -e $D/first ] || { cat $D/a.log $D/b.log; fail "$1: the RC pair did not exchange its first SEND"; }
+  qpn=$(cat $D/first)
+  echo "$1: native RC QP $qpn on mra0, its peer on mrb0; first SEND received"
+  # The peer quiet for more than 1 s (restart_idle): from here a new id is a restart candidate.
+  sleep 1.5
+  for n in $names; do eval "a0_$n=$(stat mra mra0 $n)"; done
+  local bp0 rp0; bp0=$(stat mrb mrb0 native_bad_proofs)
+  # What mra0 took in, forged packets included (refused ones too).
+  took() { echo $(( $(stat mra mra0 rcvd_pkts) + $(stat mra mra0 native_auth_errors) )); }
+  rp0=$(took)
+  ip netns exec mrc /usr/bin/python3 "$INJ" $MR_ADDR_B $MR_ADDR_A 40 data-restart:conn=0x01020304,stream=$qpn \
+    $MR_ADDR_B $MR_ADDR_A 100 proof-guess:conn=0x5b5b5e5e $MR_ADDR_B $MR_ADDR_A 20 challenge-forged \
+    || fail "$1: injection from mrc"
+  end=$((SECONDS + 30)); until [ $(( $(took) - rp0 )) -ge 160 ] || [ $SECONDS -ge $end ]; do sleep 0.5; done
+  touch $D/go
+  end=$((SECONDS + 120)); until [ -e $D/result ] || [ $SECONDS -ge $end ]; do sleep 0.5; done
+  [ -e $D/result ] || { cat $D/a.log $D/b.log; fail "$1: the victim gave no result"; }
+  end=$((SECONDS + 60)); until [ -e $D/b-result ] || [ $SECONDS -ge $end ]; do sleep 0.5; done
+  wait $pa; wait $pb
+  res=$(cat $D/result) bres=$(cat $D/b-result 2>/dev/null)
+  for n in $names; do eval "d_$n=\$(( \$(stat mra mra0 $n) - a0_$n ))"; done
+  bp=$(( $(stat mrb mrb0 native_bad_proofs) - bp0 ))
+  echo "$1: forged completions, buffers changed, second SEND intact: $res; peer's send statuses: $bres"
+  echo "$1: mra0: native_unproven +$d_native_unproven native_challenges +$d_native_challenges" \
+    "native_bad_proofs +$d_native_bad_proofs native_restarts +$d_native_restarts" \
+    "native_auth_errors +$d_native_auth_errors; mrb0: native_bad_proofs +$bp"
+  set -- $res
+  [ "$1 $2" = "0 0" ] || fail "forged SENDs of a new connection id were placed: $1 completions, $2 buffers changed"
+  [ "$3" = 1 ] || fail "the real peer's next SEND did not arrive intact after the forgery"
+  [ "$bres" = "0 0" ] || fail "the real peer's sends did not both succeed: $bres"
+}
+# Round 1: plain mode.
+round plain
+[ "$d_native_unproven" -ge 40 ] || fail "native_unproven +$d_native_unproven, expected >= 40"
+[ "$d_native_challenges" -ge 1 ] || fail "no CHALLENGE sent for the unproven id"
+[ "$d_native_bad_proofs" -ge 100 ] || fail "native_bad_proofs +$d_native_bad_proofs, expected >= 100"
+[ "$d_native_restarts" = 0 ] || fail "a restart was accepted: $d_native_restarts"
+[ "$bp" -ge 1 ] || fail "mrb0 refused none of the PROOFs mra0 sent for the forged CHALLENGEs"
+ip netns exec mra rdma statistic show link mra0/1
+
+# Round 2: the authenticated mode.
+KEY=5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592
+for d in "mra va" "mrb vb"; do
+  set -- $d
+  ip netns exec $1 rdma link delete ${1}0 || fail "delete ${1}0"
+  /usr/bin/python3 "$MR_SELFTESTS/logon_key.py" add metaroce:$2 $KEY || fail "key metaroce:$2"
+  KEYS="$KEYS metaroce:$2"
+  ip netns exec $1 rdma link add ${1}0 type metaroce-native netdev $2 || fail "add ${1}0 (authenticated)"
+  dmesg | grep -q "${1}0: added on netdev $2 (MetaRoCE native, authenticated with key metaroce:$2;" \
+    || { dmesg | grep "${1}0: added" | tail -1; fail "${1}0 is not in the authenticated mode"; }
+done
+ga=$(mr_ns_gid mra mra0 $MR_ADDR_A) gb=$(mr_ns_gid mrb mrb0 $MR_ADDR_B)
+[ -n "$ga" ] && [ -n "$gb" ] || fail "no RoCE v2 GIDs on the authenticated devices"
+round authenticated
+[ "$d_native_auth_errors" -ge 160 ] || fail "native_auth_errors +$d_native_auth_errors, expected >= 160 (every forged packet)"
+[ "$d_native_unproven" = 0 ] && [ "$d_native_challenges" = 0 ] \
+  || fail "forged packets reached the connection in the authenticated mode"
+ip netns exec mra rdma statistic show link mra0/1
+mr_dmesg_clean
