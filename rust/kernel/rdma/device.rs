@@ -86,7 +86,7 @@ use crate::{
         },
         udata::Udata,
         wr::{
-            KernelBuf,
+            MrPage,
             PostError,
             RecvWr,
             RecvWrList,
@@ -976,7 +976,7 @@ pub trait Driver: Sized + 'static {
 
     /// Appends one page (of the MR's page size) to a fast-register MR's page list, for
     /// [`MrSgList::to_pages`]; fails when the list is full. Must not sleep.
-    fn mr_set_page(_mr: &Mr<Self>, _page: KernelBuf) -> Result {
+    fn mr_set_page(_mr: &Mr<Self>, _page: MrPage) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
