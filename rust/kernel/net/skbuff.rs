@@ -213,15 +213,22 @@ impl SkBuff {
     }
 
     /// The device the skb arrived on or leaves through (`skb->dev`), if any.
-    pub fn dev(&self) -> Option<&NetDevice> {
+    ///
+    /// An skb holds no reference on its device: `skb->dev` is only kept alive by the context
+    /// that hands the skb around (the receive path under its RCU read-side section, a transmit
+    /// path that holds the device), which an owned [`SkBuff`] may outlive.
+    ///
+    /// # Safety
+    ///
+    /// The device `skb->dev` points to (if any) must stay valid (allocated, with a non-zero
+    /// reference count or protected by an RCU read-side section the caller is in) for `'a`.
+    pub(crate) unsafe fn dev<'a>(&self) -> Option<&'a NetDevice> {
         // SAFETY: The skb is valid.
         let dev = unsafe { bindings::metaroce_skb_dev(self.raw()) };
         if dev.is_null() {
             return None;
         }
-        // SAFETY: An skb holds its device alive while it is processed (received skbs under
-        // RCU in the receive path, transmitted ones through the socket or route); the
-        // reference is bounded by the borrow of the skb.
+        // SAFETY: The device stays valid for `'a` (function requirement).
         Some(unsafe { NetDevice::from_raw(dev) })
     }
 }
@@ -269,7 +276,8 @@ mod tests {
         assert_eq!(skb.pull(9).err(), Some(EINVAL));
         skb.pull(8)?;
         assert!(skb.is_empty());
-        assert!(skb.dev().is_none());
+        // SAFETY: A fresh skb has no device (`skb->dev` is null), so nothing is borrowed.
+        assert!(unsafe { skb.dev() }.is_none());
         Ok(())
     }
 }

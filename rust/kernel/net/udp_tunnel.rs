@@ -206,18 +206,26 @@ pub enum Family {
 /// Receives the datagrams of a tunnel socket.
 pub trait UdpTunnelReceiver: 'static {
     /// Called for every datagram received on a socket of this type, in softirq context under
-    /// RCU: must not sleep. The packet is owned: drop it or keep it for later processing.
-    fn receive(pkt: RxPacket);
+    /// RCU: must not sleep. The packet lives for this call only (its device, [`RxPacket::dev`],
+    /// is only known valid while the receive path runs); to keep the datagram for later,
+    /// take its skb with [`RxPacket::into_skb`].
+    fn receive(pkt: RxPacket<'_>);
 }
 
 /// A received datagram: the IP and UDP headers it came with and its linear UDP payload.
 ///
+/// `'a` is the `encap_rcv` call that delivers it: [`UdpTunnelReceiver::receive`] takes a packet
+/// of any lifetime, so it cannot keep one beyond its return.
+///
 /// # Invariants
 ///
 /// The skb is linear, its data starts at the UDP header, and its network header is set over the
-/// received IP header (as the UDP receive path guarantees for `encap_rcv`).
-pub struct RxPacket {
+/// received IP header (as the UDP receive path guarantees for `encap_rcv`). For `'a` the skb is
+/// being delivered by the receive path, under its RCU read-side section, so `skb->dev` (the
+/// receiving device, if set) is valid for `'a`.
+pub struct RxPacket<'a> {
     skb: SkBuff,
+    _call: PhantomData<&'a ()>,
 }
 
 /// The parts of an [`RxPacket`], borrowed from it.
@@ -230,7 +238,7 @@ pub struct RxHeaders<'a> {
     pub payload: &'a [u8],
 }
 
-impl RxPacket {
+impl<'a> RxPacket<'a> {
     /// The headers and payload; `None` for a datagram whose UDP length field is inconsistent
     /// with the bytes received.
     pub fn headers(&self) -> Option<RxHeaders<'_>> {
@@ -245,8 +253,10 @@ impl RxPacket {
     }
 
     /// The device the datagram arrived on.
-    pub fn dev(&self) -> Option<&NetDevice> {
-        self.skb.dev()
+    pub fn dev(&self) -> Option<&'a NetDevice> {
+        // SAFETY: `skb->dev` is valid for `'a`, the receive path's delivery of the skb (type
+        // invariant).
+        unsafe { self.skb.dev() }
     }
 
     /// The device that owns the datagram's destination address in the namespace it arrived
@@ -256,7 +266,7 @@ impl RxPacket {
     ///
     /// The reference is valid under the RCU read lock `_rcu` (devices are freed after a grace
     /// period).
-    pub fn local_dev<'a>(&'a self, _rcu: &'a rcu::Guard) -> Option<&'a NetDevice> {
+    pub fn local_dev<'g>(&'g self, _rcu: &'g rcu::Guard) -> Option<&'g NetDevice> {
         let via = self.dev()?;
         let h = self.headers()?;
         let ptr = match h.ip.first()? >> 4 {
@@ -476,8 +486,13 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
             // possible here, so the receiver never sees it. Rare: needs an allocation failure.
             return 0;
         }
-        // INVARIANT: Linear now; data at the UDP header and network header set (caller).
-        T::receive(RxPacket { skb });
+        // INVARIANT: Linear now; data at the UDP header and network header set (caller). The
+        // packet's lifetime is this call's, during which the UDP receive path (softirq, under
+        // `rcu_read_lock`) keeps the receiving device valid.
+        T::receive(RxPacket {
+            skb,
+            _call: PhantomData,
+        });
         0
     }
 }
@@ -503,7 +518,7 @@ mod tests {
     struct TestRx;
 
     impl UdpTunnelReceiver for TestRx {
-        fn receive(pkt: RxPacket) {
+        fn receive(pkt: RxPacket<'_>) {
             let Some(h) = pkt.headers() else { return };
             let dport = u16::from_be_bytes([h.udp[2], h.udp[3]]);
             if h.payload == PAYLOAD && dport == PORT && (h.ip[0] >> 4 == 4 || h.ip[0] >> 4 == 6) {

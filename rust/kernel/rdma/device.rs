@@ -53,6 +53,7 @@ use crate::{
             NewCq,
             WcArray, //
         },
+        mmap::ContextMaps,
         mr::{
             AccessFlags,
             Mr,
@@ -85,7 +86,7 @@ use crate::{
         },
         udata::Udata,
         wr::{
-            KernelBuf,
+            MrPage,
             PostError,
             RecvWr,
             RecvWrList,
@@ -93,7 +94,10 @@ use crate::{
             SendWrList, //
         },
     },
-    sync::aref::ARef,
+    sync::{
+        aref::ARef,
+        Arc, //
+    },
     types::Opaque, //
 };
 use core::{
@@ -972,7 +976,7 @@ pub trait Driver: Sized + 'static {
 
     /// Appends one page (of the MR's page size) to a fast-register MR's page list, for
     /// [`MrSgList::to_pages`]; fails when the list is full. Must not sleep.
-    fn mr_set_page(_mr: &Mr<Self>, _page: KernelBuf) -> Result {
+    fn mr_set_page(_mr: &Mr<Self>, _page: MrPage) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -1358,16 +1362,36 @@ impl<T: Driver> Drop for DeviceRef<T> {
     }
 }
 
-/// A user context (`struct ib_ucontext`) followed by the driver's data.
+/// The part of every user context of this abstraction that does not depend on the driver:
+/// `struct ib_ucontext` and the list of its mappings (`kernel::rdma::mmap`).
+#[repr(C)]
+struct UcontextHead {
+    ibuc: Opaque<bindings::ib_ucontext>,
+    maps: Arc<ContextMaps>,
+}
+
+/// A user context (`struct ib_ucontext`, [`UcontextHead`]) followed by the driver's data.
 ///
 /// # Invariants
 ///
-/// Allocated by ib_core with `size_ib_ucontext == size_of::<Self>()`; `data` is initialised
-/// between a successful `alloc_ucontext` and `dealloc_ucontext`.
+/// Allocated by ib_core with `size_ib_ucontext == size_of::<Self>()`; `head.maps` and `data`
+/// are initialised between a successful `alloc_ucontext` and `dealloc_ucontext`.
 #[repr(C)]
 struct Ucontext<T: Driver> {
-    ibuc: Opaque<bindings::ib_ucontext>,
+    head: UcontextHead,
     data: T::UcontextData,
+}
+
+/// The mapping list of the user context `ibuc`.
+///
+/// # Safety
+///
+/// `ibuc` is a user context of a device of this abstraction (of some driver `T` with
+/// `alloc_ucontext`) set up by `alloc_ucontext_callback` and not deallocated for `'a`.
+pub(super) unsafe fn ucontext_maps<'a>(ibuc: *mut bindings::ib_ucontext) -> &'a Arc<ContextMaps> {
+    // SAFETY: Every such context is a `Ucontext<T>`, which starts with a `UcontextHead` whose
+    // `maps` is initialised until `dealloc_ucontext` (type invariant, function requirements).
+    unsafe { &(*crate::container_of!(Opaque::cast_from(ibuc), UcontextHead, ibuc)).maps }
 }
 
 /// The `ib_device_ops` adapters of driver `T`.
@@ -1569,12 +1593,15 @@ impl<T: Driver> Adapter<T> {
             to_result(unsafe { bindings::ib_no_udata_io(udata) })?;
             // SAFETY: `device` was set by ib_core to a live device of this driver.
             let dev = unsafe { Device::<T>::from_raw((*ibuc).device) };
+            let maps = ContextMaps::new()?;
             let data = T::alloc_ucontext(dev)?;
             // SAFETY: The allocation is `size_of::<Ucontext<T>>()` bytes (`size_ib_ucontext`)
-            // and `ibuc` is its first field; `data` is uninitialised until now.
+            // and `ibuc` is its first field; `maps` and `data` are uninitialised until now.
+            // INVARIANT: Both are initialised from here to `dealloc_ucontext`.
             unsafe {
-                let uc =
-                    crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc).cast_mut();
+                let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, head.ibuc)
+                    .cast_mut();
+                (&raw mut (*uc).head.maps).write(maps);
                 (&raw mut (*uc).data).write(data);
             }
             Ok(0)
@@ -1585,13 +1612,18 @@ impl<T: Driver> Adapter<T> {
     ///
     /// `ibuc` was successfully set up by `alloc_ucontext_callback` and is not used afterwards.
     unsafe extern "C" fn dealloc_ucontext_callback(ibuc: *mut bindings::ib_ucontext) {
-        // SAFETY: By the function's requirements the data is initialised, and ib_core frees
-        // the memory after this call without touching the driver part again.
+        // SAFETY: By the function's requirements `maps` and the data are initialised, and
+        // ib_core frees the memory after this call without touching the driver part again. It
+        // destroyed the context's objects before: mappings their data still holds (kept beyond
+        // the object) are removed here, while the context exists, as ib_core expects.
         unsafe {
-            let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc).cast_mut();
+            let uc =
+                crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, head.ibuc).cast_mut();
             let dev = Device::<T>::from_raw((*ibuc).device);
             T::dealloc_ucontext(dev, &(*uc).data);
             core::ptr::drop_in_place(&raw mut (*uc).data);
+            (*uc).head.maps.revoke_all();
+            core::ptr::drop_in_place(&raw mut (*uc).head.maps);
         }
     }
 
@@ -1601,7 +1633,7 @@ impl<T: Driver> Adapter<T> {
     unsafe extern "C" fn disassociate_ucontext_callback(ibuc: *mut bindings::ib_ucontext) {
         // SAFETY: By the function's requirements the data is initialised.
         unsafe {
-            let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, ibuc);
+            let uc = crate::container_of!(Opaque::cast_from(ibuc), Ucontext<T>, head.ibuc);
             let dev = Device::<T>::from_raw((*ibuc).device);
             T::disassociate_ucontext(dev, &(*uc).data);
         }

@@ -14,6 +14,10 @@
 //!   user context. [`UserMapping::offset`] and [`UserMapping::size`] are what the provider
 //!   passes to `mmap(2)` (e.g. rdma_rxe's `struct mminfo`).
 //!
+//! A user context keeps the list of its mappings still offered ([`ContextMaps`]): removing an
+//! entry needs the context, so the mappings a driver still holds when the context is
+//! deallocated are removed then, and their later drop does nothing.
+//!
 //! The device's `mmap` hook (installed with user contexts) looks the entry up by page offset
 //! and maps the whole buffer with `remap_vmalloc_range`; ib_core's `rdma_umap_ops` stay the
 //! VMA's operations and `vm_private_data` stays null, so the core neither tracks nor zaps the
@@ -26,8 +30,12 @@ use super::udata::Udata;
 use crate::{
     bindings,
     error::to_result,
+    new_mutex,
     prelude::*,
-    sync::Arc,
+    sync::{
+        Arc,
+        Mutex, //
+    },
     types::Opaque, //
 };
 use core::{
@@ -173,23 +181,88 @@ struct MmapEntry {
     buf: Arc<SharedBuf>,
 }
 
-/// A [`SharedBuf`] the process that created an object may `mmap` through its uverbs file.
+/// A pointer to a [`MmapEntry`] still inserted in its context's mmap table.
+struct LiveEntry(NonNull<MmapEntry>);
+
+// SAFETY: Only the owner of the insertion reference removes the entry, from any thread.
+unsafe impl Send for LiveEntry {}
+
+/// The mappings of one user context that are still offered, shared by the context
+/// ([`super::device`]'s `Ucontext`) and each [`UserMapping`] made for it.
 ///
-/// Create it in the object's create hook (from the call's [`Udata`]) and keep it in the
-/// object's data: dropping it (when the object is destroyed) revokes the offset. ib_core
-/// destroys every object of a user context before the context itself, which the entry points
-/// to; a mapping must therefore never be moved out of the object it was made for.
+/// A mapping's owner may drop it after its user context is gone (nothing ties where a driver
+/// keeps a [`UserMapping`] to the context's life), but removing an entry dereferences the
+/// context (`entry->ucontext`). So whichever comes first removes the entry, under `live`'s
+/// lock: the mapping's drop while the context exists, or the context's teardown
+/// ([`ContextMaps::revoke_all`]) for the mappings still alive then.
 ///
 /// # Invariants
 ///
-/// `entry` was inserted into a live user context's mmap table and this value owns the
-/// insertion reference, dropped with `rdma_user_mmap_entry_remove`.
+/// While `live` holds `Some(list)`, the context exists and `list` holds every entry inserted
+/// into it by [`UserMapping::new`] and not yet removed; each is owned (its insertion reference)
+/// by the list, the [`UserMapping`] only naming it. Once `live` is `None` (the context is being
+/// deallocated) every entry has been removed.
+#[pin_data]
+pub(super) struct ContextMaps {
+    #[pin]
+    live: Mutex<Option<KVec<LiveEntry>>>,
+}
+
+impl ContextMaps {
+    /// The mapping list of a new user context. May sleep.
+    pub(super) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                live <- new_mutex!(Some(KVec::new()), "metaroce_ucontext_maps"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Removes the entries of every mapping still alive: called once, when the user context is
+    /// deallocated (after ib_core destroyed all its objects), before its memory is freed. The
+    /// mappings' later drops then leave their entries alone. May sleep.
+    pub(super) fn revoke_all(&self) {
+        let Some(list) = self.live.lock().take() else {
+            return;
+        };
+        for e in list.iter() {
+            // SAFETY: `e` is inserted and its insertion reference is the list's (type
+            // invariant), taken out of the list here; the context is still allocated (this
+            // runs in its `dealloc_ucontext`).
+            unsafe {
+                bindings::rdma_user_mmap_entry_remove(Opaque::cast_into(
+                    &raw const (*e.0.as_ptr()).entry,
+                ))
+            };
+        }
+        // INVARIANT: `live` is `None` and every entry is removed.
+    }
+}
+
+/// A [`SharedBuf`] the process that created an object may `mmap` through its uverbs file.
+///
+/// Create it in the object's create hook (from the call's [`Udata`]) and keep it in the
+/// object's data: dropping it (when the object is destroyed) revokes the offset. A mapping
+/// that outlives its user context (dropped after ib_core deallocated it) was revoked by the
+/// context's teardown ([`ContextMaps`]), and its drop does nothing then.
+///
+/// Dropping it may sleep (it takes mutexes): drop it in process context.
+///
+/// # Invariants
+///
+/// `maps` is the [`ContextMaps`] of the user context `entry` was inserted into; the entry is in
+/// its list until removed by this value's drop or by the context's teardown. `offset` and
+/// `size` are the entry's, fixed at insertion.
 pub struct UserMapping {
     entry: NonNull<MmapEntry>,
+    maps: Arc<ContextMaps>,
+    offset: u64,
     size: usize,
 }
 
-// SAFETY: The entry may be removed from any thread (process context).
+// SAFETY: The entry is removed (drop) under `maps`' lock from any thread; the other fields are
+// plain data and an `Arc`.
 unsafe impl Send for UserMapping {}
 // SAFETY: `&UserMapping` only reads fields fixed at insertion.
 unsafe impl Sync for UserMapping {}
@@ -202,6 +275,10 @@ impl UserMapping {
         if ucontext.is_null() {
             return Err(EINVAL);
         }
+        // SAFETY: `ucontext` is the live context of the system call, of a device driven by
+        // `super::device` (only those make a `Udata`), whose user contexts are all
+        // `Ucontext`s.
+        let maps = unsafe { super::device::ucontext_maps(ucontext) }.clone();
         let size = buf.len();
         let b = KBox::new(
             MmapEntry {
@@ -210,7 +287,18 @@ impl UserMapping {
             },
             GFP_KERNEL,
         )?;
+        let mut guard = maps.live.lock();
+        // `None`: the context is being deallocated, impossible during one of its system calls.
+        let list = Option::as_mut(&mut *guard).ok_or(EINVAL)?;
         let p = KBox::into_raw(b);
+        // SAFETY: `p` came from `KBox::into_raw`, never null.
+        let entry = unsafe { NonNull::new_unchecked(p) };
+        // Listed before insertion, under the lock: nobody sees the list until it is true again.
+        if let Err(e) = list.push(LiveEntry(entry), GFP_KERNEL) {
+            // SAFETY: Not inserted: the box is ours again.
+            drop(unsafe { KBox::from_raw(p) });
+            return Err(e.into());
+        }
         // SAFETY: `p` is a valid `MmapEntry` with a zeroed C entry, as insertion expects;
         // `ucontext` is the live context of the system call.
         let ret = unsafe {
@@ -221,25 +309,27 @@ impl UserMapping {
             )
         };
         if let Err(e) = to_result(ret) {
+            list.pop();
             // SAFETY: Insertion failed, so ib_core holds no reference: the box is ours again.
             drop(unsafe { KBox::from_raw(p) });
             return Err(e);
         }
-        // INVARIANT: Inserted; we own the insertion reference.
+        // INVARIANT: Inserted, and listed: the list owns the insertion reference.
+        // SAFETY: The entry was just inserted and is alive; `start_pgoff` is set at insertion
+        // and never changed.
+        let pgoff = unsafe { (*Opaque::cast_into(&raw const (*p).entry)).start_pgoff };
+        drop(guard);
         Ok(Self {
-            // SAFETY: `p` came from `KBox::into_raw`, never null.
-            entry: unsafe { NonNull::new_unchecked(p) },
+            entry,
+            maps,
+            offset: (pgoff as u64) << crate::page::PAGE_SHIFT,
             size,
         })
     }
 
     /// The offset to pass to `mmap(2)` (`rdma_user_mmap_get_offset`).
     pub fn offset(&self) -> u64 {
-        // SAFETY: The entry is alive while we hold the insertion reference; `start_pgoff` is
-        // set at insertion and never changed.
-        let pgoff =
-            unsafe { (*Opaque::cast_into(&raw const (*self.entry.as_ptr()).entry)).start_pgoff };
-        (pgoff as u64) << crate::page::PAGE_SHIFT
+        self.offset
     }
 
     /// The length to pass to `mmap(2)`, in bytes.
@@ -250,11 +340,22 @@ impl UserMapping {
 
 impl Drop for UserMapping {
     fn drop(&mut self) {
-        // SAFETY: We own the insertion reference (type invariant); after this call the entry
-        // is freed by `mmap_free_callback` once any `mmap` in progress has dropped its own.
+        let mut guard = self.maps.live.lock();
+        // `None`: the context is gone and its teardown removed the entry.
+        let Some(list) = Option::as_mut(&mut *guard) else {
+            return;
+        };
+        let Some(i) = list.iter().position(|e| e.0 == self.entry) else {
+            return;
+        };
+        let Ok(e) = list.remove(i) else { return };
+        // SAFETY: The entry is inserted and the list's reference to it was just taken out
+        // (type invariants), so it is removed once; the context is alive while its list is
+        // (`ContextMaps` invariant), and stays so while we hold the lock. After this call the
+        // entry is freed by `mmap_free_callback` once any `mmap` in progress dropped its own.
         unsafe {
             bindings::rdma_user_mmap_entry_remove(Opaque::cast_into(
-                &raw const (*self.entry.as_ptr()).entry,
+                &raw const (*e.0.as_ptr()).entry,
             ))
         };
     }

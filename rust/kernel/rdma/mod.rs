@@ -16,6 +16,8 @@
 //!   non-sleeping byte copies; [`umem_odp`]: on-demand paging user memory (MMU notifiers)
 //!   with the same copies over the pages that are present.
 //! - [`trace`]: the MetaRoCE transport's tracepoints behind safe functions.
+//! - [`ConstValue`], [`init_const`]: in-place initialisation from a constant, for values too
+//!   large for a stack (e.g. into a `VBox` with `VBox::init`).
 //!
 //! The design (who owns and frees what, which context may call which method) is described in
 //! `Documentation/metaroce/abstractions.rst`.
@@ -43,4 +45,42 @@ pub fn get_random_u32() -> u32 {
     // SAFETY: `get_random_u32` has no preconditions: it may be called from any context and
     // only reads and updates the per-CPU CRNG state it owns.
     unsafe { crate::bindings::get_random_u32() }
+}
+
+use pin_init::Init;
+
+/// A value known at compile time, named by an implementing (marker) type.
+///
+/// With [`init_const`] the value is written straight into its final memory: the constant's
+/// bytes are copied from read-only data, so no function builds or passes the value on its
+/// stack (`VBox::new(CONST, flags)` takes it by value).
+pub trait ConstValue {
+    /// The type of the value.
+    type Target;
+    /// The value.
+    const VALUE: Self::Target;
+}
+
+/// An initialiser that writes [`ConstValue::VALUE`] of `C` in place; it cannot fail.
+///
+/// ```ignore
+/// struct Blank;
+/// impl ConstValue for Blank {
+///     type Target = [u64; 16384];
+///     const VALUE: [u64; 16384] = [0; 16384];
+/// }
+/// let b = VBox::init(init_const::<Blank>(), GFP_KERNEL)?;
+/// ```
+pub fn init_const<C: ConstValue>() -> impl Init<C::Target> {
+    let write = |slot: *mut C::Target| {
+        // SAFETY: `slot` is valid for writing a `C::Target` (contract of `__init`, the only
+        // caller of the closure).
+        unsafe { slot.write(C::VALUE) };
+        Ok(())
+    };
+    // SAFETY: The closure initialises `*slot` completely (a write of a whole value) and always
+    // succeeds. The written value is a fresh use of the constant, as if the caller had named
+    // it: `C::VALUE` is an operand of the write itself, which compiles to a copy from the
+    // constant's read-only allocation into `slot`.
+    unsafe { pin_init::init_from_closure(write) }
 }

@@ -15,7 +15,7 @@ use super::{
         Driver, //
     },
     pd::Pd,
-    wr::KernelBuf,
+    wr::MrPage,
 };
 use crate::{
     bindings,
@@ -396,7 +396,7 @@ impl<T: Driver> MrSgList<'_, T> {
     }
 }
 
-/// `ib_sg_to_pages`'s page callback: hands the page to the driver as a [`KernelBuf`].
+/// `ib_sg_to_pages`'s page callback: hands the page to the driver as an [`MrPage`].
 ///
 /// # Safety
 ///
@@ -404,7 +404,7 @@ impl<T: Driver> MrSgList<'_, T> {
 unsafe extern "C" fn set_page_callback<T: Driver>(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
     // SAFETY: By the function's requirements.
     let mr = unsafe { Mr::<T>::from_raw(ibmr) };
-    let res = KernelBuf::of_mr_page(addr, mr.page_size()).and_then(|page| T::mr_set_page(mr, page));
+    let res = MrPage::of_mr_page(addr, mr.page_size()).and_then(|page| T::mr_set_page(mr, page));
     match res {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

@@ -56,60 +56,23 @@ impl Sge {
     }
 }
 
-/// A buffer of a kernel consumer named by an SGE: `len` bytes at a kernel virtual address.
-///
-/// On a device without a DMA device (`INFINIBAND_VIRT_DMA`), `ib_dma_map_single`/`_page`/`_sg`
-/// hand kernel consumers the kernel virtual address of their memory as its "DMA address", so
-/// the SGEs of kernel QPs carry direct-mapped addresses that the driver copies to and from,
-/// the way a DMA engine would.
+/// `len` bytes at a kernel virtual address in the direct mapping, which the device may access
+/// for as long as the owner of this value says ([`KernelBuf`], [`MrPage`]).
 ///
 /// # Invariants
 ///
 /// `addr..addr + len` lies in the kernel's direct mapping (both ends checked with
 /// `virt_addr_valid` at creation) unless `len` is zero.
-///
-/// The memory belongs to the consumer. By the verbs contract it stays valid and reserved for the
-/// device from posting the work request until the request's completion is reported (the
-/// promise a DMA engine relies on): a driver must not use a `KernelBuf` outside that window.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KernelBuf {
+#[derive(Clone, Copy, Debug)]
+struct DirectRange {
     addr: usize,
     len: u32,
 }
 
-impl KernelBuf {
-    /// The buffer of `sge`, posted to a kernel QP. `EINVAL` if the range is not direct-mapped
-    /// kernel memory (an address from user space, vmalloc space or nowhere).
-    pub fn from_sge<T: Driver>(qp: &super::qp::Qp<T>, sge: &Sge) -> Result<Self> {
-        Self::of_kernel_sge(qp.origin(), sge)
-    }
+impl DirectRange {
+    const EMPTY: Self = Self { addr: 0, len: 0 };
 
-    /// The buffer of `sge`, posted to a kernel SRQ; as [`KernelBuf::from_sge`].
-    pub fn from_srq_sge<T: Driver>(srq: &super::srq::Srq<T>, sge: &Sge) -> Result<Self> {
-        Self::of_kernel_sge(srq.origin(), sge)
-    }
-
-    fn of_kernel_sge(origin: super::pd::Origin, sge: &Sge) -> Result<Self> {
-        if origin != super::pd::Origin::Kernel {
-            return Err(EINVAL);
-        }
-        Self::of_range(sge.addr(), sge.length())
-    }
-
-    /// A page of a fast-register MR, as `ib_sg_to_pages` reports it: `page_size` bytes at the
-    /// "DMA address" `addr` (a kernel virtual address on a device without a DMA device).
-    ///
-    /// The page belongs to the device from the registration work request until the MR is
-    /// invalidated (the consumer's promise when it registers memory for remote access), so a
-    /// driver may use the buffer only while the registration it was mapped for is valid.
-    pub(super) fn of_mr_page(addr: u64, page_size: u32) -> Result<Self> {
-        if page_size == 0 {
-            return Err(EINVAL);
-        }
-        Self::of_range(addr, page_size)
-    }
-
-    fn of_range(addr: u64, len: u32) -> Result<Self> {
+    fn new(addr: u64, len: u32) -> Result<Self> {
         let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         if len != 0 {
             let last = addr.checked_add(len as usize - 1).ok_or(EINVAL)?;
@@ -125,16 +88,6 @@ impl KernelBuf {
         Ok(Self { addr, len })
     }
 
-    /// The length in bytes.
-    pub fn len(&self) -> u32 {
-        self.len
-    }
-
-    /// Whether the buffer is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     fn range(&self, offset: usize, n: usize) -> Result<usize> {
         let end = offset.checked_add(n).ok_or(EINVAL)?;
         if end > self.len as usize {
@@ -143,29 +96,165 @@ impl KernelBuf {
         Ok(self.addr + offset)
     }
 
-    /// Copies `out.len()` bytes at byte `offset` of the buffer into `out`; `EINVAL` past its end.
-    /// Any context.
-    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
+    /// # Safety
+    ///
+    /// The memory must be reserved for the device (its owner does not use it) for the call.
+    unsafe fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
         let src = self.range(offset, out.len())?;
         if out.is_empty() {
             return Ok(());
         }
-        // SAFETY: The range is inside the buffer, direct-mapped kernel memory reserved for the
-        // device while its work request is outstanding (type invariant); `out` is ours.
+        // SAFETY: The range is inside the buffer, direct-mapped kernel memory (type invariant)
+        // reserved for the device (function requirement); `out` is ours.
         unsafe { core::ptr::copy_nonoverlapping(src as *const u8, out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
-    /// Copies `data` to byte `offset` of the buffer; `EINVAL` past its end. Any context.
-    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
+    /// # Safety
+    ///
+    /// As for [`DirectRange::read_at`].
+    unsafe fn write_at(&self, offset: usize, data: &[u8]) -> Result {
         let dst = self.range(offset, data.len())?;
         if data.is_empty() {
             return Ok(());
         }
-        // SAFETY: As in `read_at`; the device may write the buffer while the request is
-        // outstanding.
+        // SAFETY: As in `read_at`: the device may write the buffer while it is reserved.
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst as *mut u8, data.len()) };
         Ok(())
+    }
+}
+
+/// A buffer of a kernel consumer named by an SGE of a work request: `len` bytes at a kernel
+/// virtual address.
+///
+/// On a device without a DMA device (`INFINIBAND_VIRT_DMA`), `ib_dma_map_single`/`_page`/`_sg`
+/// hand kernel consumers the kernel virtual address of their memory as its "DMA address", so
+/// the SGEs of kernel QPs carry direct-mapped addresses that the driver copies to and from,
+/// the way a DMA engine would.
+///
+/// The memory belongs to the consumer. By the verbs contract it stays valid and reserved for the
+/// device from posting the work request until the request's completion is reported (the
+/// promise a DMA engine relies on). A `KernelBuf` is that reservation: it is made once per SGE
+/// when the request is posted ([`KernelBuf::from_sge`]) and is neither `Copy` nor `Clone`, so
+/// it exists only where the driver queues the request, and accesses go through borrows of that
+/// place. The driver drops it when it reports the request's completion (or flushes or discards
+/// the request): no `KernelBuf` of a completed request is left to reach its memory.
+///
+/// # Invariants
+///
+/// `buf` is the buffer of one SGE of a work request of a kernel QP or SRQ that has not been
+/// reported complete while this value exists (the driver's part: it drops the value when it
+/// completes the request), or empty ([`KernelBuf::empty`]).
+#[derive(Debug)]
+pub struct KernelBuf {
+    buf: DirectRange,
+}
+
+impl Default for KernelBuf {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl KernelBuf {
+    /// No buffer: zero bytes, which no access reaches (a placeholder in a free queue slot).
+    pub const fn empty() -> Self {
+        // INVARIANT: Empty.
+        Self {
+            buf: DirectRange::EMPTY,
+        }
+    }
+
+    /// The buffer of `sge`, posted to a kernel QP. `EINVAL` if the range is not direct-mapped
+    /// kernel memory (an address from user space, vmalloc space or nowhere).
+    pub fn from_sge<T: Driver>(qp: &super::qp::Qp<T>, sge: &Sge) -> Result<Self> {
+        Self::of_kernel_sge(qp.origin(), sge)
+    }
+
+    /// The buffer of `sge`, posted to a kernel SRQ; as [`KernelBuf::from_sge`].
+    pub fn from_srq_sge<T: Driver>(srq: &super::srq::Srq<T>, sge: &Sge) -> Result<Self> {
+        Self::of_kernel_sge(srq.origin(), sge)
+    }
+
+    fn of_kernel_sge(origin: super::pd::Origin, sge: &Sge) -> Result<Self> {
+        if origin != super::pd::Origin::Kernel {
+            return Err(EINVAL);
+        }
+        // INVARIANT: The SGE of a request being posted to a kernel QP or SRQ.
+        Ok(Self {
+            buf: DirectRange::new(sge.addr(), sge.length())?,
+        })
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> u32 {
+        self.buf.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.buf.len == 0
+    }
+
+    /// Copies `out.len()` bytes at byte `offset` of the buffer into `out`; `EINVAL` past its end.
+    /// Any context.
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
+        // SAFETY: The request is outstanding while `self` exists (type invariant), so its
+        // memory is reserved for the device.
+        unsafe { self.buf.read_at(offset, out) }
+    }
+
+    /// Copies `data` to byte `offset` of the buffer; `EINVAL` past its end. Any context.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
+        // SAFETY: As in `read_at`.
+        unsafe { self.buf.write_at(offset, data) }
+    }
+}
+
+/// A page of a fast-register MR of a kernel consumer, as `ib_sg_to_pages` reports it:
+/// `page_size` bytes at the "DMA address" `addr` (a kernel virtual address on a device without
+/// a DMA device).
+///
+/// The page belongs to the device from the registration work request until the MR is
+/// invalidated (the consumer's promise when it registers memory for remote access), and one
+/// mapping may be registered again and again (`ib_map_mr_sg` once, several `IB_WR_REG_MR`), so
+/// a page is `Clone`: the driver keeps the mapped list and the registered one. A driver may use
+/// a page only while a registration it was mapped for is valid: that rests on the driver (its
+/// region table), not on this type.
+///
+/// # Invariants
+///
+/// `page` is a page of a fast-register MR mapped by `ib_sg_to_pages`.
+#[derive(Clone, Debug)]
+pub struct MrPage {
+    page: DirectRange,
+}
+
+impl MrPage {
+    /// The page at `addr` of `page_size` bytes (`EINVAL` for 0 or memory outside the direct
+    /// mapping).
+    pub(super) fn of_mr_page(addr: u64, page_size: u32) -> Result<Self> {
+        if page_size == 0 {
+            return Err(EINVAL);
+        }
+        // INVARIANT: Called from `ib_sg_to_pages`'s page callback.
+        Ok(Self {
+            page: DirectRange::new(addr, page_size)?,
+        })
+    }
+
+    /// Copies `out.len()` bytes at byte `offset` of the page into `out`; `EINVAL` past its end.
+    /// Any context.
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
+        // SAFETY: The page is reserved for the device while a registration it was mapped for
+        // is valid, during which the driver alone calls this (see the type's documentation).
+        unsafe { self.page.read_at(offset, out) }
+    }
+
+    /// Copies `data` to byte `offset` of the page; `EINVAL` past its end. Any context.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
+        // SAFETY: As in `read_at`.
+        unsafe { self.page.write_at(offset, data) }
     }
 }
 

@@ -42,7 +42,7 @@ use kernel::rdma::qp::{NewQp, Qp, QpAttr, QpAttrMask, QpAttrOut, QpInitAttrOut};
 use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use kernel::rdma::udata::Udata;
 use kernel::rdma::workqueue::OwnedQueue;
-use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
+use kernel::rdma::wr::{MrPage, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
 use kernel::str::CString;
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
@@ -926,7 +926,7 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         crate::mr::map_mr_sg(mr, sg)
     }
 
-    fn mr_set_page(mr: &Mr<Self>, page: KernelBuf) -> Result {
+    fn mr_set_page(mr: &Mr<Self>, page: MrPage) -> Result {
         crate::mr::mr_set_page(mr, page)
     }
 

@@ -31,7 +31,7 @@ use kernel::rdma::mw::{Mw, MwType};
 use kernel::rdma::pd::{Pd, PdId};
 use kernel::rdma::umem::Umem;
 use kernel::rdma::umem_odp::UmemOdp;
-use kernel::rdma::wr::KernelBuf;
+use kernel::rdma::wr::MrPage;
 use kernel::sync::Arc;
 
 /// The access rights a MetaRoCE MR may have (beyond the optional hints, which are ignored).
@@ -68,7 +68,7 @@ enum Backing {
     /// The pages of a kernel consumer's fast-register MR, as its last registration mapped
     /// them; `first_off` is the region's offset in the first page.
     Fast {
-        pages: KVec<KernelBuf>,
+        pages: KVec<MrPage>,
         page_size: usize,
         first_off: usize,
     },
@@ -280,7 +280,7 @@ pub(crate) fn map_mr_sg(mr: &Mr<MetaRoceDriver>, sg: MrSgList<'_, MetaRoceDriver
 }
 
 /// Appends a page to the list `map_mr_sg` is filling; `ENOMEM` when it is full.
-pub(crate) fn mr_set_page(mr: &Mr<MetaRoceDriver>, page: KernelBuf) -> Result {
+pub(crate) fn mr_set_page(mr: &Mr<MetaRoceDriver>, page: MrPage) -> Result {
     let mut st = mr.staging.lock();
     if st.len() == st.capacity() {
         return Err(ENOMEM);
@@ -522,12 +522,12 @@ impl MetaRoceDev {
 /// Calls `f(page, offset in the page, range of the caller's buffer)` for each piece of the `len`
 /// bytes at byte `off` of a fast-register region's pages.
 fn fast_pieces(
-    pages: &[KernelBuf],
+    pages: &[MrPage],
     page_size: usize,
     first_off: usize,
     off: usize,
     len: usize,
-    mut f: impl FnMut(&KernelBuf, usize, core::ops::Range<usize>) -> Result,
+    mut f: impl FnMut(&MrPage, usize, core::ops::Range<usize>) -> Result,
 ) -> Result {
     let ps = NonZeroUsize::new(page_size).ok_or(EINVAL)?;
     let mut pos = first_off.checked_add(off).ok_or(EINVAL)?;

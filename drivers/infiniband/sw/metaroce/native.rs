@@ -42,6 +42,7 @@ use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::device::{Device, Mtu};
 use kernel::rdma::qp::Qp;
+use kernel::rdma::{init_const, ConstValue};
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
 
@@ -77,8 +78,14 @@ const REAP_IDLE_NS: u64 = 2 * RESTART_IDLE_NS;
 /// vmalloc, never on a stack).
 pub(crate) type NativeConn = Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS>;
 
-/// A connection that was never used, copied into each new allocation and then configured.
-const BLANK: NativeConn = NativeConn::new(ConnConfig::new(1));
+/// A connection that was never used, copied into each new allocation (in place, from
+/// read-only data: [`init_const`]) and then configured.
+struct Blank;
+
+impl ConstValue for Blank {
+    type Target = NativeConn;
+    const VALUE: NativeConn = NativeConn::new(ConnConfig::new(1));
+}
 
 /// IP, UDP and MetaRoCE header (and authentication trailer) bytes in an Ethernet frame's
 /// payload at worst (IPv6).
@@ -213,7 +220,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
             return Ok(p);
         }
     }
-    let mut conn = VBox::new(BLANK, GFP_KERNEL)?;
+    let mut conn = VBox::init(init_const::<Blank>(), GFP_KERNEL)?;
     let mut cfg = ConnConfig::new(conn_id());
     cfg.mss = mss(eth_mtu);
     cfg.paths = PATHS as u8;

@@ -180,7 +180,7 @@ struct RoceRx;
 /// device are not ours to count. Traffic to one of the host's own addresses (a device's own
 /// GID, or another local device's) arrives on the loopback device: it belongs to the device
 /// whose netdev owns the address.
-fn rx_device(pkt: &RxPacket) -> Option<DeviceRef<MetaRoceDriver>> {
+fn rx_device(pkt: &RxPacket<'_>) -> Option<DeviceRef<MetaRoceDriver>> {
     let rx_dev = pkt.dev()?;
     let rcu = rcu::read_lock();
     let netdev = if rx_dev.is_loopback() {
@@ -192,7 +192,7 @@ fn rx_device(pkt: &RxPacket) -> Option<DeviceRef<MetaRoceDriver>> {
 }
 
 impl UdpTunnelReceiver for RoceRx {
-    fn receive(pkt: RxPacket) {
+    fn receive(pkt: RxPacket<'_>) {
         let Some(dev) = rx_device(&pkt) else { return };
         let Some(h) = pkt.headers() else {
             dev.count(Counter::RcvdMalformed, 1);
@@ -236,7 +236,7 @@ impl UdpTunnelReceiver for RoceRx {
 struct NativeRx;
 
 impl UdpTunnelReceiver for NativeRx {
-    fn receive(pkt: RxPacket) {
+    fn receive(pkt: RxPacket<'_>) {
         let Some(dev) = rx_device(&pkt) else { return };
         if !dev.native {
             return;

@@ -69,6 +69,7 @@ mod tx;
 
 pub(crate) use create::*;
 use mem::*;
+pub(crate) use mem::{Seg, SegRef};
 pub(crate) use modify::*;
 pub(crate) use post::*;
 pub(crate) use rx::*;
@@ -108,30 +109,6 @@ const QP1_QKEY: u32 = 0x8001_0000;
 /// The protocol core's state of one QP.
 pub(crate) type Engine = pqp::Qp<RESP_RES>;
 
-/// One scatter/gather element of a queued work request.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Seg {
-    /// A kernel consumer's buffer.
-    Kernel(KernelBuf),
-    /// `len` bytes at `addr` of the user memory region of L_Key `lkey`.
-    User { addr: u64, len: u32, lkey: u32 },
-}
-
-impl Default for Seg {
-    fn default() -> Self {
-        Seg::Kernel(KernelBuf::default())
-    }
-}
-
-impl Seg {
-    fn len(&self) -> usize {
-        match self {
-            Seg::Kernel(b) => b.len() as usize,
-            Seg::User { len, .. } => *len as usize,
-        }
-    }
-}
-
 /// Where user segments are resolved: the device's memory region table, for the QP's PD.
 #[derive(Clone, Copy)]
 struct MemCtx<'a> {
@@ -155,8 +132,8 @@ impl<'a> MemCtx<'a> {
         }
     }
 
-    fn read(&self, seg: &Seg, offset: usize, out: &mut [u8]) -> Result {
-        match *seg {
+    fn read(&self, seg: SegRef<'_>, offset: usize, out: &mut [u8]) -> Result {
+        match seg {
             Seg::Kernel(b) => b.read_at(offset, out),
             Seg::User { addr, lkey, .. } => {
                 let pd = self.pd.ok_or(EINVAL)?;
@@ -173,8 +150,8 @@ impl<'a> MemCtx<'a> {
         }
     }
 
-    fn write(&self, seg: &Seg, offset: usize, data: &[u8]) -> Result {
-        match *seg {
+    fn write(&self, seg: SegRef<'_>, offset: usize, data: &[u8]) -> Result {
+        match seg {
             Seg::Kernel(b) => b.write_at(offset, data),
             Seg::User { addr, lkey, .. } => {
                 let pd = self.pd.ok_or(EINVAL)?;
@@ -229,6 +206,21 @@ impl BufPool {
         self.bufs
             .get(base..base + core::cmp::min(n as usize, self.max_sge))
             .unwrap_or(&[])
+    }
+
+    /// Drops the buffers of `slot`: its request completed (or was flushed or discarded), and
+    /// its kernel buffers are the consumer's again.
+    fn release(&mut self, slot: usize) {
+        for s in self.slot_mut(slot) {
+            *s = Seg::default();
+        }
+    }
+
+    /// Drops the buffers of every slot.
+    fn release_all(&mut self) {
+        for s in self.bufs.iter_mut() {
+            *s = Seg::default();
+        }
     }
 }
 
@@ -364,6 +356,7 @@ impl RecvRing {
     /// Retires the oldest handed-out entry (the responder completes in order).
     fn complete(&mut self, id: u64) {
         if self.head != self.taken && id as u32 == self.head {
+            self.bufs.release(self.slot(self.head));
             self.head = self.head.wrapping_add(1);
         }
     }
@@ -380,7 +373,9 @@ impl RecvRing {
         let mut budget = self.user.as_ref().map_or(0, |q| q.capacity());
         loop {
             while self.head != self.tail {
-                f(self.entries[self.slot(self.head)].wr_id);
+                let slot = self.slot(self.head);
+                f(self.entries[slot].wr_id);
+                self.bufs.release(slot);
                 self.head = self.head.wrapping_add(1);
             }
             self.taken = self.head;
@@ -471,7 +466,7 @@ impl RecvQueue for RecvSource<'_> {
             .rq
             .outstanding(wqe.id as u32)
             .ok_or(AccessError::Operational)?;
-        place_now(&m, bufs.iter().copied(), offset, data)
+        place_now(&m, bufs.iter().map(Seg::as_ref), offset, data)
     }
 }
 
@@ -529,7 +524,7 @@ struct SqBufs<'a> {
 }
 
 impl<'a> SqBufs<'a> {
-    fn bufs(self, slot: usize) -> impl Iterator<Item = Seg> + 'a {
+    fn bufs(self, slot: usize) -> impl Iterator<Item = SegRef<'a>> + 'a {
         let side = self.side.get(slot).copied().unwrap_or_default();
         let n = if side.inline_len.is_some() {
             0
@@ -539,12 +534,12 @@ impl<'a> SqBufs<'a> {
         self.bufs_n(slot, n)
     }
 
-    fn bufs_n(self, slot: usize, n: u32) -> impl Iterator<Item = Seg> + 'a {
+    fn bufs_n(self, slot: usize, n: u32) -> impl Iterator<Item = SegRef<'a>> + 'a {
         let user = self.user_slot(slot);
         let n_user = if self.per_slot == 0 { 0 } else { n as usize };
         // (`Iterator::chain`: pin-init's `Init` has a `chain` too.)
         Iterator::chain(
-            self.bufs.get(slot, n).iter().copied(),
+            self.bufs.get(slot, n).iter().map(Seg::as_ref),
             (0..n_user).map_while(move |i| crate::rxe_abi::sge_at(user, i)),
         )
     }
@@ -575,6 +570,9 @@ struct SendRing {
     user: Option<UQueue>,
     /// Work requests posted so far (ring counter).
     tail: u32,
+    /// Work requests whose kernel buffers were dropped (ring counter, up to `tail`): they
+    /// completed (or were flushed or discarded).
+    released: u32,
     /// Datagram QPs: request packets pulled from the core so far (one per work request).
     ud_sent: u32,
 }
@@ -626,6 +624,7 @@ impl SendRing {
             native: nat,
             user: None,
             tail: 0,
+            released: 0,
             ud_sent: 0,
         })
     }
@@ -660,12 +659,12 @@ impl SendRing {
     }
 
     /// The buffers of the request in `slot` (none for inline data).
-    fn bufs(&self, slot: usize) -> impl Iterator<Item = Seg> + '_ {
+    fn bufs(&self, slot: usize) -> impl Iterator<Item = SegRef<'_>> + '_ {
         self.view().bufs(slot)
     }
 
     /// The first `n` buffers of `slot`, as the request there was parsed.
-    fn bufs_n(&self, slot: usize, n: u32) -> impl Iterator<Item = Seg> + '_ {
+    fn bufs_n(&self, slot: usize, n: u32) -> impl Iterator<Item = SegRef<'_>> + '_ {
         self.view().bufs_n(slot, n)
     }
 
@@ -696,8 +695,19 @@ impl SendRing {
         }
     }
 
+    /// Drops the kernel buffers of the requests up to `upto` (ring counter): they are done.
+    fn release_to(&mut self, upto: u32) {
+        while self.released != upto && self.released != self.tail {
+            let slot = self.slot(self.released);
+            self.bufs.release(slot);
+            self.released = self.released.wrapping_add(1);
+        }
+    }
+
     fn reset(&mut self) {
+        self.bufs.release_all();
         self.tail = 0;
+        self.released = 0;
         self.ud_sent = 0;
         for w in self.wqes.iter_mut() {
             *w = pwr::SendWqe::default();
@@ -915,6 +925,12 @@ fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
             _ => {}
         }
         n.send |= complete(qp, qp.send_cq(), wc, false);
+    }
+    // Requests the core retired (reported or not signaled) are done: their buffers go. A
+    // native QP's requests are retired by the connection (`native_retire`).
+    if inner.native.is_none() {
+        let retired = inner.sq.tail.wrapping_sub(engine.sq_used());
+        inner.sq.release_to(retired);
     }
 }
 

@@ -21,7 +21,7 @@
 //! ```
 
 use crate::proto::wr as pwr;
-use crate::qp::Seg;
+use crate::qp::{Seg, SegRef};
 use kernel::rdma::cq::WcOpcode;
 
 /// Size of `struct rxe_send_wqe` before its SGEs or inline data.
@@ -88,7 +88,7 @@ fn copy_sges(b: &[u8], off: usize, num: usize, out: &mut [u8]) -> Option<u32> {
 }
 
 /// SGE record `i` of a send ring slot filled by [`parse_send`].
-pub(crate) fn sge_at(slot: &[u8], i: usize) -> Option<Seg> {
+pub(crate) fn sge_at(slot: &[u8], i: usize) -> Option<SegRef<'static>> {
     let at = i.checked_mul(SGE_LEN)?;
     Some(Seg::User {
         addr: u64_at(slot, at)?,

@@ -97,7 +97,7 @@ impl KernelRing {
 
     /// Moves every posted entry of `old` here, oldest first (resize). `EINVAL` if they do not
     /// fit.
-    fn take_entries(&mut self, old: &KernelRing, max_sge: u32) -> Result {
+    fn take_entries(&mut self, old: &mut KernelRing, max_sge: u32) -> Result {
         let n = old.count();
         if n > self.depth() {
             return Err(EINVAL);
@@ -108,7 +108,13 @@ impl KernelRing {
             self.entries[to] = old.entries[from];
             let m = max_sge as usize;
             let (fb, tb) = (from * m, to * m);
-            self.segs[tb..tb + m].copy_from_slice(&old.segs[fb..fb + m]);
+            // Moved: the old ring keeps no buffer of a request posted here.
+            for (t, f) in self.segs[tb..tb + m]
+                .iter_mut()
+                .zip(&mut old.segs[fb..fb + m])
+            {
+                *t = core::mem::take(f);
+            }
         }
         self.head = 0;
         self.tail = n;
@@ -186,12 +192,17 @@ impl MetaRoceSrq {
                 let slot = k.slot(k.head);
                 let e = k.entries[slot];
                 let n = e.num_sge as usize;
+                // Moved out (or dropped): the SRQ keeps no buffer of a request it handed out.
+                let segs = k.segs_mut(slot, max_sge);
                 if n > out.len() {
                     // Cannot happen (posting checks `max_sge`); never trusted.
+                    segs.iter_mut().for_each(|s| *s = Seg::default());
                     k.head = k.head.wrapping_add(1);
                     Taken::Malformed
                 } else {
-                    out[..n].copy_from_slice(&k.segs_mut(slot, max_sge)[..n]);
+                    for (o, s) in out[..n].iter_mut().zip(segs.iter_mut()) {
+                        *o = core::mem::take(s);
+                    }
                     k.head = k.head.wrapping_add(1);
                     Taken::Entry {
                         wr_id: e.wr_id,
@@ -410,12 +421,18 @@ pub(crate) fn post_srq_recv<'a>(
             let slot = k.slot(k.tail);
             let out = k.segs_mut(slot, max_sge);
             let mut len: u32 = 0;
-            for (s, o) in sges.iter().zip(out.iter_mut()) {
+            let filled = sges.iter().zip(out.iter_mut()).try_for_each(|(s, o)| {
                 if s.lkey() != crate::qp::LOCAL_DMA_LKEY {
                     return Err(EINVAL);
                 }
                 *o = Seg::Kernel(KernelBuf::from_srq_sge(srq, s)?);
                 len = len.checked_add(s.length()).ok_or(EINVAL)?;
+                Ok(())
+            });
+            if let Err(e) = filled {
+                // The free slot keeps no buffer of the refused request.
+                out.iter_mut().for_each(|s| *s = Seg::default());
+                return Err(e);
             }
             k.entries[slot] = Posted {
                 wr_id: wr.wr_id(),

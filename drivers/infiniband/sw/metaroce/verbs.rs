@@ -20,7 +20,7 @@ use kernel::rdma::mr::{AccessFlags, Mr, MrKeys};
 use kernel::rdma::pd::{Origin, Pd, PdId};
 use kernel::rdma::qp::QpId;
 use kernel::rdma::udata::Udata;
-use kernel::rdma::wr::KernelBuf;
+use kernel::rdma::wr::MrPage;
 use kernel::sync::SpinLockIrq;
 
 /// Most PDs per device.
@@ -429,7 +429,7 @@ pub(crate) struct MetaRoceMr {
     /// Fast-register MRs: the page list `map_mr_sg` fills for the next registration
     /// (capacity `max_num_sg`, reserved at allocation); empty for other MRs.
     #[pin]
-    pub(crate) staging: SpinLockIrq<KVec<KernelBuf>>,
+    pub(crate) staging: SpinLockIrq<KVec<MrPage>>,
 }
 
 impl MetaRoceMr {
@@ -437,7 +437,7 @@ impl MetaRoceMr {
         index: usize,
         access: AccessFlags,
         in_table: bool,
-        staging: KVec<KernelBuf>,
+        staging: KVec<MrPage>,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             index,

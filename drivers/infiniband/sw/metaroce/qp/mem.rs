@@ -4,6 +4,49 @@
 
 use super::*;
 
+/// One scatter/gather element of a queued work request: owned by the queue slot (`K` =
+/// [`KernelBuf`], neither `Copy` nor `Clone`) or borrowed from it ([`SegRef`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Seg<K = KernelBuf> {
+    /// A kernel consumer's buffer.
+    Kernel(K),
+    /// `len` bytes at `addr` of the user memory region of L_Key `lkey`.
+    User { addr: u64, len: u32, lkey: u32 },
+}
+
+/// A [`Seg`] borrowed from its queue slot: it cannot outlive the borrow of the queue (taken
+/// under the QP's lock), and the slot drops its kernel buffer when the request completes.
+pub(crate) type SegRef<'a> = Seg<&'a KernelBuf>;
+
+impl Default for Seg {
+    fn default() -> Self {
+        Seg::Kernel(KernelBuf::empty())
+    }
+}
+
+impl Seg {
+    /// The element, borrowed.
+    pub(crate) fn as_ref(&self) -> SegRef<'_> {
+        match self {
+            Seg::Kernel(b) => Seg::Kernel(b),
+            Seg::User { addr, len, lkey } => Seg::User {
+                addr: *addr,
+                len: *len,
+                lkey: *lkey,
+            },
+        }
+    }
+}
+
+impl SegRef<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Seg::Kernel(b) => b.len() as usize,
+            Seg::User { len, .. } => *len as usize,
+        }
+    }
+}
+
 /// The error of a local copy: `EAGAIN` for on-demand paging memory that is not present yet
 /// (a fault was asked for), `EFAULT` for anything else.
 pub(super) fn mr_errno(e: crate::mr::MrError) -> Error {
@@ -35,9 +78,9 @@ pub(super) fn recv_ready(dev: &MetaRoceDev, pd: Option<PdId>, segs: &[Seg]) -> b
 }
 
 /// Copies `out.len()` bytes at byte `offset` of the concatenation of `segs` into `out`.
-pub(super) fn gather(
+pub(super) fn gather<'s>(
     m: &MemCtx<'_>,
-    segs: impl IntoIterator<Item = Seg>,
+    segs: impl IntoIterator<Item = SegRef<'s>>,
     mut offset: usize,
     mut out: &mut [u8],
 ) -> Result {
@@ -52,7 +95,7 @@ pub(super) fn gather(
         }
         let n = core::cmp::min(len - offset, out.len());
         let (now, rest) = out.split_at_mut(n);
-        m.read(&b, offset, now)?;
+        m.read(b, offset, now)?;
         out = rest;
         offset = 0;
     }
@@ -68,9 +111,9 @@ pub(super) fn gather(
 /// placed, `NotPresent` (a fault was asked for; the core refuses the packet and it comes
 /// again), and other errors `Ok(false)`: left to the core's `Place`, which fails the same way
 /// and reports it.
-pub(super) fn place_now(
+pub(super) fn place_now<'s>(
     m: &MemCtx<'_>,
-    segs: impl IntoIterator<Item = Seg>,
+    segs: impl IntoIterator<Item = SegRef<'s>>,
     offset: u32,
     data: &[u8],
 ) -> Result<bool, AccessError> {
@@ -82,9 +125,9 @@ pub(super) fn place_now(
 }
 
 /// Copies `data` to byte `offset` of the concatenation of `segs`.
-pub(super) fn scatter(
+pub(super) fn scatter<'s>(
     m: &MemCtx<'_>,
-    segs: impl IntoIterator<Item = Seg>,
+    segs: impl IntoIterator<Item = SegRef<'s>>,
     mut offset: usize,
     mut data: &[u8],
 ) -> Result {
@@ -98,7 +141,7 @@ pub(super) fn scatter(
             continue;
         }
         let n = core::cmp::min(len - offset, data.len());
-        m.write(&b, offset, &data[..n])?;
+        m.write(b, offset, &data[..n])?;
         data = &data[n..];
         offset = 0;
     }

@@ -96,7 +96,10 @@ pub(super) fn post_one(
     };
     let slot = inner.sq.slot(inner.sq.tail);
     let max_sge = qp.cap.max_send_sge;
-    let len = kernel_bufs(qp, sges, max_sge, inner.sq.bufs.slot_mut(slot))?;
+    // The buffers go to the slot only once the request is accepted: a full queue's tail slot
+    // is its oldest request's, whose buffers must stay.
+    let mut bufs: [Seg; MAX_SGE as usize] = core::array::from_fn(|_| Seg::default());
+    let len = kernel_bufs(qp, sges, max_sge, &mut bufs)?;
     if u64::from(len) > MAX_MSG_SZ {
         return Err(EINVAL);
     }
@@ -160,6 +163,9 @@ pub(super) fn post_one(
             })?;
         NativeSlot::default()
     };
+    for (to, from) in inner.sq.bufs.slot_mut(slot).iter_mut().zip(&mut bufs) {
+        *to = core::mem::take(from);
+    }
     inner.sq.side[slot] = SqSide {
         opcode: Some(send_wc_opcode(&op)),
         num_sge: sges.len() as u32,
@@ -479,7 +485,9 @@ pub(crate) fn post_recv<'a>(
                             sges,
                             qp.cap.max_recv_sge,
                             inner.rq.bufs.slot_mut(slot),
-                        )?;
+                        )
+                        // The free slot keeps no buffer of the refused request.
+                        .inspect_err(|_| inner.rq.bufs.release(slot))?;
                         inner.rq.entries[slot] = RecvEntry {
                             wr_id: wr.wr_id(),
                             num_sge: sges.len() as u32,

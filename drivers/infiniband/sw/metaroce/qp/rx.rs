@@ -227,7 +227,9 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                         .map(|(_, b)| b)
                         .ok_or(EINVAL);
                     let data = pkt.payload.get(..len as usize).ok_or(EINVAL);
-                    data.and_then(|d| scatter(&rmem, bufs?.iter().copied(), offset as usize, d))
+                    data.and_then(|d| {
+                        scatter(&rmem, bufs?.iter().map(Seg::as_ref), offset as usize, d)
+                    })
                 }
                 pwr::Place::ReadResp { slot, offset, len } => {
                     let bufs = inner.sq.bufs(slot as usize & (inner.sq.wqes.len() - 1));
@@ -310,7 +312,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     match grh_area(ip) {
                         Some((grh, ty)) => {
                             network_type = ty;
-                            if scatter(&rmem, bufs.iter().copied(), 0, &grh).is_err() {
+                            if scatter(&rmem, bufs.iter().map(Seg::as_ref), 0, &grh).is_err() {
                                 wc.status = WcStatus::LocLenErr;
                             }
                         }

@@ -101,6 +101,7 @@ pub(super) fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mu
             break;
         };
         report_native_send(qp, sq, slot, status, n);
+        sq.bufs.release(slot);
         s.head = s.head.wrapping_add(1);
         if s.local_error && status == WcStatus::LocProtErr {
             return true;
@@ -150,6 +151,7 @@ pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut
             sq.nslot(slot).done.unwrap_or(WcStatus::WrFlushErr),
             n,
         );
+        sq.bufs.release(slot);
         s.head = s.head.wrapping_add(1);
     }
     s.posted = s.head;
@@ -453,7 +455,7 @@ pub(crate) fn native_place(
         // is refused as a remote operational error, as on the RoCEv2 path, rather than
         // breaking the QP silently (its stream would then acknowledge the rest unplaced).
         refuse = Some(NakCode::RemoteOperation);
-        scatter(&rmem, bufs.iter().copied(), p.offset as usize, d)?;
+        scatter(&rmem, bufs.iter().map(Seg::as_ref), p.offset as usize, d)?;
         // SEND with invalidate: the packet that completed the message names the key, once
         // (section 9.2); it becomes invalid before the connection lock is released, so before
         // the receive completes and before any later message of the peer is placed. A key
