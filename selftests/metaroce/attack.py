@@ -27,6 +27,11 @@ Local cases (usage: attack.py local DEV GID_INDEX [CASE-PREFIX...]):
                      moved to RTR (which makes a connection) and destroyed: all 80 succeed, the
                      table reaping unbound, quiet connections (before: the 65th failed with ENOSPC
                      until the device was deleted).
+  n2-ctx-quota       (a native device) one process binds 20 RC QPs, kept alive, each to its own
+                     made-up destination: the 17th and later must fail with EDQUOT (a user
+                     context's QPs hold at most 16 connections); another process (its own user
+                     context) then binds a QP to a new destination (before: all 20 succeeded, and
+                     a process holding 64 made every other process's new connection fail).
 
 Memory cgroup (usage: attack.py memcg DEV GID_INDEX; run inside a cgroup v2 group with the memory
 controller): sets the group's memory.max to what it uses now plus 16 MiB, then creates up to 32
@@ -220,6 +225,54 @@ def case_flush_spin(ring_name):
     return f"{flushed} flush completions from one call ({cap}-slot ring)"
 
 
+def rtr_to(q, i):
+    """Moves q to RTR towards the made-up host 192.0.2.(100 + i) (QPN 0x100 + i)."""
+    from pyverbs.addr import GID
+    attr = QPAttr(port_num=h.PORT)
+    attr.qp_access_flags = h.RW
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = 0x100 + i
+    attr.rq_psn = attr.sq_psn = 0
+    attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
+    attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 1, 14, 3, 3
+    gid = f"0000:0000:0000:0000:0000:ffff:c000:02{100 + i:02x}"
+    attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=h.GIDX))
+    q.qp.to_rtr(attr)
+
+
+def case_ctx_quota(n=20, quota=16):
+    env = h.Env()
+    kept, refused = [], []
+    for i in range(n):
+        q = h.Q(env.pd, env.cq, max_wr=4)
+        try:
+            rtr_to(q, i)
+            kept.append(q)
+        except Exception as ex:  # noqa: BLE001  (pyverbs raises its own error types)
+            refused.append((i, getattr(ex, "error_code", None)))
+            q.qp.close()
+    h.note(f"one context: {len(kept)} of {n} QPs to distinct destinations reached RTR, refused: {refused[:3]}...")
+    h.expect(len(kept) == quota, f"{len(kept)} connections held by one context, expected the quota of {quota}")
+    h.expect(all(err == 122 for _, err in refused), f"refusals not EDQUOT (122): {refused}")
+    # Another process, another user context: the table still has room for it.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with Context(name=h.DEV) as ctx:
+                pd = PD(ctx)
+                cq = CQ(ctx, 8)
+                q = h.Q(pd, cq, max_wr=4)
+                rtr_to(q, 50)
+            os._exit(0)
+        except Exception:  # noqa: BLE001
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    h.expect(os.waitstatus_to_exitcode(status) == 0, "another process could not bind a QP to a new destination")
+    for q in kept:
+        q.qp.close()
+    return f"one context held {len(kept)} of {n} connections (quota {quota}, the rest EDQUOT); another context bound one more"
+
+
 def case_peer_churn(n=80):
     from pyverbs.addr import GID
     env = h.Env()
@@ -252,6 +305,7 @@ CASES = [
     ("e4-flush-spin-sq", lambda: case_flush_spin("sq"), 120),
     ("e5-flush-spin-rq", lambda: case_flush_spin("rq"), 120),
     ("n1-peer-churn", case_peer_churn, 300),
+    ("n2-ctx-quota", case_ctx_quota, 300),
 ]
 
 

@@ -398,6 +398,27 @@ impl<T: Driver> Qp<T> {
         }
     }
 
+    /// An identity of the user context that created the QP (`None`: a kernel QP). Two live QPs
+    /// give the same value if and only if one user context created both; it is only for
+    /// comparing (a per-process quota), nothing can be reached through it.
+    pub fn ucontext_id(&self) -> Option<usize> {
+        if self.origin() == Origin::Kernel {
+            return None;
+        }
+        // SAFETY: A user QP's `pd` is its user PD, set before `create_qp`, never changed and
+        // kept alive by the QP (`usecnt`). Its uverbs object was allocated with `context` set
+        // before the PD was created, and is cleared and freed only after the PD is destroyed,
+        // which cannot happen while the QP exists (`&self`).
+        let ctx = unsafe {
+            let pd = (*self.as_raw()).pd;
+            if pd.is_null() || (*pd).uobject.is_null() {
+                return None;
+            }
+            (*(*pd).uobject).context
+        };
+        (!ctx.is_null()).then_some(ctx as usize)
+    }
+
     /// The QP's protection domain.
     pub fn pd(&self) -> Option<&Pd<T>> {
         // SAFETY: `pd` is null or a PD of this driver kept alive by the QP (type invariant);

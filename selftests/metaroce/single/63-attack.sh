@@ -88,9 +88,9 @@ ip netns exec mra rdma link add mrn0 type metaroce-native netdev va || fail "add
 # 80 made-up hosts 192.0.2.100-179 with permanent neighbour entries (modify_qp resolves the MAC).
 for i in $(seq 100 179); do ip -n mra neigh replace 192.0.2.$i lladdr 02:00:5e:10:00:$(printf %02x $((i - 100))) dev va nud permanent; done
 gn=$(mr_ns_gid mra mrn0 $MR_ADDR_A); [ -n "$gn" ] || fail "no RoCE v2 GID for $MR_ADDR_A on mrn0"
-ip netns exec mra timeout -k 10 600 /usr/bin/python3 "$MR_SELFTESTS/attack.py" local mrn0 "$gn" n1; rc2=$?
+ip netns exec mra timeout -k 10 600 /usr/bin/python3 "$MR_SELFTESTS/attack.py" local mrn0 "$gn" n1 n2; rc2=$?
 ip netns exec mra rdma statistic show link mrn0/1
 ip netns exec mra rdma link delete mrn0
 mr_dmesg_clean
 [ "$rc" = 0 ] || fail "attack.py local: some cases did not behave as expected (see above)"
-[ "$rc2" = 0 ] || fail "attack.py local n1 (native peer table): see above"
+[ "$rc2" = 0 ] || fail "attack.py local n1, n2 (native peer table, per-context quota): see above"

@@ -65,6 +65,9 @@ pub(crate) const MSGS: usize = 32;
 /// Peers per device (a bit each in the device's `orphans`).
 const MAX_PEERS: usize = 64;
 const _: () = assert!(MAX_PEERS <= 64);
+/// Connections the QPs of one user context may hold at once (issue 32, finding 7): a process
+/// cannot take the whole table with QPs bound to made-up destinations; kernel QPs have no quota.
+pub(crate) const CTX_PEERS: usize = MAX_PEERS / 4;
 /// Completions handled per peer lock hold (their QPs are notified after it).
 const NOTES: usize = 16;
 /// A connection whose peer sent no DATA for this long asks a peer that sends with a new
@@ -205,6 +208,40 @@ impl Peer {
                         .last_rx()
                         .map_or(true, |t| now.saturating_sub(t) > REAP_IDLE_NS)))
     }
+}
+
+/// Whether the QP `qp` may bind to the connection from `sgid` to `dgid`: a user QP only if its
+/// user context's QPs already hold that connection or fewer than [`CTX_PEERS`] others. Process
+/// context (`modify_qp`).
+pub(crate) fn within_quota(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Qp<MetaRoceDriver>,
+    sgid: &[u8; 16],
+    dgid: &[u8; 16],
+) -> bool {
+    let Some(me) = qp.ucontext_id() else {
+        return true;
+    };
+    let t = dev.peers.lock();
+    let mut held = 0;
+    for p in t.peers.iter() {
+        let mine = {
+            let g = p.inner.lock();
+            g.streams.iter().any(|&q| {
+                q != 0
+                    && dev
+                        .lookup_qp(q)
+                        .is_some_and(|x| x.ucontext_id() == Some(me))
+            })
+        };
+        if mine {
+            if p.sgid == *sgid && p.dgid == *dgid {
+                return true;
+            }
+            held += 1;
+        }
+    }
+    held < CTX_PEERS
 }
 
 /// The connection of `dev` from `sgid` to `dgid`, created if there is none or if the one there

@@ -82,6 +82,9 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             };
             let av = av.ok_or(EINVAL)?;
             let mtu = qp.device().netdev(PORT).map_or(1500, |nd| nd.mtu());
+            if !native::within_quota(qp.device(), qp, &av.sgid, &av.dgid) {
+                return Err(EDQUOT);
+            }
             let peer = native::peer(qp.device(), &av, mtu)?;
             let idx = native::bind(&peer, qp.qpn, dest)?;
             Some((peer, idx))
