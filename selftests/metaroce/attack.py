@@ -274,22 +274,12 @@ def case_ctx_quota(n=20, quota=16):
 
 
 def case_peer_churn(n=80):
-    from pyverbs.addr import GID
     env = h.Env()
     made = 0
     for i in range(n):
         q = h.Q(env.pd, env.cq, max_wr=4)
-        attr = QPAttr(port_num=h.PORT)
-        attr.qp_access_flags = h.RW
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = 0x100 + i
-        attr.rq_psn = attr.sq_psn = 0
-        attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-        attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 1, 14, 3, 3
-        gid = f"0000:0000:0000:0000:0000:ffff:c000:02{100 + i:02x}"
-        attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=h.GIDX))
         try:
-            q.qp.to_rtr(attr)
+            rtr_to(q, i)
         except Exception as ex:  # noqa: BLE001  (pyverbs raises its own error types)
             raise h.Expect(f"QP {i + 1} of {n} to a new destination: RTR refused: {ex}")
         q.qp.close()
@@ -332,30 +322,44 @@ def memcg(dev, gidx):
     os._exit(0)
 
 
-def uc_victim(dev, gidx, peer, d):
-    """See the module's docstring."""
+def victim_qp(dev, qp_type, nrecv):
+    """A QP of qp_type on dev in INIT with nrecv posted 64-byte receives filled with 0xEE (one
+    MR holds them all): (qp, cq, mr)."""
     ctx = Context(name=dev)
     pd = PD(ctx)
     cq = CQ(ctx, 64)
-    mr = MR(pd, 16 * 64, h.RW)
-    mr.write(b"\xee" * (16 * 64), 16 * 64)
-    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq,
-                           cap=QPCap(max_send_wr=4, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)))
+    size = max(nrecv, 1) * 64
+    mr = MR(pd, size, h.RW)
+    mr.write(b"\xee" * size, size)
+    qp = QP(pd, QPInitAttr(qp_type=qp_type, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=max(nrecv, 1), max_send_sge=1, max_recv_sge=1)))
     init = QPAttr(port_num=h.PORT)
     init.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
     qp.to_init(init)
-    for i in range(16):
+    for i in range(nrecv):
         qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + 64 * i, 64, mr.lkey)]))
+    KEEP.append((ctx, pd))
+    return qp, cq, mr
+
+
+def connected_attr(peer, gidx, dest_qpn):
+    """QPAttr for RTR towards the IPv4 address peer's QP dest_qpn (IPv4-mapped GID), PSN 0."""
+    from pyverbs.addr import GID
     mapped = bytes(10) + b"\xff\xff" + bytes(int(x) for x in peer.split("."))
     gid = ":".join(mapped[i:i + 2].hex() for i in range(0, 16, 2))
     attr = QPAttr(port_num=h.PORT)
     attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
     attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = 0x99
+    attr.dest_qp_num = dest_qpn
     attr.rq_psn = attr.sq_psn = 0
-    from pyverbs.addr import GID
     attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=gidx))
-    qp.to_rtr(attr)
+    return attr
+
+
+def uc_victim(dev, gidx, peer, d):
+    """See the module's docstring."""
+    qp, cq, mr = victim_qp(dev, e.IBV_QPT_UC, 16)
+    qp.to_rtr(connected_attr(peer, gidx, 0x99))
     with open(os.path.join(d, "qpn.tmp"), "w") as f:
         f.write(f"{qp.qp_num}\n")
     os.rename(os.path.join(d, "qpn.tmp"), os.path.join(d, "qpn"))
@@ -388,32 +392,12 @@ def rc_pair(role, dev, gidx, peer, d):
             time.sleep(0.05)
         return open(path(n)).read().strip()
 
-    from pyverbs.addr import GID
-    ctx = Context(name=dev)
-    pd = PD(ctx)
-    cq = CQ(ctx, 64)
-    mr = MR(pd, 8 * 64, h.RW)
-    mr.write(b"\xee" * (8 * 64), 8 * 64)
-    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                           cap=QPCap(max_send_wr=4, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)))
-    init = QPAttr(port_num=h.PORT)
-    init.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
-    qp.to_init(init)
-    if role == "a":
-        for i in range(8):
-            qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + 64 * i, 64, mr.lkey)]))
+    qp, cq, mr = victim_qp(dev, e.IBV_QPT_RC, 8 if role == "a" else 0)
     put(f"qpn-{role}", qp.qp_num)
     other = int(wait("qpn-" + ("b" if role == "a" else "a")))
-    mapped = bytes(10) + b"\xff\xff" + bytes(int(x) for x in peer.split("."))
-    attr = QPAttr(port_num=h.PORT)
-    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = other
-    attr.rq_psn = attr.sq_psn = 0
+    attr = connected_attr(peer, gidx, other)
     attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
     attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 1, 14, 7, 7
-    gid = ":".join(mapped[i:i + 2].hex() for i in range(0, 16, 2))
-    attr.ah_attr = AHAttr(port_num=h.PORT, is_global=1, gr=GlobalRoute(dgid=GID(gid), sgid_index=gidx))
     qp.to_rts(attr)
     put(f"rts-{role}", 1)
     if role == "b":

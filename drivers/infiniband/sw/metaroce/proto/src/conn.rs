@@ -1199,6 +1199,7 @@ impl<
         // duplicate of one of its packets) is held, dropped without an
         // acknowledgement, until the NAK is acknowledged (section 9.1): the
         // requester cannot complete the message before the NAK arrived.
+        let mut held = None;
         if !h.op.is_request() && !h.op.is_response() {
             if let Some(i) = self
                 .rx_streams
@@ -1206,22 +1207,14 @@ impl<
                 .position(|s| s.open && s.local_qpn == h.stream)
             {
                 // (A duplicate: its message may be complete and gone.)
-                let held = self.resps.get(i).is_some_and(|q| q.nak_pending(h.msn))
+                let pending = self.resps.get(i).is_some_and(|q| q.nak_pending(h.msn))
                     && (dup
                         || self
                             .rx_streams
                             .get(i)
                             .is_some_and(|s| s.would_complete(h.msn, h.len)));
-                if held {
-                    return Ok(Vetted {
-                        path,
-                        win,
-                        ahead,
-                        stream,
-                        no_stream,
-                        stale,
-                        held: Some(i),
-                    });
+                if pending {
+                    held = Some(i);
                 }
             }
         }
@@ -1232,7 +1225,7 @@ impl<
             stream,
             no_stream,
             stale,
-            held: None,
+            held,
         })
     }
 
