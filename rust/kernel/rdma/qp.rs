@@ -320,6 +320,10 @@ pub struct Qp<T: Driver> {
     data: T::QpData,
 }
 
+/// The identity of a user context ([`Qp::ucontext_id`]): comparable, nothing else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UcontextId(usize);
+
 // SAFETY: `users` counts the references (type invariant): `inc_ref` is called with a live QP (a
 // `&Qp<T>` exists) and `dec_ref` on zero wakes `destroy_qp`, which alone frees the QP after that.
 unsafe impl<T: Driver> AlwaysRefCounted for Qp<T> {
@@ -398,10 +402,10 @@ impl<T: Driver> Qp<T> {
         }
     }
 
-    /// An identity of the user context that created the QP (`None`: a kernel QP). Two live QPs
-    /// give the same value if and only if one user context created both; it is only for
+    /// The identity of the user context that created the QP (`None`: a kernel QP). Two live QPs
+    /// give equal values if and only if one user context created both; it is only for
     /// comparing (a per-process quota), nothing can be reached through it.
-    pub fn ucontext_id(&self) -> Option<usize> {
+    pub fn ucontext_id(&self) -> Option<UcontextId> {
         if self.origin() == Origin::Kernel {
             return None;
         }
@@ -416,7 +420,7 @@ impl<T: Driver> Qp<T> {
             }
             (*(*pd).uobject).context
         };
-        (!ctx.is_null()).then_some(ctx as usize)
+        (!ctx.is_null()).then_some(UcontextId(ctx as usize))
     }
 
     /// The QP's protection domain.

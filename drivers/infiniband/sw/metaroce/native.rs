@@ -592,13 +592,10 @@ pub(crate) fn pull_tx(
                     },
                     None => None,
                 };
-                // An ACK's key is the peer's data direction's, from the cache.
-                let ack_key = match &peer.keys {
-                    Some(keys) if t.payload.is_none() && hdr[0] & 0x0F == 2 => {
-                        let k = sealing::KeyId {
-                            sender: sealing::DataSender::Peer,
-                            conn: u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]),
-                        };
+                // A key that is not one of the fixed ones (an ACK's: the peer's data
+                // direction's) comes from the cache, under the lock.
+                let ack_key = match (&peer.keys, sealing::key_out(&hdr[..t.hdr_len])) {
+                    (Some(keys), Ok(k)) if keys.fixed(k).is_none() => {
                         inner.peer_keys.key(keys, k).ok()
                     }
                     _ => None,

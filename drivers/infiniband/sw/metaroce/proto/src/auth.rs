@@ -180,6 +180,16 @@ pub fn seal(
     Ok((total, key, nonce(ty, by_sender, sender_id, seq)))
 }
 
+/// The key an outgoing packet whose header starts `hdr` is tagged with (the one [`seal`]
+/// returns), known before the trailer is written.
+pub fn key_out(hdr: &[u8]) -> Result<KeyId, MrcError> {
+    if hdr.len() < 8 {
+        return Err(MrcError::Truncated);
+    }
+    let conn = u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+    key_of(hdr[0] & 0x0F, conn, false).map(|(k, _)| k)
+}
+
 /// Tags a packet sealed with [`seal`]: `buf[..total]`.
 pub fn tag_into(
     mac: &impl PacketMac,

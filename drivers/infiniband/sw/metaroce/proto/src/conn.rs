@@ -1021,14 +1021,7 @@ impl<
         }
         let r = match parse(buf) {
             Ok(MrcPacket::Data(h, payload)) => {
-                let r = self.on_data(now, &h, payload, ce, src_port, rate_hint_kbps);
-                if matches!(
-                    r,
-                    Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
-                ) {
-                    self.last_rx = Some(now);
-                }
-                r
+                self.on_data(now, &h, payload, ce, src_port, rate_hint_kbps)
             }
             Ok(MrcPacket::Ack(a)) => self.on_ack(&a, now),
             Ok(MrcPacket::Probe(p)) => self.on_probe(now, &p),
@@ -1059,14 +1052,7 @@ impl<
         } else {
             match parse_auth(s.packet) {
                 Ok(MrcPacket::Data(h, payload)) => {
-                    let r = self.on_data(now, &h, payload, ce, src_port, rate_hint_kbps);
-                    if matches!(
-                        r,
-                        Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
-                    ) {
-                        self.last_rx = Some(now);
-                    }
-                    r
+                    self.on_data(now, &h, payload, ce, src_port, rate_hint_kbps)
                 }
                 Ok(MrcPacket::Ack(a)) => self.on_sealed_ack(now, &a, s),
                 Ok(MrcPacket::Probe(p)) if p.kind == ProbeKind::Proof && p.conn != s.sender_id => {
@@ -1229,7 +1215,28 @@ impl<
         })
     }
 
+    /// A DATA packet of the peer; one it took (placed, duplicate or refused) marks the peer
+    /// active (`last_rx`, sections 7 and 7.1).
     fn on_data(
+        &mut self,
+        now: u64,
+        h: &DataHdr,
+        payload: &[u8],
+        ce: bool,
+        src_port: u16,
+        hint: u32,
+    ) -> Result<RxEvent, RxDrop> {
+        let r = self.take_data(now, h, payload, ce, src_port, hint);
+        if matches!(
+            r,
+            Ok(RxEvent::Data(_) | RxEvent::Duplicate | RxEvent::Refused(_))
+        ) {
+            self.last_rx = Some(now);
+        }
+        r
+    }
+
+    fn take_data(
         &mut self,
         now: u64,
         h: &DataHdr,

@@ -7,9 +7,11 @@ use metaroce_proto::auth::{
     TRAILER_LEN,
 };
 use metaroce_proto::conn::{Conn, ConnConfig, RxDrop, RxEvent};
-use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
+use metaroce_proto::mrc_wire::DATA_HDR_LEN;
 use metaroce_proto::restart::siphash24;
-use metaroce_proto::stream::MsgDesc;
+
+mod common;
+use common::send;
 
 type C = Conn<4, 128, 2, 2, 8>;
 
@@ -75,17 +77,6 @@ fn pair() -> (Box<C>, Box<C>) {
         assert!(b.open_stream(s, 200 + s as u32, 100 + s as u32));
     }
     (a, b)
-}
-
-fn send(len: u32) -> MsgDesc {
-    MsgDesc {
-        op: MrcOp::Send,
-        len,
-        va: 0,
-        rkey: 0,
-        imm: 0,
-        se: false,
-    }
 }
 
 /// Every packet `from` (on device `dev`, towards `peer`) has to send, sealed.

@@ -4,9 +4,12 @@
 
 use metaroce_proto::conn::{Conn, ConnConfig, RxDrop, RxEvent};
 use metaroce_proto::mrc_wire::{
-    parse, DataHdr, MrcOp, MrcPacket, ProbeKind, ProbePkt, DATA_HDR_LEN, PROBE_LEN,
+    parse, DataHdr, MrcPacket, ProbeKind, ProbePkt, DATA_HDR_LEN, PROBE_LEN,
 };
-use metaroce_proto::stream::{MsgDesc, StreamDrop};
+use metaroce_proto::stream::StreamDrop;
+
+mod common;
+use common::send;
 
 type C = Conn<4, 128, 2, 2, 8>;
 
@@ -38,17 +41,6 @@ fn like_a(id: u32) -> Box<C> {
     let mut c = conn(id, u64::from(id));
     assert!(c.open_stream(0, 100, 200));
     c
-}
-
-fn send(len: u32) -> MsgDesc {
-    MsgDesc {
-        op: MrcOp::Send,
-        len,
-        va: 0,
-        rkey: 0,
-        imm: 0,
-        se: false,
-    }
 }
 
 fn packets(from: &mut C, now: u64) -> Vec<Vec<u8>> {

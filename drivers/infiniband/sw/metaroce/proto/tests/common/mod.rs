@@ -116,6 +116,19 @@ impl Rand {
     }
 }
 
+/// A native SEND of `len` bytes.
+#[allow(dead_code)]
+pub fn send(len: u32) -> MsgDesc {
+    MsgDesc {
+        op: MrcOp::Send,
+        len,
+        va: 0,
+        rkey: 0,
+        imm: 0,
+        se: false,
+    }
+}
+
 /// A native RDMA WRITE of `len` bytes to (rkey 5, va 0x1000).
 pub fn write(len: u32) -> MsgDesc {
     MsgDesc {
