@@ -7,6 +7,7 @@
 #include <crypto/blake2s.h>
 #include <crypto/chacha20poly1305.h>
 #include <keys/user-type.h>
+#include <linux/crc32.h>
 #include <linux/hmm.h>
 #include <linux/igmp.h>
 #include <linux/mmu_notifier.h>
@@ -17,6 +18,8 @@
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
 #include <net/addrconf.h>
+#include <net/checksum.h>
+#include <net/ip6_checksum.h>
 #include <net/ip6_route.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
@@ -28,3 +31,6 @@
 #include <rdma/rdma_netlink.h>
 #include <rdma/uverbs_ioctl.h>
 #include <trace/events/metaroce.h>
+
+/* Constants bindgen cannot evaluate (BIT()), by the kernel's RUST_CONST_HELPER_ convention. */
+const u32 RUST_CONST_HELPER_CRC32_LE_OPTIMIZATION = CRC32_LE_OPTIMIZATION;

@@ -28,6 +28,22 @@
 #include <crypto/blake2s.h>
 #include <keys/user-type.h>
 #include <linux/string.h>
+#include <net/checksum.h>
+#include <net/ip6_checksum.h>
+
+/* Checksums (rust/kernel/net/checksum.rs): static inline on x86, named after what they call. */
+__rust_helper __sum16 rust_helper_csum_tcpudp_magic(__be32 saddr, __be32 daddr, __u32 len,
+						    __u8 proto, __wsum sum)
+{
+	return csum_tcpudp_magic(saddr, daddr, len, proto, sum);
+}
+
+__rust_helper __sum16 rust_helper_csum_ipv6_magic(const struct in6_addr *saddr,
+						  const struct in6_addr *daddr, __u32 len,
+						  __u8 proto, __wsum sum)
+{
+	return csum_ipv6_magic(saddr, daddr, len, proto, sum);
+}
 
 __rust_helper void rust_helper_dev_hold(struct net_device *dev)
 {

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 mod device;
+mod integrity;
 mod link;
 mod mcast;
 mod module;

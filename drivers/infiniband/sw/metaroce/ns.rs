@@ -9,13 +9,14 @@
 //! namespace, so it must not outlive the pernet exit hook.
 
 use crate::device::{Counter, MetaRoceDriver};
-use crate::proto::offload::{roce_rx, Integrity, RoceRxError, RxeFlushIntegrity, SoftIntegrity};
+use crate::integrity::KernelIntegrity;
+use crate::proto::offload::{roce_rx, Integrity, RoceRxError};
 use crate::qp::OutPacket;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;
 use kernel::net::udp_tunnel::{
-    Family, IpAddr, IpPacket, RxPacket, UdpHeader, UdpTunnelReceiver, UdpTunnelSocket,
+    Family, IpAddr, IpPacket, Route, RxPacket, UdpHeader, UdpTunnelReceiver, UdpTunnelSocket,
 };
 use kernel::prelude::*;
 use kernel::rdma::device::{Device, DeviceRef};
@@ -42,9 +43,8 @@ struct Sockets {
     v6: UdpTunnelSocket<RoceRx>,
     /// The native port's, opened by the namespace's first `metaroce-native` device.
     native: Option<(UdpTunnelSocket<NativeRx>, UdpTunnelSocket<NativeRx>)>,
-    /// RoCEv2 packets are sealed by [`RxeFlushIntegrity`] (rdma_rxe's ICRC on FLUSH requests)
-    /// rather than [`SoftIntegrity`]: the `flush_icrc_rxe` module parameter when the sockets
-    /// were opened.
+    /// FLUSH requests are sealed with rdma_rxe's ICRC ([`KernelIntegrity::rxe_flush`]): the
+    /// `flush_icrc_rxe` module parameter when the sockets were opened.
     flush_icrc_rxe: bool,
 }
 
@@ -200,7 +200,7 @@ impl UdpTunnelReceiver for RoceRx {
         };
         // Software computes the ICRC: no NIC of ours checked it (the offload boundary of
         // transport.rst section 12).
-        let pkt = match roce_rx(&mut SoftIntegrity, h.ip, h.udp, h.payload) {
+        let pkt = match roce_rx(&mut KernelIntegrity::default(), h.ip, h.udp, h.payload) {
             Ok(pkt) => pkt,
             Err(RoceRxError::Malformed(_)) => {
                 dev.count(Counter::RcvdMalformed, 1);
@@ -265,13 +265,54 @@ fn udp_sport(src_qpn: u32, dst_qpn: u32) -> u16 {
     0xC000 | ((h >> 16) as u16 & 0x3FFF)
 }
 
-/// Puts one packet on the wire from `netdev`'s namespace: route, IP/UDP headers, ICRC, send.
-/// Process context (takes the namespace's socket mutex).
-pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
-    let net = netdev.net().ok_or(ENODEV)?;
-    let state = PERNET.get(&net).ok_or(ENODEV)?;
-    let sockets = state.sockets.lock();
-    let s = sockets.as_ref().ok_or(ENODEV)?;
+/// The route of the batch's last packet, and the family socket, addresses and port kind it was
+/// looked up for: a batch is mostly one QP's (or one connection's) packets, all between the same
+/// two addresses, so one lookup serves them all.
+type RouteCache = Option<((bool, IpAddr, IpAddr), Route)>;
+
+/// The route from `src` to `dst` through `sock` (`native`: a native-port socket), from `cache`
+/// when the batch's last packet took the same one.
+fn route<'c, T: UdpTunnelReceiver>(
+    cache: &'c mut RouteCache,
+    sock: &UdpTunnelSocket<T>,
+    native: bool,
+    oif: Option<&NetDevice>,
+    src: IpAddr,
+    dst: IpAddr,
+) -> Result<&'c Route> {
+    let key = (native, src, dst);
+    if !matches!(cache, Some((k, _)) if *k == key) {
+        *cache = Some((key, sock.route(oif, src, dst)?));
+    }
+    cache.as_ref().map(|(_, r)| r).ok_or(EINVAL)
+}
+
+/// Puts a batch of packets on the wire from `netdev`'s namespace: route, IP/UDP headers,
+/// integrity fields, send. The namespace's sockets are found and locked once per batch, and
+/// packets between the same addresses share a route lookup. `done` hears each packet's length
+/// and result, in order. Process context (takes the namespace's socket mutex).
+pub(crate) fn send_batch(
+    netdev: &NetDevice,
+    pkts: impl Iterator<Item = OutPacket>,
+    mut done: impl FnMut(usize, Result),
+) {
+    let net = netdev.net();
+    let state = net.as_ref().and_then(|n| PERNET.get(n));
+    let sockets = state.as_ref().map(|st| st.sockets.lock());
+    let s = sockets.as_ref().and_then(|g| g.as_ref());
+    let mut cache = None;
+    for p in pkts {
+        let len = p.skb.len();
+        let res = match s {
+            Some(s) => send_one(netdev, s, &mut cache, p),
+            None => Err(ENODEV),
+        };
+        done(len, res);
+    }
+}
+
+/// Puts one packet on the wire through the namespace's sockets `s`.
+fn send_one(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPacket) -> Result {
     let (src, dst) = (gid_ip(&p.av.sgid), gid_ip(&p.av.dgid));
     let sock = match dst {
         IpAddr::V4(_) => &s.v4,
@@ -287,7 +328,7 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
             IpAddr::V4(_) => n4,
             IpAddr::V6(_) => n6,
         };
-        let route = sock.route(oif, src, dst)?;
+        let route = route(cache, sock, true, oif, src, dst)?;
         let hdr = UdpHeader {
             src_port,
             dst_port: native_port(),
@@ -295,21 +336,21 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
             dscp_ecn: if ect { 0b10 } else { 0 },
             ttl: 64,
         };
-        let mut pkt = IpPacket::build(p.skb, &route, &hdr)?;
+        let mut pkt = IpPacket::build(p.skb, route, &hdr)?;
         let ip_len = pkt.ip_header_len();
         let data = pkt.data_mut()?;
         let udp = data.get_mut(ip_len..).ok_or(EINVAL)?;
         // The UDP checksum is mandatory on the native port (section 2), over the addresses
         // the IP header was built with; computed here (no checksum offload is asked for).
         let sealed = match (route.src(), route.dst()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => SoftIntegrity.seal_udp(&s, &d, udp),
-            (IpAddr::V6(s), IpAddr::V6(d)) => SoftIntegrity.seal_udp(&s, &d, udp),
+            (IpAddr::V4(s), IpAddr::V4(d)) => KernelIntegrity::default().seal_udp(&s, &d, udp),
+            (IpAddr::V6(s), IpAddr::V6(d)) => KernelIntegrity::default().seal_udp(&s, &d, udp),
             _ => return Err(EINVAL),
         };
         sealed.map_err(|_| EINVAL)?;
         return sock.send(pkt);
     }
-    let route = sock.route(oif, src, dst)?;
+    let route = route(cache, sock, false, oif, src, dst)?;
     let hdr = UdpHeader {
         src_port: udp_sport(p.src_qpn, p.dst_qpn),
         dst_port: ROCE_V2_PORT,
@@ -320,7 +361,7 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
             p.av.hop_limit
         },
     };
-    let mut pkt = IpPacket::build(p.skb, &route, &hdr)?;
+    let mut pkt = IpPacket::build(p.skb, route, &hdr)?;
     let ip_len = pkt.ip_header_len();
     let data = pkt.data_mut()?;
     if data.len() < ip_len + UDP_HLEN {
@@ -328,12 +369,11 @@ pub(crate) fn send(netdev: &NetDevice, p: OutPacket) -> Result {
     }
     let (ip, rest) = data.split_at_mut(ip_len);
     let (udp, ib) = rest.split_at_mut(UDP_HLEN);
-    let sealed = if s.flush_icrc_rxe {
-        RxeFlushIntegrity.seal_icrc(ip, udp, ib)
-    } else {
-        SoftIntegrity.seal_icrc(ip, udp, ib)
-    };
-    sealed.map_err(|_| EINVAL)?;
+    KernelIntegrity {
+        rxe_flush: s.flush_icrc_rxe,
+    }
+    .seal_icrc(ip, udp, ib)
+    .map_err(|_| EINVAL)?;
     sock.send(pkt)
 }
 

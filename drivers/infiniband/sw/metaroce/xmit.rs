@@ -243,16 +243,13 @@ fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
         // What native connections without a QP owe their peers travels with this QP's batch.
         n += crate::native::pull_orphans(&dev, HEADROOM, &mut batch[n..]);
     }
-    for p in batch.iter_mut().take(n) {
-        let Some(p) = p.take() else { continue };
-        let len = p.skb.len() as u64;
-        match ns::send(&netdev, p) {
-            Ok(()) => {
-                dev.count(Counter::SentPkts, 1);
-                dev.count(Counter::SentBytes, len);
-            }
-            Err(_) => dev.count(Counter::SendErr, 1),
+    let pkts = batch.iter_mut().take(n).filter_map(Option::take);
+    ns::send_batch(&netdev, pkts, |len, res| match res {
+        Ok(()) => {
+            dev.count(Counter::SentPkts, 1);
+            dev.count(Counter::SentBytes, len as u64);
         }
-    }
+        Err(_) => dev.count(Counter::SendErr, 1),
+    });
     n == BATCH
 }

@@ -121,6 +121,12 @@ pub enum IcrcError {
     Mismatch,
 }
 
+/// A CRC-32 engine: the reflected register (polynomial 0xEDB88320, no
+/// inversion) after `data`, starting from the given register, as
+/// [`crc32_update`] computes it. A host with a faster one (the kernel's
+/// architecture-optimised `crc32_le`) passes it to the `_with` functions.
+pub type CrcUpdate = fn(u32, &[u8]) -> u32;
+
 /// Computes the ICRC of a RoCEv2 packet.
 ///
 /// `ip_hdr` and `udp_hdr` are the headers as sent (their lengths must
@@ -128,7 +134,7 @@ pub enum IcrcError {
 /// of the pad, without the trailer. Returns the value whose little-endian
 /// bytes form the trailer.
 pub fn icrc_compute(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
-    icrc_register(ip_hdr, udp_hdr, ib).map(|crc| !crc)
+    icrc_register(crc32_update, ip_hdr, udp_hdr, ib).map(|crc| !crc)
 }
 
 /// The ICRC rdma_rxe (Linux up to at least 7.3) gives a FLUSH request: its
@@ -137,7 +143,7 @@ pub fn icrc_compute(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, Icr
 /// second time, as they are on the wire (BTH unmasked, FETH, RETH), after
 /// the masked ones. No other opcode is affected.
 pub fn icrc_compute_rxe_flush(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
-    icrc_register(ip_hdr, udp_hdr, ib).map(|crc| !crc32_update(crc, ib))
+    icrc_register(crc32_update, ip_hdr, udp_hdr, ib).map(|crc| !crc32_update(crc, ib))
 }
 
 /// True if `ib` (from the BTH) is a FLUSH request.
@@ -146,10 +152,15 @@ fn is_flush(ib: &[u8]) -> bool {
 }
 
 /// The raw CRC register after the masked headers and the rest of `ib`.
-fn icrc_register(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcError> {
+fn icrc_register(
+    update: CrcUpdate,
+    ip_hdr: &[u8],
+    udp_hdr: &[u8],
+    ib: &[u8],
+) -> Result<u32, IcrcError> {
     // Raw CRC register after the eight 0xFF bytes of the masked LRH
     // (rxe hard-codes it as 0xdebb20e3).
-    let mut crc = crc32_update(!0, &[0xFF; 8]);
+    let mut crc = update(!0, &[0xFF; 8]);
 
     if let Ok(mut h) = <[u8; IPV4_HDR_LEN]>::try_from(ip_hdr) {
         if h[0] != 0x45 {
@@ -159,7 +170,7 @@ fn icrc_register(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcEr
         h[8] = 0xFF; // TTL
         h[10] = 0xFF; // header checksum
         h[11] = 0xFF;
-        crc = crc32_update(crc, &h);
+        crc = update(crc, &h);
     } else if let Ok(mut h) = <[u8; IPV6_HDR_LEN]>::try_from(ip_hdr) {
         if h[0] >> 4 != 6 {
             return Err(IcrcError::BadIpHeader);
@@ -169,7 +180,7 @@ fn icrc_register(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcEr
         h[2] = 0xFF;
         h[3] = 0xFF;
         h[7] = 0xFF; // hop limit
-        crc = crc32_update(crc, &h);
+        crc = update(crc, &h);
     } else {
         return Err(IcrcError::BadIpHeader);
     }
@@ -177,28 +188,37 @@ fn icrc_register(ip_hdr: &[u8], udp_hdr: &[u8], ib: &[u8]) -> Result<u32, IcrcEr
     let mut udp = <[u8; UDP_HDR_LEN]>::try_from(udp_hdr).map_err(|_| IcrcError::BadUdpHeader)?;
     udp[6] = 0xFF; // checksum
     udp[7] = 0xFF;
-    crc = crc32_update(crc, &udp);
+    crc = update(crc, &udp);
 
     let (bth, rest) = ib
         .split_first_chunk::<BTH_LEN>()
         .ok_or(IcrcError::Truncated)?;
     let mut bth = *bth;
     bth[4] = 0xFF; // reserved / FECN / BECN
-    crc = crc32_update(crc, &bth);
-    crc = crc32_update(crc, rest);
+    crc = update(crc, &bth);
+    crc = update(crc, rest);
     Ok(crc)
 }
 
 /// Checks the trailer of `pkt` (BTH to ICRC inclusive). A FLUSH request may
 /// also carry rdma_rxe's ICRC ([`icrc_compute_rxe_flush`]).
 pub fn icrc_verify(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &[u8]) -> Result<(), IcrcError> {
+    icrc_verify_with(crc32_update, ip_hdr, udp_hdr, pkt)
+}
+
+/// [`icrc_verify`] with the CRC engine `update`.
+pub fn icrc_verify_with(
+    update: CrcUpdate,
+    ip_hdr: &[u8],
+    udp_hdr: &[u8],
+    pkt: &[u8],
+) -> Result<(), IcrcError> {
     let (ib, trailer) = pkt
         .split_last_chunk::<ICRC_LEN>()
         .ok_or(IcrcError::Truncated)?;
     let got = u32::from_le_bytes(*trailer);
-    if icrc_compute(ip_hdr, udp_hdr, ib)? == got
-        || (is_flush(ib) && icrc_compute_rxe_flush(ip_hdr, udp_hdr, ib)? == got)
-    {
+    let crc = icrc_register(update, ip_hdr, udp_hdr, ib)?;
+    if !crc == got || (is_flush(ib) && !update(crc, ib) == got) {
         Ok(())
     } else {
         Err(IcrcError::Mismatch)
@@ -212,25 +232,34 @@ pub fn icrc_write_rxe_flush(
     udp_hdr: &[u8],
     pkt: &mut [u8],
 ) -> Result<(), IcrcError> {
-    let (ib, trailer) = pkt
-        .split_last_chunk_mut::<ICRC_LEN>()
-        .ok_or(IcrcError::Truncated)?;
-    let icrc = if is_flush(ib) {
-        icrc_compute_rxe_flush(ip_hdr, udp_hdr, ib)?
-    } else {
-        icrc_compute(ip_hdr, udp_hdr, ib)?
-    };
-    *trailer = icrc.to_le_bytes();
-    Ok(())
+    icrc_write_with(crc32_update, true, ip_hdr, udp_hdr, pkt)
 }
 
 /// Computes the ICRC of `pkt` (BTH to ICRC inclusive) and stores it in its
 /// last four bytes.
 pub fn icrc_write(ip_hdr: &[u8], udp_hdr: &[u8], pkt: &mut [u8]) -> Result<(), IcrcError> {
+    icrc_write_with(crc32_update, false, ip_hdr, udp_hdr, pkt)
+}
+
+/// [`icrc_write`] with the CRC engine `update`; with `rxe_flush`, as
+/// [`icrc_write_rxe_flush`].
+pub fn icrc_write_with(
+    update: CrcUpdate,
+    rxe_flush: bool,
+    ip_hdr: &[u8],
+    udp_hdr: &[u8],
+    pkt: &mut [u8],
+) -> Result<(), IcrcError> {
     let (ib, trailer) = pkt
         .split_last_chunk_mut::<ICRC_LEN>()
         .ok_or(IcrcError::Truncated)?;
-    *trailer = icrc_compute(ip_hdr, udp_hdr, ib)?.to_le_bytes();
+    let crc = icrc_register(update, ip_hdr, udp_hdr, ib)?;
+    let crc = if rxe_flush && is_flush(ib) {
+        update(crc, ib)
+    } else {
+        crc
+    };
+    *trailer = (!crc).to_le_bytes();
     Ok(())
 }
 
@@ -291,6 +320,44 @@ mod tests {
             // Feeding in two pieces gives the same register as one.
             let s = split.min(data.len());
             proptest::prop_assert_eq!(crc32_update(crc32_update(seed, &data[..s]), &data[s..]), crc32_bitwise(seed, &data));
+        }
+    }
+
+    /// Another CRC engine through the `_with` functions gives the same
+    /// trailers as the built-in one, for FLUSH (both forms) and other
+    /// opcodes, and each verifies the other's.
+    #[test]
+    fn engines_agree() {
+        let ip = [
+            0x45, 0, 0, 60, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2,
+        ];
+        let udp = [0xc0, 0x01, 0x12, 0xb7, 0, 40, 0, 0];
+        for opcode in [0x04u8, super::super::opcode::Opcode::RcFlush as u8] {
+            let mut pkt = [0u8; 32];
+            for (i, b) in pkt.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(29).wrapping_add(3);
+            }
+            pkt[0] = opcode;
+            for rxe_flush in [false, true] {
+                let mut a = pkt;
+                let mut b = pkt;
+                icrc_write_with(crc32_update, rxe_flush, &ip, &udp, &mut a).unwrap();
+                icrc_write_with(crc32_bitwise, rxe_flush, &ip, &udp, &mut b).unwrap();
+                assert_eq!(a, b);
+                let mut c = pkt;
+                if rxe_flush {
+                    icrc_write_rxe_flush(&ip, &udp, &mut c).unwrap();
+                } else {
+                    icrc_write(&ip, &udp, &mut c).unwrap();
+                }
+                assert_eq!(a, c);
+                assert_eq!(icrc_verify_with(crc32_bitwise, &ip, &udp, &a), Ok(()));
+                a[20] ^= 1;
+                assert_eq!(
+                    icrc_verify_with(crc32_bitwise, &ip, &udp, &a),
+                    Err(IcrcError::Mismatch)
+                );
+            }
         }
     }
 
