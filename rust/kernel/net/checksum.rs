@@ -26,10 +26,18 @@ pub fn crc32_le(crc: u32, data: &[u8]) -> u32 {
 
 /// Whether [`crc32_le`] runs an architecture-optimised implementation on this machine
 /// (`crc32_optimizations() & CRC32_LE_OPTIMIZATION`).
+#[cfg(CONFIG_CRC_OPTIMIZATIONS)]
 pub fn crc32_le_optimized() -> bool {
     // SAFETY: Reads a flag set at boot.
     let flags = unsafe { bindings::crc32_optimizations() };
     flags & bindings::CRC32_LE_OPTIMIZATION != 0
+}
+
+/// Whether [`crc32_le`] runs an architecture-optimised implementation: never without
+/// `CONFIG_CRC_OPTIMIZATIONS` (the generic byte-table code).
+#[cfg(not(CONFIG_CRC_OPTIMIZATIONS))]
+pub fn crc32_le_optimized() -> bool {
+    false
 }
 
 /// An unfolded 32-bit ones'-complement sum (`__wsum`), in the kernel's byte-order convention.

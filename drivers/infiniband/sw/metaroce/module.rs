@@ -43,6 +43,7 @@ impl kernel::Module for MetaRoceModule {
             pr_err!("native_port {port} refused: the native transport needs its own UDP port, not 0 or RoCEv2's {ROCE_V2_PORT}\n");
             return Err(EINVAL);
         }
+        crate::integrity::select_crc();
         let pernet = ns::register()?;
         let regs = KBox::try_pin_init(
             try_pin_init!(Registrations {

@@ -32,10 +32,10 @@ use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, RxDrop, RxEven
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::proto::offload::{native_rx, NicIntegrity};
 use crate::proto::packet;
-use crate::qp::{self, BuildError, Notify, OutPacket};
+use crate::qp::{self, Notify};
 use crate::timer;
 use crate::verbs::RoceAv;
-use crate::xmit;
+use crate::xmit::{self, BuildError, OutPacket};
 use core::sync::atomic::Ordering;
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
@@ -495,10 +495,8 @@ fn build(peer: &Peer, headroom: usize, p: &Polled) -> core::result::Result<OutPa
     } else {
         len
     };
-    let mut skb =
-        kernel::net::skbuff::SkBuff::alloc(headroom.checked_add(total).ok_or(EINVAL)?, GFP_ATOMIC)?;
-    skb.reserve(headroom)?;
-    let buf = skb.put(total)?;
+    let mut skb = xmit::frame(headroom, total)?;
+    let buf = skb.data_mut()?;
     buf[..t.hdr_len].copy_from_slice(p.hdr.get(..t.hdr_len).ok_or(EINVAL)?);
     if let Some(pl) = t.payload {
         let q = p.qp.as_ref().ok_or(ENOENT)?;

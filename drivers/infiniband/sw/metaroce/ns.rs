@@ -11,7 +11,7 @@
 use crate::device::{Counter, MetaRoceDriver};
 use crate::integrity::KernelIntegrity;
 use crate::proto::offload::{roce_rx, Integrity, RoceRxError};
-use crate::qp::OutPacket;
+use crate::xmit::OutPacket;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;

@@ -30,7 +30,7 @@ use crate::proto::conn::{
 };
 use crate::proto::ext::NakCode as RoceNak;
 use crate::proto::mrc_wire::{DataHdr, MrcOp};
-use crate::proto::opcode::Transport;
+use crate::proto::opcode::Transport as Service;
 use crate::proto::packet::Packet;
 use crate::proto::packet::{self, PayloadRef, Pmtu, TxDesc};
 use crate::proto::psn::Psn;
@@ -741,12 +741,61 @@ struct QpInner {
     attrs: QpAttrs,
     rq: RecvRing,
     sq: SendRing,
-    /// The transport state machines: created when the QP enters RTR, dropped on RESET.
-    engine: Option<Engine>,
-    /// The engine's counters already added to the device's (`account`).
+    /// What carries the QP's messages: set up when the QP enters RTR, dropped on RESET.
+    transport: Transport,
+    /// The RoCEv2 engine's counters already added to the device's (`account`).
     counted: pqp::Stats,
-    /// RC QPs of a native device: the connection stream (there is no `engine`).
-    native: Option<NativeState>,
+}
+
+/// The transport of a QP: the protocol core's RoCEv2 state machines, or a stream of a native
+/// connection (RC QPs of a native device). Every place that treats the two differently asks
+/// this, and nothing else, which one the QP runs.
+enum Transport {
+    /// RESET and INIT: none yet.
+    None,
+    /// RoCEv2 (RC, UC, UD; every QP of a RoCEv2 device).
+    Roce(Engine),
+    /// The QP's place on its native connection (`native.rs`).
+    Native(NativeState),
+}
+
+impl Transport {
+    fn roce(&self) -> Option<&Engine> {
+        match self {
+            Transport::Roce(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn roce_mut(&mut self) -> Option<&mut Engine> {
+        match self {
+            Transport::Roce(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn native(&self) -> Option<&NativeState> {
+        match self {
+            Transport::Native(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn native_mut(&mut self) -> Option<&mut NativeState> {
+        match self {
+            Transport::Native(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Drops the transport; returns the native stream the QP held, to give back to its
+    /// connection once the QP lock is released.
+    fn take_stream(&mut self) -> Option<(Arc<Peer>, usize)> {
+        match core::mem::replace(self, Transport::None) {
+            Transport::Native(s) => s.stream.map(|idx| (s.peer, idx)),
+            _ => None,
+        }
+    }
 }
 
 /// A kernel queue pair.
@@ -770,11 +819,12 @@ pub(crate) struct MetaRoceQp {
 }
 
 impl MetaRoceQp {
-    fn transport(&self) -> Transport {
+    /// The IBA service (RC, UC, UD) of the QP's RoCEv2 packets.
+    fn service(&self) -> Service {
         match self.qp_type {
-            QpType::Rc => Transport::Rc,
-            QpType::Uc => Transport::Uc,
-            _ => Transport::Ud,
+            QpType::Rc => Service::Rc,
+            QpType::Uc => Service::Uc,
+            _ => Service::Ud,
         }
     }
 }
@@ -866,7 +916,7 @@ fn wc_status(s: pwr::WcStatus) -> WcStatus {
 /// Adds what the core counted since the last call to the device's port counters (rdma_rxe's
 /// names and meanings).
 fn account(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner) {
-    let Some(engine) = inner.engine.as_ref() else {
+    let Some(engine) = inner.transport.roce() else {
         return;
     };
     let now = engine.stats();
@@ -908,7 +958,7 @@ fn account(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner) {
 /// Reports the send completions the core has ready.
 fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     account(qp, inner);
-    let Some(engine) = inner.engine.as_mut() else {
+    let Some(engine) = inner.transport.roce_mut() else {
         return;
     };
     while let Some(c) = engine.poll_send_completion(&mut inner.sq.wqes) {
@@ -926,19 +976,17 @@ fn reap_send(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
         }
         n.send |= complete(qp, qp.send_cq(), wc, false);
     }
-    // Requests the core retired (reported or not signaled) are done: their buffers go. A
-    // native QP's requests are retired by the connection (`native_retire`).
-    if inner.native.is_none() {
-        let retired = inner.sq.tail.wrapping_sub(engine.sq_used());
-        inner.sq.release_to(retired);
-    }
+    // Requests the core retired (reported or not signaled) are done: their buffers go. (A
+    // native QP's requests are retired by its connection: `native_retire`.)
+    let retired = inner.sq.tail.wrapping_sub(engine.sq_used());
+    inner.sq.release_to(retired);
 }
 
 /// Moves the QP to the error state: the core flushes its send queue, the receive queue is
 /// flushed here.
 fn enter_error(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     inner.state = QpState::Err;
-    if let Some(engine) = inner.engine.as_mut() {
+    if let Some(engine) = inner.transport.roce_mut() {
         engine.set_error();
     }
     reap_send(qp, inner, n);

@@ -14,7 +14,10 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::ns;
-use crate::qp::{pull_tx, OutPacket, MAX_QP};
+use crate::native::Peer;
+use crate::qp::{pull_tx, MAX_QP};
+use crate::verbs::RoceAv;
+use kernel::net::skbuff::SkBuff;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -30,6 +33,74 @@ const RUN_BATCHES: usize = 64;
 /// Bytes reserved in front of the RoCE headers for the link, IP and UDP headers: the largest
 /// link-layer header the kernel reserves for (`LL_MAX_HEADER`, 128 with tunnels) plus IPv6 and UDP.
 pub(crate) const HEADROOM: usize = 128 + 40 + 8;
+
+/// One packet pulled from the core, ready for the network: its RoCE payload (BTH to ICRC
+/// slot) in an skb and where it goes.
+pub(crate) struct OutPacket {
+    pub(crate) skb: SkBuff,
+    pub(crate) av: RoceAv,
+    pub(crate) src_qpn: u32,
+    pub(crate) dst_qpn: u32,
+    /// A native packet (`native.rs`): its UDP source port (the path) and whether it is
+    /// ECN-capable; the skb then holds the MetaRoCE header and payload.
+    pub(crate) native: Option<(u16, bool)>,
+}
+
+impl OutPacket {
+    /// A native packet from `peer`'s connection.
+    pub(crate) fn native(
+        skb: SkBuff,
+        peer: &Peer,
+        src_port: u16,
+        ect: bool,
+    ) -> Self {
+        let av = RoceAv {
+            dgid: peer.dgid,
+            sgid: peer.sgid,
+            sgid_index: 0,
+            dmac: [0; 6],
+            flow_label: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            sl: 0,
+        };
+        Self {
+            skb,
+            av,
+            src_qpn: 0,
+            dst_qpn: 0,
+            native: Some((src_port, ect)),
+        }
+    }
+}
+
+/// Why no packet was built.
+#[derive(Clone, Copy)]
+pub(crate) enum BuildError {
+    /// The send request's local data could not be read: its memory region was deregistered
+    /// (or lost local access) after the request was posted. The request fails with a local
+    /// protection error.
+    Gather,
+    /// Anything else (no memory for the skb): the packet is dropped and sent again by the
+    /// transport's retry.
+    Drop,
+}
+
+impl From<Error> for BuildError {
+    fn from(_: Error) -> Self {
+        BuildError::Drop
+    }
+}
+
+/// An skb for a packet of `len` bytes (zeroed) with `headroom` bytes in front for the link,
+/// IP and UDP headers: the one place both transports set up the skbs they send. Any context
+/// (`GFP_ATOMIC`).
+pub(crate) fn frame(headroom: usize, len: usize) -> Result<SkBuff> {
+    let mut skb = SkBuff::alloc(headroom.checked_add(len).ok_or(EINVAL)?, GFP_ATOMIC)?;
+    skb.reserve(headroom)?;
+    skb.put(len)?;
+    Ok(skb)
+}
 
 /// A FIFO of counted QP references with room for every QP of a device, so it never overflows
 /// when each QP is listed at most once (the caller's per-QP flag). Never allocates after `new`.

@@ -159,8 +159,7 @@ pub(crate) fn create_qp(
                 rq,
                 sq,
                 counted: pqp::Stats::default(),
-                engine: None,
-                native: None,
+                transport: Transport::None,
             },
             "metaroce_qp"
         ),
@@ -173,9 +172,7 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
     // A native QP gives its stream back (its unacknowledged messages are abandoned).
     let bound = {
         let mut g = qp.inner.lock();
-        g.native
-            .take()
-            .and_then(|s| s.stream.map(|idx| (s.peer, idx)))
+        g.transport.take_stream()
     };
     if let Some((peer, idx)) = bound {
         native::unbind(&peer, idx, qp.qpn);

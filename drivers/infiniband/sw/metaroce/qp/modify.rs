@@ -6,7 +6,7 @@ use super::*;
 
 /// The core's configuration from the QP's attributes.
 pub(super) fn engine_config(q: &MetaRoceQp, sq_depth: u32, a: &QpAttrs) -> QpConfig {
-    let mut cfg = QpConfig::new(q.transport(), q.qpn, a.dest_qpn);
+    let mut cfg = QpConfig::new(q.service(), q.qpn, a.dest_qpn);
     cfg.pmtu = Pmtu::from_bytes(a.path_mtu.bytes()).unwrap_or(Pmtu::Mtu1024);
     cfg.qkey = if q.qp_type == QpType::Gsi {
         QP1_QKEY
@@ -61,7 +61,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             (
                 g.state,
                 g.attrs,
-                g.native.as_ref().is_some_and(|s| s.stream.is_some()),
+                g.transport.native().is_some_and(|s| s.stream.is_some()),
             )
         };
         let from = if mask.contains(QpAttrMask::CUR_STATE) {
@@ -193,10 +193,10 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         // timeout, retry counts), the responder keeping what it received in RTR.
         let rebuild = match (cur, next) {
             (QpState::Init, QpState::Rtr) => true,
-            (QpState::Rtr, QpState::Rts) => inner.engine.is_none(),
+            (QpState::Rtr, QpState::Rts) => inner.transport.roce().is_none(),
             _ => false,
         };
-        if let (QpState::Rtr, QpState::Rts, Some(e)) = (cur, next, inner.engine.as_mut()) {
+        if let (QpState::Rtr, QpState::Rts, Some(e)) = (cur, next, inner.transport.roce_mut()) {
             let send = pqp::SendAttrs {
                 sq_psn: Psn::new(a.sq_psn),
                 timeout: a.timeout,
@@ -212,14 +212,14 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         if let (false, true, Some(e)) = (
             rebuild,
             mask.contains(QpAttrMask::ACCESS_FLAGS),
-            inner.engine.as_mut(),
+            inner.transport.roce_mut(),
         ) {
             e.set_access(core_access(a.access));
         }
         if rebuild && native_rc {
             inner.sq.reset();
             if let Some((peer, idx)) = native_bind.take() {
-                inner.native = Some(NativeState {
+                inner.transport = Transport::Native(NativeState {
                     peer,
                     stream: Some(idx),
                     head: 0,
@@ -235,7 +235,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             }
             let engine = Engine::new(cfg).map_err(|_| EINVAL)?;
             account(qp, inner);
-            inner.engine = Some(engine);
+            inner.transport = Transport::Roce(engine);
             inner.counted = pqp::Stats::default();
             inner.sq.reset();
         }
@@ -246,11 +246,8 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
                 QpState::Reset => {
                     inner.rq.drain(|_| {});
                     inner.sq.reset();
-                    if let Some(s) = inner.native.take() {
-                        n.unbind = s.stream.map(|idx| (s.peer, idx));
-                    }
                     account(qp, inner);
-                    inner.engine = None;
+                    n.unbind = inner.transport.take_stream();
                     inner.counted = pqp::Stats::default();
                 }
                 QpState::Err => enter_error(qp, inner, &mut n),

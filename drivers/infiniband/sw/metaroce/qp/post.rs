@@ -103,12 +103,12 @@ pub(super) fn post_one(
     if u64::from(len) > MAX_MSG_SZ {
         return Err(EINVAL);
     }
-    let used = match (&inner.native, &inner.engine) {
-        (Some(s), _) => inner.sq.tail.wrapping_sub(s.head),
-        (None, Some(e)) => e.sq_used(),
-        (None, None) => return Err(EINVAL),
+    let used = match &inner.transport {
+        Transport::Native(s) => inner.sq.tail.wrapping_sub(s.head),
+        Transport::Roce(e) => e.sq_used(),
+        Transport::None => return Err(EINVAL),
     };
-    if inner.native.is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err())
+    if inner.transport.native().is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err())
     {
         // What the native wire cannot carry (see `native_op`).
         return Err(if used >= inner.sq.depth() {
@@ -151,10 +151,10 @@ pub(super) fn post_one(
         solicited: flags.solicited(),
         ud,
     };
-    let native = if inner.native.is_some() {
+    let native = if inner.transport.native().is_some() {
         native_slot(&cwr).map_err(|_| EOPNOTSUPP)?
     } else {
-        let engine = inner.engine.as_mut().ok_or(EINVAL)?;
+        let engine = inner.transport.roce_mut().ok_or(EINVAL)?;
         engine
             .post_send(&mut inner.sq.wqes, cwr)
             .map_err(|e| match e {
@@ -263,10 +263,10 @@ pub(super) fn drain_user_sq_into(
             QpState::Rts | QpState::Sqd | QpState::Err | QpState::Sqe => {}
             _ => return,
         }
-        let used = match (&inner.native, &inner.engine) {
-            (Some(s), _) => inner.sq.tail.wrapping_sub(s.head),
-            (None, Some(e)) => e.sq_used(),
-            (None, None) => return,
+        let used = match &inner.transport {
+            Transport::Native(s) => inner.sq.tail.wrapping_sub(s.head),
+            Transport::Roce(e) => e.sq_used(),
+            Transport::None => return,
         };
         if used >= inner.sq.depth() {
             return;
@@ -418,11 +418,11 @@ pub(super) fn drain_user_sq_into(
             solicited: w.solicited,
             ud,
         };
-        let native = if inner.native.is_some() {
+        let native = if inner.transport.native().is_some() {
             // What the native wire cannot carry (see `native_op`) completes in error.
             native_slot(&cwr).ok()
         } else {
-            let Some(engine) = inner.engine.as_mut() else {
+            let Some(engine) = inner.transport.roce_mut() else {
                 return;
             };
             engine

@@ -176,7 +176,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         }
         // A connected QP takes packets from its peer's address to its own only (a QP number
         // and PSN are easy to guess: an off-path host must not inject into it).
-        if matches!(qp.transport(), Transport::Rc | Transport::Uc) {
+        if matches!(qp.service(), Service::Rc | Service::Uc) {
             let from_peer = inner
                 .attrs
                 .av
@@ -187,7 +187,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 return false;
             }
         }
-        let Some(engine) = inner.engine.as_mut() else {
+        let Some(engine) = inner.transport.roce_mut() else {
             return false;
         };
         let now = qp.device().now_ns();
@@ -214,7 +214,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             },
             None => mem,
         };
-        let ud = qp.transport() == Transport::Ud;
+        let ud = qp.service() == Service::Ud;
         let mut network_type = 0;
         let mut place_failed = false;
         if let Some(place) = out.place {
@@ -263,7 +263,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     pwr::Place::Rdma { .. } => Some(RoceNak::RemoteAccess),
                     _ => None,
                 };
-                if let (Some(code), Some(engine)) = (code, inner.engine.as_mut()) {
+                if let (Some(code), Some(engine)) = (code, inner.transport.roce_mut()) {
                     engine.placement_failed(pkt.hdr.bth.psn, code);
                 }
                 // Our own READ or atomic lost its local buffers: it fails with a local
@@ -271,7 +271,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                 if let (
                     pwr::Place::ReadResp { slot, .. } | pwr::Place::AtomicResult { slot, .. },
                     Some(engine),
-                ) = (place, inner.engine.as_mut())
+                ) = (place, inner.transport.roce_mut())
                 {
                     engine.response_failed(slot, pwr::WcStatus::LocProtErr, &mut inner.sq.wqes);
                 }
@@ -335,7 +335,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
             // A malformed receive WQE: the request that needed it is answered with a NAK
             // (remote operational error), not an RNR NAK the peer would retry.
             if inner.rq.user_errors > 0 {
-                if let Some(engine) = inner.engine.as_mut() {
+                if let Some(engine) = inner.transport.roce_mut() {
                     engine.placement_failed(pkt.hdr.bth.psn, RoceNak::RemoteOperational);
                 }
             }
@@ -351,7 +351,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         timer::arm(qp);
     }
     // Acknowledgements and responses leave through the transmit worker.
-    if qp.transport() != Transport::Ud {
+    if qp.service() != Service::Ud {
         xmit::schedule(qp);
     }
     ok

@@ -3,6 +3,7 @@
 //! The glue between a QP and its stream of a native connection (`crate::native`).
 
 use super::*;
+use crate::xmit::BuildError;
 
 /// The connection of a native RC QP (also after its stream closed: its transmit runs and
 /// timer ticks still drive the connection).
@@ -10,7 +11,7 @@ pub(super) fn native_peer(qp: &Qp<MetaRoceDriver>) -> Option<Arc<Peer>> {
     if !(qp.device().native && qp.qp_type == QpType::Rc) {
         return None;
     }
-    qp.inner.lock().native.as_ref().map(|s| s.peer.clone())
+    qp.inner.lock().transport.native().map(|s| s.peer.clone())
 }
 
 /// The connection's form of a send request: the message, or `None` for a local operation
@@ -91,8 +92,8 @@ pub(super) fn native_slot(w: &pwr::SendWr) -> core::result::Result<NativeSlot, (
 /// reported the request that failed locally ([`NativeState::local_error`]): the caller then
 /// moves the QP to the error state.
 pub(super) fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool {
-    let QpInner { native, sq, .. } = inner;
-    let Some(s) = native.as_mut() else {
+    let QpInner { transport, sq, .. } = inner;
+    let Some(s) = transport.native_mut() else {
         return false;
     };
     while s.head != s.posted {
@@ -140,8 +141,8 @@ pub(super) fn report_native_send(
 /// request is flushed, in posting order; the stream is given back (by `n`).
 pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     native_retire(qp, inner, n);
-    let QpInner { native, sq, .. } = inner;
-    let Some(s) = native.as_mut() else { return };
+    let QpInner { transport, sq, .. } = inner;
+    let Some(s) = transport.native_mut() else { return };
     while s.head != sq.tail {
         let slot = sq.slot(s.head);
         report_native_send(
@@ -171,7 +172,7 @@ pub(crate) fn native_feed(
 ) -> bool {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    if !inner.native.as_ref().is_some_and(|s| s.stream == Some(idx)) {
+    if !inner.transport.native().is_some_and(|s| s.stream == Some(idx)) {
         return false;
     }
     if inner.sq.user.is_some() {
@@ -179,8 +180,8 @@ pub(crate) fn native_feed(
     }
     let mut broke = false;
     {
-        let QpInner { native, sq, .. } = &mut *inner;
-        let Some(s) = native.as_mut() else {
+        let QpInner { transport, sq, .. } = &mut *inner;
+        let Some(s) = transport.native_mut() else {
             return false;
         };
         if s.stream != Some(idx) {
@@ -233,33 +234,21 @@ pub(crate) fn native_payload(
 ) -> core::result::Result<(), BuildError> {
     let g = qp.inner.lock();
     let s = g
-        .native
-        .as_ref()
+        .transport
+        .native()
         .filter(|s| s.stream == Some(idx))
         .ok_or(ENOENT)?;
-    if let Some(m) = mr {
-        let pd = qp.pd().ok_or(EINVAL)?.id();
-        let kind = KeyKind::Remote { qpn: qp.qpn };
-        let dev = qp.device();
-        dev.mr_check(m.rkey, kind, pd, m.va, out.len(), AccessFlags::REMOTE_READ)
-            .map_err(|_| EACCES)?;
-        return Ok(dev
-            .mr_copy_from(m.rkey, kind, pd, m.va, out)
-            .map_err(|_| EFAULT)?);
-    }
-    let slot = native_msg_slot(s, &g.sq, msn, |_| true).ok_or(ENOENT)?;
-    let off = offset as usize;
-    match g.sq.inline(slot) {
-        Some(data) => {
-            let src = data.get(off..off + out.len()).ok_or(EINVAL)?;
-            out.copy_from_slice(src);
-            Ok(())
-        }
-        None => {
-            let mem = MemCtx::of(qp);
-            gather(&mem, g.sq.bufs(slot), off, out).map_err(|_| BuildError::Gather)
-        }
-    }
+    let src = match mr {
+        Some(m) => PayloadSrc::Mr {
+            rkey: m.rkey,
+            va: m.va,
+        },
+        None => PayloadSrc::Request {
+            slot: native_msg_slot(s, &g.sq, msn, |_| true).ok_or(ENOENT)?,
+            offset: offset as usize,
+        },
+    };
+    copy_payload(qp, &g.sq, src, out)
 }
 
 /// The local data of message `msn` of `qp` (stream `idx`) could not be read
@@ -277,7 +266,7 @@ pub(crate) fn native_local_error(
 ) -> bool {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    let Some(s) = inner.native.as_ref().filter(|s| s.stream == Some(idx)) else {
+    let Some(s) = inner.transport.native().filter(|s| s.stream == Some(idx)) else {
         return false;
     };
     if s.local_error {
@@ -293,7 +282,7 @@ pub(crate) fn native_local_error(
             ns.done = Some(WcStatus::LocProtErr);
             true
         });
-    if let (true, Some(s)) = (marked, inner.native.as_mut()) {
+    if let (true, Some(s)) = (marked, inner.transport.native_mut()) {
         s.local_error = true;
     }
     // Not among the requests waiting (or done already): the QP breaks now, as before.
@@ -333,7 +322,7 @@ pub(crate) fn native_ready(qp: &Qp<MetaRoceDriver>, h: &DataHdr, n: &mut Notify)
     }
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    let Some(base) = inner.native.as_ref().map(|s| s.rq_base) else {
+    let Some(base) = inner.transport.native().map(|s| s.rq_base) else {
         return true;
     };
     let id = base.wrapping_add(h.rsn);
@@ -382,8 +371,8 @@ pub(crate) fn native_place(
     let mut g = qp.inner.lock();
     let inner = &mut *g;
     let Some(base) = inner
-        .native
-        .as_ref()
+        .transport
+        .native()
         .filter(|s| s.stream == Some(idx))
         .map(|s| s.rq_base)
     else {
@@ -395,7 +384,7 @@ pub(crate) fn native_place(
         let d = data.get(..usize::from(p.len)).ok_or(EINVAL)?;
         if matches!(p.op, MrcOp::ReadResp | MrcOp::AtomicResp) {
             // The response to our READ or atomic `msn`: into that request's local buffers.
-            let s = inner.native.as_ref().ok_or(EINVAL)?;
+            let s = inner.transport.native().ok_or(EINVAL)?;
             let is_request = |m: &MsgDesc| m.op == MrcOp::Read || m.op.is_atomic();
             let slot = native_msg_slot(s, &inner.sq, p.msn, is_request).ok_or(ENOENT)?;
             let placed = if p.op == MrcOp::ReadResp {
@@ -493,8 +482,8 @@ pub(crate) fn native_completion(
     let mut g = qp.inner.lock();
     let inner = &mut *g;
     let Some((head, posted, rq_base)) = inner
-        .native
-        .as_ref()
+        .transport
+        .native()
         .filter(|s| s.stream == Some(idx))
         .map(|s| (s.head, s.posted, s.rq_base))
     else {
@@ -597,7 +586,7 @@ pub(crate) fn native_request(
     r: &NativeRequest,
 ) -> NativeResponse {
     let g = qp.inner.lock();
-    if !g.native.as_ref().is_some_and(|s| s.stream == Some(idx)) {
+    if !g.transport.native().is_some_and(|s| s.stream == Some(idx)) {
         return NativeResponse::Nak(NakCode::RemoteOperation);
     }
     let (need, qp_ok) = if r.op == MrcOp::Read {

@@ -3,46 +3,7 @@
 //! The transmit side of a QP: packets pulled for the netdev, timers and packet building.
 
 use super::*;
-
-/// One packet pulled from the core, ready for the network: its RoCE payload (BTH to ICRC
-/// slot) in an skb and where it goes.
-pub(crate) struct OutPacket {
-    pub(crate) skb: kernel::net::skbuff::SkBuff,
-    pub(crate) av: RoceAv,
-    pub(crate) src_qpn: u32,
-    pub(crate) dst_qpn: u32,
-    /// A native packet (`native.rs`): its UDP source port (the path) and whether it is
-    /// ECN-capable; the skb then holds the MetaRoCE header and payload.
-    pub(crate) native: Option<(u16, bool)>,
-}
-
-impl OutPacket {
-    /// A native packet from `peer`'s connection.
-    pub(crate) fn native(
-        skb: kernel::net::skbuff::SkBuff,
-        peer: &Peer,
-        src_port: u16,
-        ect: bool,
-    ) -> Self {
-        let av = RoceAv {
-            dgid: peer.dgid,
-            sgid: peer.sgid,
-            sgid_index: 0,
-            dmac: [0; 6],
-            flow_label: 0,
-            hop_limit: 64,
-            traffic_class: 0,
-            sl: 0,
-        };
-        Self {
-            skb,
-            av,
-            src_qpn: 0,
-            dst_qpn: 0,
-            native: Some((src_port, ect)),
-        }
-    }
-}
+use crate::xmit::{BuildError, OutPacket};
 
 /// Pulls up to `out.len()` packets from the QP's core into `out` (the transmit worker's
 /// batch) and reports the send completions that became ready. Returns the number pulled.
@@ -69,7 +30,7 @@ pub(crate) fn pull_tx(
         }
         let now = qp.device().now_ns();
         while got < out.len() {
-            let Some(engine) = inner.engine.as_mut() else {
+            let Some(engine) = inner.transport.roce_mut() else {
                 break;
             };
             let Some(d) = engine.poll_tx(now, &mut inner.sq.wqes) else {
@@ -83,7 +44,7 @@ pub(crate) fn pull_tx(
                 Err(e) => {
                     qp.device().count(Counter::SendErr, 1);
                     if let (BuildError::Gather, PayloadRef::Sq { slot, .. }, Some(engine)) =
-                        (e, d.payload, inner.engine.as_mut())
+                        (e, d.payload, inner.transport.roce_mut())
                     {
                         engine.local_error(slot, pwr::WcStatus::LocProtErr, &mut inner.sq.wqes);
                     }
@@ -104,12 +65,12 @@ pub(crate) fn pull_tx(
 /// waits for a deadline (local ACK timeout or RNR retry), i.e. whether the QP needs the timer.
 pub(super) fn settle(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) -> bool {
     reap_send(qp, inner, n);
-    if inner.engine.as_ref().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
+    if inner.transport.roce().is_some_and(|e| e.is_error()) && inner.state != QpState::Err {
         enter_error(qp, inner, n);
     }
     inner
-        .engine
-        .as_ref()
+        .transport
+        .roce()
         .is_some_and(|e| e.next_deadline().is_some())
 }
 
@@ -132,7 +93,7 @@ pub(crate) fn on_tick(qp: &Qp<MetaRoceDriver>) -> bool {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
         let now = qp.device().now_ns();
-        if let Some(engine) = inner.engine.as_mut() {
+        if let Some(engine) = inner.transport.roce_mut() {
             if engine.next_deadline().is_some_and(|d| d <= now) {
                 engine.on_timer(now, &mut inner.sq.wqes);
                 fired = true;
@@ -147,21 +108,54 @@ pub(crate) fn on_tick(qp: &Qp<MetaRoceDriver>) -> bool {
     timed
 }
 
-/// Why no packet was built.
+/// Where a packet's payload comes from.
 #[derive(Clone, Copy)]
-pub(crate) enum BuildError {
-    /// The send request's local data could not be read: its memory region was deregistered
-    /// (or lost local access) after the request was posted. The request fails with a local
-    /// protection error.
-    Gather,
-    /// Anything else (no memory for the skb): the packet is dropped and sent again by the
-    /// transport's retry.
-    Drop,
+pub(super) enum PayloadSrc {
+    /// Bytes at `offset` of the request in send queue slot `slot`: its inline data or buffers.
+    Request { slot: usize, offset: usize },
+    /// A READ response: the QP's memory at remote key `rkey`, address `va`.
+    Mr { rkey: u32, va: u64 },
 }
 
-impl From<Error> for BuildError {
-    fn from(_: Error) -> Self {
-        BuildError::Drop
+/// Copies a packet's payload into `out`: the one place where either transport reads local
+/// memory for the wire. A READ response's memory is checked again (the region may have changed
+/// since the request was accepted). Called with the QP's lock held (`sq` is under it), which
+/// keeps a request's kernel buffers reserved while they are read.
+pub(super) fn copy_payload(
+    qp: &Qp<MetaRoceDriver>,
+    sq: &SendRing,
+    src: PayloadSrc,
+    out: &mut [u8],
+) -> core::result::Result<(), BuildError> {
+    let mem = MemCtx::of(qp);
+    match src {
+        PayloadSrc::Request { slot, offset } => match sq.inline(slot) {
+            Some(data) => {
+                let end = offset.checked_add(out.len()).ok_or(EINVAL)?;
+                out.copy_from_slice(data.get(offset..end).ok_or(EINVAL)?);
+                Ok(())
+            }
+            // On-demand paging memory that is not present (a fault was asked for): the packet
+            // is dropped and the transport's retry sends it again.
+            None => gather(&mem, sq.bufs(slot), offset, out).map_err(|e| {
+                if e == EAGAIN {
+                    BuildError::Drop
+                } else {
+                    BuildError::Gather
+                }
+            }),
+        },
+        PayloadSrc::Mr { rkey, va } => {
+            let pd = mem.pd.ok_or(EINVAL)?;
+            let kind = KeyKind::Remote { qpn: qp.qpn };
+            mem.dev
+                .mr_check(rkey, kind, pd, va, out.len(), AccessFlags::REMOTE_READ)
+                .map_err(|_| EACCES)?;
+            Ok(mem
+                .dev
+                .mr_copy_from(rkey, kind, pd, va, out)
+                .map_err(|_| EFAULT)?)
+        }
     }
 }
 
@@ -172,7 +166,7 @@ pub(super) fn build_packet(
     headroom: usize,
 ) -> core::result::Result<OutPacket, BuildError> {
     let plen = d.payload.len() as usize;
-    let (av, dst_qpn) = if qp.transport() == Transport::Ud {
+    let (av, dst_qpn) = if qp.service() == Service::Ud {
         // One packet per datagram work request, in posting order.
         let slot = inner.sq.slot(inner.sq.ud_sent);
         inner.sq.ud_sent = inner.sq.ud_sent.wrapping_add(1);
@@ -184,57 +178,24 @@ pub(super) fn build_packet(
         (inner.attrs.av.ok_or(EINVAL)?, d.hdr.bth.dest_qp)
     };
     let total = crate::proto::packet::wire_len(&d.hdr, plen).ok_or(EINVAL)?;
-    let mut skb = kernel::net::skbuff::SkBuff::alloc(headroom + total, GFP_ATOMIC)?;
-    skb.reserve(headroom)?;
-    let buf = skb.put(total)?;
+    let mut skb = xmit::frame(headroom, total)?;
+    let buf = skb.data_mut()?;
     let hl = crate::proto::packet::write_headers(&d.hdr, plen, buf).map_err(|_| EINVAL)?;
     let end = hl.checked_add(plen).ok_or(EINVAL)?;
-    let mem = MemCtx::of(qp);
-    match d.payload {
-        PayloadRef::None => {}
+    let src = match d.payload {
+        PayloadRef::None => None,
         PayloadRef::Sq {
             slot,
             offset,
             len: _,
-        } => {
-            let slot = slot as usize & (inner.sq.wqes.len() - 1);
-            match inner.sq.inline(slot) {
-                Some(data) => {
-                    let src = data
-                        .get(offset as usize..offset as usize + plen)
-                        .ok_or(EINVAL)?;
-                    buf[hl..end].copy_from_slice(src);
-                }
-                // On-demand paging memory that is not present (a fault was asked for): the
-                // packet is dropped and the transport's retry sends it again.
-                None => gather(
-                    &mem,
-                    inner.sq.bufs(slot),
-                    offset as usize,
-                    &mut buf[hl..end],
-                )
-                .map_err(|e| {
-                    if e == EAGAIN {
-                        BuildError::Drop
-                    } else {
-                        BuildError::Gather
-                    }
-                })?,
-            }
-        }
-        // READ response data, from memory `MemCtx::check` approved when the READ arrived.
-        PayloadRef::Mr { rkey, va, len: _ } => {
-            let pd = mem.pd.ok_or(EINVAL)?;
-            mem.dev
-                .mr_copy_from(
-                    rkey,
-                    KeyKind::Remote { qpn: mem.qpn },
-                    pd,
-                    va,
-                    &mut buf[hl..end],
-                )
-                .map_err(|_| EFAULT)?;
-        }
+        } => Some(PayloadSrc::Request {
+            slot: inner.sq.slot(slot),
+            offset: offset as usize,
+        }),
+        PayloadRef::Mr { rkey, va, len: _ } => Some(PayloadSrc::Mr { rkey, va }),
+    };
+    if let Some(src) = src {
+        copy_payload(qp, &inner.sq, src, buf.get_mut(hl..end).ok_or(EINVAL)?)?;
     }
     // Pad and ICRC slot.
     buf[end..].fill(0);
