@@ -9,6 +9,7 @@
 # and TCP (iperf3) in every pair. Each pair runs the guest suite selftests/metaroce/bench; the
 # host then writes out/bench/results.{json,md} and PNG plots (scripts/bench_report.py).
 # BENCH_QUICK=1: one repetition, fewer sizes and loss levels, no rxe-debian (development).
+# BENCH_MTU=9000 runs every figure (RDMA and TCP) at that link MTU (default: the link's 1500).
 # BENCH_REPS=N overrides the repetitions (default 3); BENCH_ONLY="metaroce-native rxe" picks pairs
 # (only the kernels those pairs boot are built).
 set -uo pipefail
@@ -86,7 +87,7 @@ for p in $pairs; do
   pair_kind "$p"
   say "pair $p: $prov on the $kind kernel"
   s=$(date +%s)
-  MR_GUEST_ENV="MR_BENCH_PROVIDER=$prov BENCH_REPS=$reps BENCH_QUICK=$quick MR_TEST_TIMEOUT=$METAROCE_GUEST_TIMEOUT" \
+  MR_GUEST_ENV="MR_BENCH_PROVIDER=$prov BENCH_REPS=$reps BENCH_QUICK=$quick BENCH_MTU=${BENCH_MTU:-} MR_TEST_TIMEOUT=$METAROCE_GUEST_TIMEOUT" \
     run_pair "$kind" "$kind" "bench-$p" bench; rc=$?
   e=$(date +%s)
   grep -E '^(not )?ok ' "$OUT/bench-$p-b/output.log" 2>/dev/null | sed "s/^/  $p| /"

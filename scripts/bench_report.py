@@ -543,6 +543,10 @@ def write_md(path, meta, figs, cont, results):
     L = []
     L.append(f"# MetaRoCE benchmarks — {meta['date']}, commit {meta['commit']}")
     L.append("")
+    mtus = sorted({str(g.get("mtu")) for g in meta.get("guests", {}).values() if g.get("mtu")})
+    if mtus:
+        L.append(f"Link MTU: {', '.join(mtus)} (RDMA and TCP alike).")
+        L.append("")
     L.append(f"{meta['reps']} repetition(s) per figure{' (quick mode)' if meta['quick'] else ''}; each cell: median "
              "(min–max). Pairs of TCG guests (1 vCPU each) joined by QEMU's socket link, one pair at a time. "
              "Ratios compare figures of the same run. Bandwidth: perftest's average (Gb/s); every figure is "

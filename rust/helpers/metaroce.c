@@ -89,7 +89,7 @@ __rust_helper int rust_helper_ib_no_udata_io(struct ib_udata *udata)
 /* User ABI (rust/kernel/rdma/{udata,mmap,umem}.rs). */
 
 /* The user context of a uverbs system call, from its driver udata (rdma_udata_to_drv_context). */
-__rust_helper struct ib_ucontext *rust_helper_metaroce_udata_ucontext(struct ib_udata *udata)
+__rust_helper struct ib_ucontext *rust_helper_rdma_udata_to_ucontext(struct ib_udata *udata)
 {
 	return rdma_udata_to_uverbs_attr_bundle(udata)->context;
 }
@@ -100,7 +100,7 @@ __rust_helper struct ib_ucontext *rust_helper_metaroce_udata_ucontext(struct ib_
  * limit the allocation fails (__GFP_RETRY_MAYFAIL: ENOMEM for the verb) instead of invoking the
  * OOM killer, and quietly (__GFP_NOWARN: a process must not be able to fill the log).
  */
-__rust_helper void *rust_helper_metaroce_vmalloc_user(unsigned long size)
+__rust_helper void *rust_helper_vmalloc_user_account(unsigned long size)
 {
 	return __vmalloc_node_range(size, SHMLBA, VMALLOC_START, VMALLOC_END,
 				    GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_RETRY_MAYFAIL |
@@ -113,7 +113,7 @@ __rust_helper void *rust_helper_metaroce_vmalloc_user(unsigned long size)
  * written. The scatter table may merge contiguous pages into one entry, so it is walked page
  * by page.
  */
-__rust_helper size_t rust_helper_metaroce_umem_pages(struct ib_umem *umem, struct page **pages,
+__rust_helper size_t rust_helper_ib_umem_pages(struct ib_umem *umem, struct page **pages,
 						     size_t max)
 {
 	struct sg_page_iter it;
@@ -141,22 +141,13 @@ __rust_helper void rust_helper_mmu_interval_set_seq(struct mmu_interval_notifier
 	mmu_interval_set_seq(mni, cur_seq);
 }
 
-/*
- * ib_umem_odp_map_dma_and_lock() asking for writable pages if @write: on success (>= 0) the
- * umem's umem_mutex is held.
- */
-__rust_helper int rust_helper_metaroce_odp_map_and_lock(struct ib_umem_odp *odp, u64 va, u64 len,
-							bool write, bool fault)
-{
-	return ib_umem_odp_map_dma_and_lock(odp, va, len, write ? HMM_PFN_WRITE : 0, fault);
-}
 
 /*
  * The page of an entry of an ODP umem's pfn list, or NULL if the entry is not valid; *@write
  * tells whether the page is mapped writable. Call with the umem's umem_mutex held after a
  * successful ib_umem_odp_map_dma_and_lock().
  */
-__rust_helper struct page *rust_helper_metaroce_hmm_pfn_page(unsigned long pfn, bool *write)
+__rust_helper struct page *rust_helper_hmm_pfn_to_page_valid(unsigned long pfn, bool *write)
 {
 	if (!(pfn & HMM_PFN_VALID))
 		return NULL;
@@ -222,7 +213,7 @@ __rust_helper unsigned char *rust_helper_skb_network_header(const struct sk_buff
 }
 
 /* skb->dev sits in an anonymous union nest that bindgen names unstably. */
-__rust_helper struct net_device *rust_helper_metaroce_skb_dev(const struct sk_buff *skb)
+__rust_helper struct net_device *rust_helper_skb_dev(const struct sk_buff *skb)
 {
 	return skb->dev;
 }
@@ -245,7 +236,7 @@ __rust_helper void rust_helper_put_net(struct net *net)
 }
 
 /* The device's current namespace with a reference, or NULL if it is being dismantled. */
-__rust_helper struct net *rust_helper_metaroce_dev_get_net(const struct net_device *dev)
+__rust_helper struct net *rust_helper_dev_maybe_get_net(const struct net_device *dev)
 {
 	struct net *net;
 
@@ -263,7 +254,7 @@ __rust_helper struct net *rust_helper_metaroce_dev_get_net(const struct net_devi
 
 /* Route to @daddr leaving through @oif (0: any); fills *@saddr if it was 0.0.0.0. */
 __rust_helper struct dst_entry *
-rust_helper_metaroce_route4(struct net *net, int oif, __be32 *saddr, __be32 daddr)
+rust_helper_ip_route_output_udp(struct net *net, int oif, __be32 *saddr, __be32 daddr)
 {
 	struct flowi4 fl = {};
 	struct rtable *rt;
@@ -281,7 +272,7 @@ rust_helper_metaroce_route4(struct net *net, int oif, __be32 *saddr, __be32 dadd
 
 /* Route to @daddr through @oif (0: any) for socket @sk; fills *@saddr if it was ::. */
 __rust_helper struct dst_entry *
-rust_helper_metaroce_route6(struct net *net, struct sock *sk, int oif, struct in6_addr *saddr,
+rust_helper_ip6_dst_lookup_flow_udp(struct net *net, struct sock *sk, int oif, struct in6_addr *saddr,
 			    const struct in6_addr *daddr)
 {
 	struct flowi6 fl6 = {};
@@ -297,13 +288,8 @@ rust_helper_metaroce_route6(struct net *net, struct sock *sk, int oif, struct in
 	return dst;
 }
 
-__rust_helper void rust_helper_metaroce_dst_release(struct dst_entry *dst)
-{
-	dst_release(dst);
-}
-
 /* Bytes to reserve in front of an IP packet leaving through @dst (link-layer header space). */
-__rust_helper unsigned int rust_helper_metaroce_dst_ll_space(const struct dst_entry *dst)
+__rust_helper unsigned int rust_helper_dst_ll_reserved_space(const struct dst_entry *dst)
 {
 	return LL_RESERVED_SPACE(dst->dev);
 }
@@ -315,7 +301,7 @@ __rust_helper unsigned int rust_helper_metaroce_dst_ll_space(const struct dst_en
  * (ip_select_ident writes it into the header, so the caller computes any CRC over the headers
  * afterwards).
  */
-__rust_helper void rust_helper_metaroce_skb_ip_out(struct sk_buff *skb, struct dst_entry *dst,
+__rust_helper void rust_helper_skb_set_ip_out(struct sk_buff *skb, struct dst_entry *dst,
 						   unsigned int ip_len, bool v6)
 {
 	skb_clear_hash(skb);
@@ -332,9 +318,9 @@ __rust_helper void rust_helper_metaroce_skb_ip_out(struct sk_buff *skb, struct d
 	}
 }
 
-__rust_helper struct net *rust_helper_metaroce_sock_net(const struct socket *sock)
+__rust_helper struct net *rust_helper_sock_net(const struct sock *sk)
 {
-	return sock_net(sock->sk);
+	return sock_net(sk);
 }
 
 #if IS_ENABLED(CONFIG_KUNIT)
@@ -342,7 +328,7 @@ __rust_helper struct net *rust_helper_metaroce_sock_net(const struct socket *soc
 #include <kunit/test-bug.h>
 
 /* Marks the running KUnit test skipped (kunit_mark_skipped is a macro). */
-__rust_helper void rust_helper_metaroce_kunit_skip(const char *reason)
+__rust_helper void rust_helper_kunit_mark_skipped(const char *reason)
 {
 	struct kunit *test = kunit_get_current_test();
 
@@ -351,19 +337,19 @@ __rust_helper void rust_helper_metaroce_kunit_skip(const char *reason)
 }
 #endif
 
-__rust_helper bool rust_helper_metaroce_virt_addr_valid(unsigned long addr)
+__rust_helper bool rust_helper_virt_addr_valid(unsigned long addr)
 {
 	return virt_addr_valid(addr);
 }
 
 /* The device owning an address of @via's namespace; caller holds the RCU read lock. */
 __rust_helper struct net_device *
-rust_helper_metaroce_local_dev4(struct net_device *via, __be32 daddr)
+rust_helper_ip_dev_find_rcu(struct net_device *via, __be32 daddr)
 {
 	return __ip_dev_find(dev_net(via), daddr, false);
 }
 
-__rust_helper struct net_device *rust_helper_metaroce_local_dev6(struct net_device *via,
+__rust_helper struct net_device *rust_helper_ipv6_dev_find_via(struct net_device *via,
 								 const struct in6_addr *daddr)
 {
 	return ipv6_dev_find(dev_net(via), daddr, NULL);

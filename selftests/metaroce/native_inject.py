@@ -16,7 +16,7 @@ Kinds that need no live connection (what the receiving device must do with them)
   version-type     version other than 1, unknown packet type            rcvd_malformed
   opcode           DATA opcodes 11..255                                 rcvd_malformed (BadOpcode)
   reserved         reserved flag bits, bytes 58-59, StreamId 31:24, ACK bytes 1 and 3: rcvd_malformed
-  lengths          PayloadLen > 4096, Offset + PayloadLen > MsgLen (and overflowing), MsgLen > 2^31,
+  lengths          PayloadLen > 9000, Offset + PayloadLen > MsgLen (and overflowing), MsgLen > 2^31,
                    the fixed lengths of READ/atomics/NAK/ATOMIC_RESP wrong, PayloadLen beyond the
                    datagram                                             rcvd_malformed
   placement        RemoteVa/RKey/Rsn/Imm where the opcode has none, NAK codes 0 and 4: rcvd_malformed
@@ -78,6 +78,7 @@ import sys
 import time
 
 PORT = 19791
+MAX_PAYLOAD = 9000       # the wire's largest DATA payload (mrc_wire::MAX_PAYLOAD)
 SPORT = 49152            # forged packets' UDP source ports: SPORT + (i % 4096)
 OLD = 0xC000_0000        # a sequence number 2^30 behind any live one
 FAR = 0x4000_0000        # and one 2^30 ahead
@@ -139,7 +140,7 @@ def build(kind: str, i: int, p: dict):
              data(stream=0x0100_0011), data(stream=0x8000_0011), ack(flags=0x80), ack(resv=1)]
         return v[i % len(v)], "Reserved", "ok"
     if kind == "lengths":
-        v = [(data(plen=4097, msg_len=8192, payload=b""), "BadLength"),
+        v = [(data(plen=MAX_PAYLOAD + 1, msg_len=16384, payload=b""), "BadLength"),
              (data(plen=100, offset=100, msg_len=150), "BadLength"),
              (data(plen=0x20, offset=0xFFFF_FFF0, msg_len=0x8000_0000), "BadLength"),
              (data(plen=0, msg_len=0x8000_0001), "BadLength"),
@@ -269,7 +270,7 @@ def decode(b: bytes):
     if f["flags"] & 0x3F or resv or f["stream"] >> 24:
         return "Reserved", None
     end = f["offset"] + f["plen"]
-    if f["plen"] > 4096 or f["msg_len"] > 2**31 or end > 0xFFFF_FFFF or end > f["msg_len"]:
+    if f["plen"] > MAX_PAYLOAD or f["msg_len"] > 2**31 or end > 0xFFFF_FFFF or end > f["msg_len"]:
         return "BadLength", None
     fixed = {4: f["offset"] == 0 and f["plen"] == 0, 6: f["msg_len"] == 0,
              7: f["msg_len"] == 16 and f["offset"] == 0 and f["plen"] == 16,

@@ -121,7 +121,7 @@ def main():
             # the message; 4 READ: no payload; 7 CMP_SWAP, 8 FETCH_ADD: the 16-byte operand block
             # is the payload; 6 NAK, 9 ATOMIC_RESP: no payload (transport.rst, sections 3, 9.2
             # and 11).
-            if op > 10 or len(m) < 60 + plen or plen > 4096:
+            if op > 10 or len(m) < 60 + plen or plen > 9000:
                 bad.append(f"bad DATA: op {op} len {plen} offset {offset} msg {msg_len}")
                 continue
             if op in (0, 1, 2, 3, 5, 10) and offset + plen > msg_len:

@@ -80,7 +80,7 @@ impl NetDevice {
     pub fn net(&self) -> Option<ARef<Net>> {
         // SAFETY: The device is valid; the helper reads its namespace under RCU and takes a
         // reference only if the namespace's count is not already zero.
-        let net = unsafe { bindings::metaroce_dev_get_net(self.as_raw()) };
+        let net = unsafe { bindings::dev_maybe_get_net(self.as_raw()) };
         // SAFETY: A non-null result carries one reference for us.
         NonNull::new(net).map(|n| unsafe { ARef::from_raw(n.cast::<Net>()) })
     }

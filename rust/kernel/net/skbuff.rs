@@ -224,7 +224,7 @@ impl SkBuff {
     /// reference count or protected by an RCU read-side section the caller is in) for `'a`.
     pub(crate) unsafe fn dev<'a>(&self) -> Option<&'a NetDevice> {
         // SAFETY: The skb is valid.
-        let dev = unsafe { bindings::metaroce_skb_dev(self.raw()) };
+        let dev = unsafe { bindings::skb_dev(self.raw()) };
         if dev.is_null() {
             return None;
         }

@@ -78,7 +78,7 @@ impl Route {
     /// space of the output device plus the IP and UDP headers.
     pub fn headroom(&self) -> usize {
         // SAFETY: `dst` is valid (type invariant), and so is its device while referenced.
-        let ll = unsafe { bindings::metaroce_dst_ll_space(self.dst.as_ptr()) } as usize;
+        let ll = unsafe { bindings::dst_ll_reserved_space(self.dst.as_ptr()) } as usize;
         ll + UDP_HLEN
             + match self.src {
                 IpAddr::V4(_) => IPV4_HLEN,
@@ -90,7 +90,7 @@ impl Route {
 impl Drop for Route {
     fn drop(&mut self) {
         // SAFETY: We own one reference (type invariant).
-        unsafe { bindings::metaroce_dst_release(self.dst.as_ptr()) };
+        unsafe { bindings::dst_release(self.dst.as_ptr()) };
     }
 }
 
@@ -169,7 +169,7 @@ impl IpPacket {
         // UDP header written above; `route.dst` is a valid dst (the helper takes its own
         // reference for the skb).
         unsafe {
-            bindings::metaroce_skb_ip_out(raw.as_ptr(), route.dst.as_ptr(), ip_len as u32, v6)
+            bindings::skb_set_ip_out(raw.as_ptr(), route.dst.as_ptr(), ip_len as u32, v6)
         };
         // SAFETY: We gave up nothing: `raw` is still our one reference.
         let skb = unsafe { SkBuff::from_raw(raw) };
@@ -273,7 +273,7 @@ impl<'a> RxPacket<'a> {
             4 if h.ip.len() >= 20 => {
                 let d = u32::from_ne_bytes([h.ip[16], h.ip[17], h.ip[18], h.ip[19]]);
                 // SAFETY: `via` is a valid device; the lookup runs under RCU (`_rcu`).
-                unsafe { bindings::metaroce_local_dev4(via.as_raw(), d) }
+                unsafe { bindings::ip_dev_find_rcu(via.as_raw(), d) }
             }
             6 if h.ip.len() >= 40 => {
                 // SAFETY: All-zero is a valid `in6_addr`, overwritten just below.
@@ -287,7 +287,7 @@ impl<'a> RxPacket<'a> {
                     )
                 };
                 // SAFETY: As above; `daddr` is valid for the call.
-                unsafe { bindings::metaroce_local_dev6(via.as_raw(), &daddr) }
+                unsafe { bindings::ipv6_dev_find_via(via.as_raw(), &daddr) }
             }
             _ => return None,
         };
@@ -395,13 +395,13 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
         let oif = oif.map_or(0, |d| d.ifindex());
         let sock = self.sock.as_ptr();
         // SAFETY: The socket is ours and alive (type invariant).
-        let net = unsafe { bindings::metaroce_sock_net(sock) };
+        let net = unsafe { bindings::sock_net((*sock).sk) };
         let (ptr, src) = match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let mut saddr = u32::from_ne_bytes(s);
                 // SAFETY: `net` is the socket's live namespace; `saddr` is valid for writes.
                 let p = unsafe {
-                    bindings::metaroce_route4(net, oif, &mut saddr, u32::from_ne_bytes(d))
+                    bindings::ip_route_output_udp(net, oif, &mut saddr, u32::from_ne_bytes(d))
                 };
                 (p, IpAddr::V4(saddr.to_ne_bytes()))
             }
@@ -417,7 +417,7 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
                 }
                 // SAFETY: `net` and the socket are live; the addresses are valid for the call.
                 let p =
-                    unsafe { bindings::metaroce_route6(net, (*sock).sk, oif, &mut saddr, &daddr) };
+                    unsafe { bindings::ip6_dst_lookup_flow_udp(net, (*sock).sk, oif, &mut saddr, &daddr) };
                 let mut out = [0u8; 16];
                 // SAFETY: As above, reading the 16 address bytes.
                 unsafe {
@@ -447,7 +447,7 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
     pub fn send(&self, pkt: IpPacket) -> Result {
         let sock = self.sock.as_ptr();
         // SAFETY: The socket is ours and alive.
-        let net = unsafe { bindings::metaroce_sock_net(sock) };
+        let net = unsafe { bindings::sock_net((*sock).sk) };
         let v6 = pkt.v6;
         let skb = pkt.skb.into_raw().as_ptr();
         // SAFETY: `skb` is a fully prepared IP packet (`IpPacket` invariant) whose reference
@@ -529,7 +529,7 @@ mod tests {
 
     fn skip(reason: &CStr) {
         // SAFETY: `reason` is a NUL-terminated string; the helper only reads it.
-        unsafe { bindings::metaroce_kunit_skip(reason.as_char_ptr()) };
+        unsafe { bindings::kunit_mark_skipped(reason.as_char_ptr()) };
     }
 
     /// Sends one datagram to ourselves over loopback and waits up to a second for it to come

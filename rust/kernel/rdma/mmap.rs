@@ -73,7 +73,7 @@ impl SharedBuf {
             return Err(EINVAL);
         }
         // SAFETY: Plain allocation; the helper zeroes the memory and marks it for user mapping.
-        let ptr = unsafe { bindings::metaroce_vmalloc_user(len as c_ulong) };
+        let ptr = unsafe { bindings::vmalloc_user_account(len as c_ulong) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
         // INVARIANT: `ptr` is a fresh `vmalloc_user` allocation of `len` bytes.
         let buf = Self { ptr, len };

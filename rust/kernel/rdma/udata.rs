@@ -117,6 +117,6 @@ impl<'a> Udata<'a> {
     /// The user context of the system call (`rdma_udata_to_drv_context`).
     pub(crate) fn ucontext_raw(&self) -> *mut bindings::ib_ucontext {
         // SAFETY: `raw` is the `driver_udata` of a `uverbs_attr_bundle` (type invariant).
-        unsafe { bindings::metaroce_udata_ucontext(self.raw) }
+        unsafe { bindings::rdma_udata_to_ucontext(self.raw) }
     }
 }

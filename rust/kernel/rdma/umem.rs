@@ -133,7 +133,7 @@ impl Umem {
             // SAFETY: `pages` is a stand-in of `npages` slots the helper fills (it writes at
             // most `npages` entries and returns how many it wrote); `raw` is valid.
             let n = unsafe {
-                bindings::metaroce_umem_pages(
+                bindings::ib_umem_pages(
                     raw.as_ptr(),
                     pages.spare_capacity_mut().as_mut_ptr().cast(),
                     npages,

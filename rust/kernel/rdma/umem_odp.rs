@@ -264,7 +264,17 @@ impl UmemOdp {
         let bytes = ((range.end - range.start) * PAGE_SIZE) as u64;
         // SAFETY: `raw` is valid (type invariant); the range is inside the umem.
         let ret = unsafe {
-            bindings::metaroce_odp_map_and_lock(self.raw.as_ptr(), va, bytes, self.writable, fault)
+            bindings::ib_umem_odp_map_dma_and_lock(
+                self.raw.as_ptr(),
+                va,
+                bytes,
+                if self.writable {
+                    bindings::hmm_pfn_flags_HMM_PFN_WRITE as u64
+                } else {
+                    0
+                },
+                fault,
+            )
         };
         crate::error::to_result(ret)?;
         // `umem_mutex` is held now and the pfn list of the range is current: no invalidation
@@ -278,7 +288,7 @@ impl UmemOdp {
                 let pfn = unsafe { *(*self.raw.as_ptr()).map.pfn_list.add(i) };
                 let mut writable = false;
                 // SAFETY: Called under `umem_mutex` after a successful map.
-                let page = unsafe { bindings::metaroce_hmm_pfn_page(pfn, &mut writable) };
+                let page = unsafe { bindings::hmm_pfn_to_page_valid(pfn, &mut writable) };
                 if let Some(slot) = s.slots.get_mut(i) {
                     // INVARIANT: The mm maps `page` here now; an invalidation must take
                     // `umem_mutex` and clear the slot before the page can go.

@@ -78,7 +78,7 @@ impl DirectRange {
             let last = addr.checked_add(len as usize - 1).ok_or(EINVAL)?;
             // SAFETY: `virt_addr_valid` only computes on the address values.
             let ok = unsafe {
-                bindings::metaroce_virt_addr_valid(addr) && bindings::metaroce_virt_addr_valid(last)
+                bindings::virt_addr_valid(addr) && bindings::virt_addr_valid(last)
             };
             if !ok {
                 return Err(EINVAL);

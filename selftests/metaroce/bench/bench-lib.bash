@@ -39,6 +39,11 @@ bench_dev() {
     rxe) MR_DEV=rxe0 type=rxe; modprobe rdma_rxe 2>/dev/null;;
     *) echo "MR_BENCH_PROVIDER must be metaroce, metaroce-native(-auth) or rxe, not '${MR_BENCH_PROVIDER:-}'"; return 1;;
   esac
+  # BENCH_MTU: the link's MTU for every figure (RDMA and TCP alike), set before the device
+  # exists so that its port MTU (RoCEv2) and native payload follow it.
+  if [ -n "${BENCH_MTU:-}" ] && [ "$(cat /sys/class/net/eth0/mtu)" != "$BENCH_MTU" ]; then
+    ip link set eth0 mtu "$BENCH_MTU" || { echo "cannot set eth0's MTU to $BENCH_MTU"; return 1; }
+  fi
   if [ ! -e "/sys/class/infiniband/$MR_DEV" ]; then
     rdma link add "$MR_DEV" type "$type" netdev eth0 || return 1
     if [ -n "$mode" ] && ! dmesg | grep -qF "$MR_DEV: added on netdev eth0 $mode"; then

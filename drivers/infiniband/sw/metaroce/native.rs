@@ -40,7 +40,7 @@ use core::sync::atomic::Ordering;
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::rdma::device::{Device, Mtu};
+use kernel::rdma::device::Device;
 use kernel::rdma::qp::Qp;
 use kernel::rdma::{init_const, ConstValue};
 use kernel::sync::aref::ARef;
@@ -94,10 +94,12 @@ impl ConstValue for Blank {
 /// payload at worst (IPv6).
 const NATIVE_HDR_MAX: u32 = 40 + 8 + DATA_HDR_LEN as u32 + TRAILER_LEN as u32;
 
-/// The payload bytes per DATA packet on a netdev of MTU `eth_mtu`: the largest IB MTU
-/// (256..4096) that fits with the headers, as for RoCEv2 (`device::active_mtu`).
+/// The payload bytes per DATA packet on a netdev of MTU `eth_mtu`: whatever fits with the
+/// headers at worst (transport.rst, section 2), at least 256 and at most the wire's
+/// `MAX_PAYLOAD` (not an IB MTU: the native wire has no reason to round down to one).
 pub(crate) fn mss(eth_mtu: u32) -> u16 {
-    Mtu::floor(eth_mtu.saturating_sub(NATIVE_HDR_MAX)).map_or(256, |m| m.bytes() as u16)
+    let fits = eth_mtu.saturating_sub(NATIVE_HDR_MAX);
+    fits.clamp(256, u32::from(mrc_wire::MAX_PAYLOAD)) as u16
 }
 
 /// A connection's mutable state.

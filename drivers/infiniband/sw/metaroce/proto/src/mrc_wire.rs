@@ -17,8 +17,9 @@ pub const DATA_HDR_LEN: usize = 60;
 pub const ACK_LEN: usize = 56;
 /// Length of a CHALLENGE or PROOF packet in bytes.
 pub const PROBE_LEN: usize = 16;
-/// Largest payload of one DATA packet (the largest RoCE MTU).
-pub const MAX_PAYLOAD: u16 = 4096;
+/// Largest payload of one DATA packet: what a 9000-byte jumbo frame could carry (a sender
+/// fills its netdev's MTU, section 2; more is refused as `BadLength`).
+pub const MAX_PAYLOAD: u16 = 9000;
 /// Largest message length.
 pub const MAX_MSG_LEN: u32 = 1 << 31;
 /// Bytes of an atomic request's operand block (Compare, then SwapAdd, each a
