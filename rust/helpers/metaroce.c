@@ -114,7 +114,7 @@ __rust_helper void *rust_helper_vmalloc_user_account(unsigned long size)
  * by page.
  */
 __rust_helper size_t rust_helper_ib_umem_pages(struct ib_umem *umem, struct page **pages,
-						     size_t max)
+					       size_t max)
 {
 	struct sg_page_iter it;
 	size_t n = 0;
@@ -140,7 +140,6 @@ __rust_helper void rust_helper_mmu_interval_set_seq(struct mmu_interval_notifier
 {
 	mmu_interval_set_seq(mni, cur_seq);
 }
-
 
 /*
  * The page of an entry of an ODP umem's pfn list, or NULL if the entry is not valid; *@write
@@ -272,8 +271,8 @@ rust_helper_ip_route_output_udp(struct net *net, int oif, __be32 *saddr, __be32 
 
 /* Route to @daddr through @oif (0: any) for socket @sk; fills *@saddr if it was ::. */
 __rust_helper struct dst_entry *
-rust_helper_ip6_dst_lookup_flow_udp(struct net *net, struct sock *sk, int oif, struct in6_addr *saddr,
-			    const struct in6_addr *daddr)
+rust_helper_ip6_dst_lookup_flow_udp(struct net *net, struct sock *sk, int oif,
+				    struct in6_addr *saddr, const struct in6_addr *daddr)
 {
 	struct flowi6 fl6 = {};
 	struct dst_entry *dst;
@@ -302,7 +301,7 @@ __rust_helper unsigned int rust_helper_dst_ll_reserved_space(const struct dst_en
  * afterwards).
  */
 __rust_helper void rust_helper_skb_set_ip_out(struct sk_buff *skb, struct dst_entry *dst,
-						   unsigned int ip_len, bool v6)
+					      unsigned int ip_len, bool v6)
 {
 	skb_clear_hash(skb);
 	skb_dst_set(skb, dst_clone(dst));
@@ -350,7 +349,7 @@ rust_helper_ip_dev_find_rcu(struct net_device *via, __be32 daddr)
 }
 
 __rust_helper struct net_device *rust_helper_ipv6_dev_find_via(struct net_device *via,
-								 const struct in6_addr *daddr)
+							       const struct in6_addr *daddr)
 {
 	return ipv6_dev_find(dev_net(via), daddr, NULL);
 }

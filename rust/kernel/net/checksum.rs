@@ -90,7 +90,13 @@ pub fn csum_tcpudp_magic(saddr: [u8; 4], daddr: [u8; 4], len: u32, proto: u8, su
 }
 
 /// `csum_ipv6_magic()`: as [`csum_tcpudp_magic`] for an IPv6 pseudo header.
-pub fn csum_ipv6_magic(saddr: &[u8; 16], daddr: &[u8; 16], len: u32, proto: u8, sum: Wsum) -> Sum16 {
+pub fn csum_ipv6_magic(
+    saddr: &[u8; 16],
+    daddr: &[u8; 16],
+    len: u32,
+    proto: u8,
+    sum: Wsum,
+) -> Sum16 {
     // SAFETY: `in6_addr` is 16 bytes of address in network order, alignment 4; copied into
     // properly typed locals first.
     let (s, d) = unsafe {
@@ -164,7 +170,13 @@ mod tests {
         udp[6] = 0;
         udp[7] = 0;
         let (s, d) = ([192, 0, 2, 1], [192, 0, 2, 2]);
-        let c = csum_tcpudp_magic(s, d, udp.len() as u32, 17, csum_partial(&udp, Wsum::default()));
+        let c = csum_tcpudp_magic(
+            s,
+            d,
+            udp.len() as u32,
+            17,
+            csum_partial(&udp, Wsum::default()),
+        );
         assert_eq!(c.to_bytes(), udp4_ref(s, d, &udp));
     }
 }

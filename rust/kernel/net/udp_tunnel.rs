@@ -168,9 +168,7 @@ impl IpPacket {
         // SAFETY: `raw` is our skb whose data now starts with the `ip_len`-byte IP header and the
         // UDP header written above; `route.dst` is a valid dst (the helper takes its own
         // reference for the skb).
-        unsafe {
-            bindings::skb_set_ip_out(raw.as_ptr(), route.dst.as_ptr(), ip_len as u32, v6)
-        };
+        unsafe { bindings::skb_set_ip_out(raw.as_ptr(), route.dst.as_ptr(), ip_len as u32, v6) };
         // SAFETY: We gave up nothing: `raw` is still our one reference.
         let skb = unsafe { SkBuff::from_raw(raw) };
         // INVARIANT: Headers and metadata set above; the head was private and stays so.
@@ -416,8 +414,9 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
                     core::ptr::copy_nonoverlapping(d.as_ptr(), (&raw mut daddr).cast::<u8>(), 16);
                 }
                 // SAFETY: `net` and the socket are live; the addresses are valid for the call.
-                let p =
-                    unsafe { bindings::ip6_dst_lookup_flow_udp(net, (*sock).sk, oif, &mut saddr, &daddr) };
+                let p = unsafe {
+                    bindings::ip6_dst_lookup_flow_udp(net, (*sock).sk, oif, &mut saddr, &daddr)
+                };
                 let mut out = [0u8; 16];
                 // SAFETY: As above, reading the 16 address bytes.
                 unsafe {

@@ -62,7 +62,11 @@ pub(crate) fn select_crc() {
     KERNEL_CRC.store(kernel, Ordering::Relaxed);
     pr_info!(
         "ICRC: kernel crc32_le{} {} MB/s, core slice-by-8 {} MB/s: using {}\n",
-        if crc32_le_optimized() { " (arch)" } else { " (generic)" },
+        if crc32_le_optimized() {
+            " (arch)"
+        } else {
+            " (generic)"
+        },
         mbps(kernel_ns),
         mbps(core_ns),
         if kernel { "crc32_le" } else { "slice-by-8" }
@@ -92,7 +96,13 @@ fn udp_sum(src: &[u8], dst: &[u8], udp: &[u8]) -> Option<Sum16> {
     let sum = csum_partial(udp, Wsum::default());
     Some(match (<[u8; 4]>::try_from(src), <[u8; 4]>::try_from(dst)) {
         (Ok(s), Ok(d)) => csum_tcpudp_magic(s, d, len, IPPROTO_UDP, sum),
-        _ => csum_ipv6_magic(src.try_into().ok()?, dst.try_into().ok()?, len, IPPROTO_UDP, sum),
+        _ => csum_ipv6_magic(
+            src.try_into().ok()?,
+            dst.try_into().ok()?,
+            len,
+            IPPROTO_UDP,
+            sum,
+        ),
     })
 }
 
@@ -111,9 +121,7 @@ impl Integrity for KernelIntegrity {
         dst: &[u8],
         udp: &mut [u8],
     ) -> Result<Sealed, ChecksumError> {
-        udp.get_mut(6..8)
-            .ok_or(ChecksumError::Malformed)?
-            .fill(0);
+        udp.get_mut(6..8).ok_or(ChecksumError::Malformed)?.fill(0);
         let c = udp_sum(src, dst, udp).ok_or(ChecksumError::Malformed)?;
         // A computed 0 goes out as 0xffff (RFC 768: 0 means "no checksum").
         let field = if c.is_zero() { [0xff; 2] } else { c.to_bytes() };

@@ -13,12 +13,12 @@
 //! waits for the worker to let go of it.
 
 use crate::device::{Counter, MetaRoceDriver};
-use crate::ns;
 use crate::native::Peer;
+use crate::ns;
 use crate::qp::{pull_tx, MAX_QP};
 use crate::verbs::RoceAv;
-use kernel::net::skbuff::SkBuff;
 use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::net::skbuff::SkBuff;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::qp::Qp;
@@ -48,12 +48,7 @@ pub(crate) struct OutPacket {
 
 impl OutPacket {
     /// A native packet from `peer`'s connection.
-    pub(crate) fn native(
-        skb: SkBuff,
-        peer: &Peer,
-        src_port: u16,
-        ect: bool,
-    ) -> Self {
+    pub(crate) fn native(skb: SkBuff, peer: &Peer, src_port: u16, ect: bool) -> Self {
         let av = RoceAv {
             dgid: peer.dgid,
             sgid: peer.sgid,

@@ -108,7 +108,8 @@ pub(super) fn post_one(
         Transport::Roce(e) => e.sq_used(),
         Transport::None => return Err(EINVAL),
     };
-    if inner.transport.native().is_some() && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err())
+    if inner.transport.native().is_some()
+        && (used >= inner.sq.depth() || native_msg(&cop, len, false).is_err())
     {
         // What the native wire cannot carry (see `native_op`).
         return Err(if used >= inner.sq.depth() {

@@ -142,7 +142,9 @@ pub(super) fn report_native_send(
 pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     native_retire(qp, inner, n);
     let QpInner { transport, sq, .. } = inner;
-    let Some(s) = transport.native_mut() else { return };
+    let Some(s) = transport.native_mut() else {
+        return;
+    };
     while s.head != sq.tail {
         let slot = sq.slot(s.head);
         report_native_send(
@@ -172,7 +174,11 @@ pub(crate) fn native_feed(
 ) -> bool {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    if !inner.transport.native().is_some_and(|s| s.stream == Some(idx)) {
+    if !inner
+        .transport
+        .native()
+        .is_some_and(|s| s.stream == Some(idx))
+    {
         return false;
     }
     if inner.sq.user.is_some() {
