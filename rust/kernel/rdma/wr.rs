@@ -77,9 +77,7 @@ impl DirectRange {
         if len != 0 {
             let last = addr.checked_add(len as usize - 1).ok_or(EINVAL)?;
             // SAFETY: `virt_addr_valid` only computes on the address values.
-            let ok = unsafe {
-                bindings::virt_addr_valid(addr) && bindings::virt_addr_valid(last)
-            };
+            let ok = unsafe { bindings::virt_addr_valid(addr) && bindings::virt_addr_valid(last) };
             if !ok {
                 return Err(EINVAL);
             }
