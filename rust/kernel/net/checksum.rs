@@ -97,15 +97,10 @@ pub fn csum_ipv6_magic(
     proto: u8,
     sum: Wsum,
 ) -> Sum16 {
-    // SAFETY: `in6_addr` is 16 bytes of address in network order, alignment 4; copied into
-    // properly typed locals first.
-    let (s, d) = unsafe {
-        let mut s: bindings::in6_addr = core::mem::zeroed();
-        let mut d: bindings::in6_addr = core::mem::zeroed();
-        core::ptr::copy_nonoverlapping(saddr.as_ptr(), (&raw mut s).cast::<u8>(), 16);
-        core::ptr::copy_nonoverlapping(daddr.as_ptr(), (&raw mut d).cast::<u8>(), 16);
-        (s, d)
+    let in6 = |a: &[u8; 16]| bindings::in6_addr {
+        in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: *a },
     };
+    let (s, d) = (in6(saddr), in6(daddr));
     // SAFETY: `s` and `d` are valid addresses for the call.
     Sum16(unsafe { bindings::csum_ipv6_magic(&s, &d, len, proto, sum.0) })
 }

@@ -197,8 +197,7 @@ pub(super) fn build_packet(
     if let Some(src) = src {
         copy_payload(qp, &inner.sq, src, buf.get_mut(hl..end).ok_or(EINVAL)?)?;
     }
-    // Pad and ICRC slot.
-    buf[end..].fill(0);
+    // Pad and ICRC slot: left zero by `xmit::frame`.
     Ok(OutPacket {
         skb,
         av,
