@@ -166,10 +166,12 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
     {
         let mut g = qp.inner.lock();
         let inner = &mut *g;
-        match inner.state {
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
+        let broken = match inner.state {
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => false,
+            // Only a retransmission of the request that broke it gets an answer (below).
+            QpState::Err if qp.service() == Service::Rc => true,
             _ => return false,
-        }
+        };
         // One P_Key per port, the default one; its membership bit may differ.
         if pkt.hdr.bth.pkey & 0x7fff != 0x7fff {
             return false;
@@ -190,6 +192,17 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
         let Some(engine) = inner.transport.roce_mut() else {
             return false;
         };
+        if broken {
+            // The NAK that broke the QP may have been lost: answer the peer's retransmission
+            // of that request with it again (bounded by the core), so its requester completes
+            // with the error instead of exhausting its retries. The packet is dropped.
+            let again = engine.repeat_nak(pkt);
+            drop(g);
+            if again {
+                xmit::schedule(qp);
+            }
+            return false;
+        }
         let now = qp.device().now_ns();
         let mem = MemCtx::of(qp);
         let srq = qp.srq();

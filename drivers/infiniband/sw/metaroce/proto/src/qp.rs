@@ -379,6 +379,20 @@ impl<const R: usize> Qp<R> {
         self.sync_error();
     }
 
+    /// In the error state, a packet from the peer: if it retransmits the request this QP
+    /// answered with the NAK that broke it (remote access or operational error, invalid
+    /// request), the NAK is queued again for [`Qp::poll_tx`] and `true` returned. The first
+    /// NAK may have been lost on the way; the peer then learns the error instead of retrying
+    /// into `RETRY_EXC_ERR`. Bounded ([`MAX_NAK_REPEATS`](super::resp::MAX_NAK_REPEATS)); the
+    /// packet itself is dropped.
+    pub fn repeat_nak(&mut self, pkt: &Packet<'_>) -> bool {
+        let info = pkt.hdr.bth.opcode.info();
+        self.is_error()
+            && info.transport == self.cfg.transport
+            && info.kind.is_request()
+            && self.resp.repeat_nak(pkt.hdr.bth.psn)
+    }
+
     /// True once the QP is in the error state.
     pub fn is_error(&self) -> bool {
         self.comp.error || self.resp.error

@@ -157,6 +157,8 @@ pub struct RespStats {
     pub acks: u64,
     /// READ response and atomic ACK packets sent.
     pub responses: u64,
+    /// NAKs sent again for a retransmission of the request that broke the QP.
+    pub nak_repeats: u64,
 }
 
 /// The message currently being received.
@@ -218,6 +220,10 @@ struct ResSlot {
     pending: bool,
 }
 
+/// How often a responder answers retransmissions of the request that broke it with its NAK
+/// again: one more than the largest `retry_cnt` (7), so every retry of the peer can see it.
+pub const MAX_NAK_REPEATS: u8 = 8;
+
 /// Why a request was refused.
 enum Fail {
     /// No receive WQE.
@@ -273,6 +279,10 @@ pub struct Responder<const R: usize> {
     unacked: u32,
     res: [ResSlot; R],
     res_next: usize,
+    /// RC: the NAK of the request that moved the QP to the error state, answered again
+    /// (at most [`MAX_NAK_REPEATS`] times) when that request is retransmitted.
+    fatal: Option<AckSlot>,
+    fatal_repeats: u8,
     /// The QP is in the error state.
     pub(super) error: bool,
     /// Counters.
@@ -293,6 +303,8 @@ impl<const R: usize> Responder<R> {
             unacked: 0,
             res: [ResSlot::default(); R],
             res_next: 0,
+            fatal: None,
+            fatal_repeats: 0,
             error: false,
             stats: RespStats::default(),
         }
@@ -326,11 +338,42 @@ impl<const R: usize> Responder<R> {
         }
         self.set_error();
         if self.cfg.transport == Transport::Rc {
-            self.ack = Some(AckSlot {
-                psn,
-                syndrome: Syndrome::Nak(code),
-                msn: self.msn,
-            });
+            self.fail_with(psn, code);
+        }
+    }
+
+    /// Queues the NAK `code` for the request at `psn`, which moved the QP to the error state,
+    /// and keeps it to answer that request's retransmissions.
+    fn fail_with(&mut self, psn: Psn, code: NakCode) {
+        let nak = AckSlot {
+            psn,
+            syndrome: Syndrome::Nak(code),
+            msn: self.msn,
+        };
+        self.ack = Some(nak);
+        self.fatal = Some(nak);
+    }
+
+    /// In the error state, a request packet at `psn` arrived from the peer. If it is a
+    /// retransmission of the request this QP answered with the NAK that broke it, the NAK is
+    /// queued again and `true` returned (the caller then transmits it). On a lossy link the
+    /// first NAK may be lost; the peer's requester would otherwise retry into
+    /// `RETRY_EXC_ERR` instead of learning the error. At most [`MAX_NAK_REPEATS`] times, one
+    /// at a time: a forged flood gets no more than that.
+    pub(super) fn repeat_nak(&mut self, psn: Psn) -> bool {
+        match self.fatal {
+            Some(nak)
+                if self.error
+                    && nak.psn == psn
+                    && self.ack.is_none()
+                    && self.fatal_repeats < MAX_NAK_REPEATS =>
+            {
+                self.fatal_repeats += 1;
+                self.stats.nak_repeats = self.stats.nak_repeats.saturating_add(1);
+                self.ack = Some(nak);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -407,11 +450,7 @@ impl<const R: usize> Responder<R> {
             }
             Err(Fail::Nak(code, reason, completion)) => {
                 self.set_error();
-                self.ack = Some(AckSlot {
-                    psn: p,
-                    syndrome: Syndrome::Nak(code),
-                    msn: self.msn,
-                });
+                self.fail_with(p, code);
                 RxOutcome {
                     place: None,
                     completion,

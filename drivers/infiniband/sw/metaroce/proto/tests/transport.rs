@@ -1160,6 +1160,54 @@ fn access_nak_survives_set_error() {
     );
 }
 
+/// The NAK that broke the QP is lost on the way: each retransmission of the refused request
+/// (the peer's requester retries after its ACK timeout) is answered with the same NAK again,
+/// at most MAX_NAK_REPEATS times; other packets (a later PSN, an earlier one, an ACK) are not.
+#[test]
+fn retransmission_of_the_refused_request_gets_its_nak_again() {
+    use metaroce_proto::resp::MAX_NAK_REPEATS;
+    let (mut q, mut sq) = qp(Transport::Rc);
+    let (_, first) = request(Opcode::RcWriteOnly, 0, 64);
+    let out = feed(&mut q, &mut sq, &mut Rq(0), &first);
+    assert_eq!(out.drop, None);
+    let _ = drain(&mut q, &mut sq);
+    let (_, refused) = request(Opcode::RcWriteOnly, 1, 64);
+    let out = q.receive(
+        0,
+        &parse(&refused).unwrap(),
+        &mut sq,
+        &mut NoMem,
+        &mut Rq(0),
+    );
+    assert_eq!(out.drop, Some(DropReason::AccessDenied));
+    let nak = (Opcode::RcAck, psn(1), Syndrome::Nak(NakCode::RemoteAccess));
+    let sent = drain(&mut q, &mut sq);
+    assert_eq!(sent.iter().map(ack_of).collect::<Vec<_>>(), [nak]);
+    // (lost) Not before the QP broke, nor for other packets.
+    let (_, earlier) = request(Opcode::RcWriteOnly, 0, 64);
+    let (_, later) = request(Opcode::RcWriteOnly, 2, 64);
+    for other in [&earlier, &later] {
+        assert!(!q.repeat_nak(&parse(other).unwrap()));
+    }
+    // Retransmissions of the refused request: the NAK again, one per packet, then no more.
+    let p = parse(&refused).unwrap();
+    for round in 0..MAX_NAK_REPEATS {
+        assert!(q.repeat_nak(&p), "round {round}");
+        // One at a time: a second copy before the first left queues nothing more.
+        assert!(!q.repeat_nak(&p));
+        let sent = drain(&mut q, &mut sq);
+        assert_eq!(sent.iter().map(ack_of).collect::<Vec<_>>(), [nak]);
+    }
+    assert!(!q.repeat_nak(&p));
+    assert!(drain(&mut q, &mut sq).is_empty());
+    assert_eq!(q.stats().resp.nak_repeats, u64::from(MAX_NAK_REPEATS));
+    // A QP the consumer moved to the error state (no NAK of its own) answers nothing.
+    let (mut q, mut sq) = qp(Transport::Rc);
+    q.set_error();
+    assert!(!q.repeat_nak(&parse(&first).unwrap()));
+    assert!(drain(&mut q, &mut sq).is_empty());
+}
+
 fn statuses(q: &mut Qp<4>, sq: &mut [SendWqe]) -> Vec<(u64, metaroce_proto::wr::WcStatus)> {
     std::iter::from_fn(|| q.poll_send_completion(sq).map(|c| (c.wr_id, c.status))).collect()
 }
