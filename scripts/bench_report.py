@@ -203,7 +203,8 @@ def wire(counters):
     else:
         kind = "none"
     return {"wire": kind, "native_data": native_data, "native_acks": tot("native_acks_sent"),
-            "retransmits": tot("retransmits"), "roce_pkts": roce, "sent_pkts": tot("sent_pkts")}
+            "retransmits": tot("retransmits"), "roce_pkts": roce, "sent_pkts": tot("sent_pkts"),
+            "timeouts": tot("native_timeouts"), "duplicates": tot("native_duplicates")}
 
 
 CLOCK_TOLERANCE = 0.05
@@ -347,6 +348,10 @@ def figures(results):
             f["native_data"] = summarize([w["native_data"] for w in ws if w])
             f["roce_pkts"] = summarize([w["roce_pkts"] for w in ws if w])
             f["retransmits"] = summarize([w["retransmits"] for w in ws if w])
+            # Native RTOs at the senders and DATA the receivers got twice (a retransmission of
+            # a packet that had arrived: what a spurious RTO or probe costs).
+            f["timeouts"] = summarize([w.get("timeouts", 0) for w in ws if w])
+            f["duplicates"] = summarize([w.get("duplicates", 0) for w in ws if w])
         figs.append(f)
     return figs
 
@@ -742,15 +747,16 @@ def write_md(path, meta, figs, cont, results):
     if not wf:
         L.append("No MetaRoCE RDMA run with counters to detail in this run.")
     else:
-        L.append("| pair | workload | runs native / RoCEv2 / both / none / not recorded | native DATA | retransmissions | RoCEv2 packets |")
-        L.append("| --- | --- | --- | --- | --- | --- |")
+        L.append("| pair | workload | runs native / RoCEv2 / both / none / not recorded | native DATA | retransmissions | native RTOs | native duplicates | RoCEv2 packets |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for f in sorted(wf, key=lambda f: (PAIR_ORDER.index(f["pair"]), f["kind"], f["op"], f["size"], f["qps"], f["loss"])):
             w = f["wire"]
             what = {"bw": f"ib_{f['op']}_bw {size_label(f['size'])}", "lat": f"ib_{f['op']}_lat {size_label(f['size'])}",
                     "rate": f"message rate {f['op'].upper()} {size_label(f['size'])}, {f['qps']} QP{'s' if f['qps'] > 1 else ''}",
                     "loss": f"ib_{f['op']}_bw {size_label(f['size'])}, {f['loss']:g} % loss"}.get(f["kind"], f["kind"])
             L.append(f"| {PAIR_SHORT[f['pair']]} | {what} | {w['native']} / {w['RoCEv2']} / {w['mixed']} / {w['none']} / {w['unknown']} | "
-                     f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
+                     f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | "
+                     f"{fmt(f.get('timeouts'), digits=4)} | {fmt(f.get('duplicates'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
     L.append("")
     L += memory_md(meta.get("memory", {}), cols)
     with open(path, "w") as f:

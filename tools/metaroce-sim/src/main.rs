@@ -7,8 +7,13 @@
 //!              [--burst MEAN:LEN] [--reorder P] [--ecn N] [--buf N]
 //!              [--fail-plane J@US] [--senders M] [--bytes N] [--msg N]
 //!              [--paths N] [--ecmp mod|hash] [--ack-loss P] [--no-hint]
-//!              [--rx-stall PERIOD_US:LEN_US]
+//!              [--rx-stall PERIOD_US:LEN_US] [--kernel] [--loss-both P]
+//!              [--tick-ms T] [--rto-min-ms T]
 //! ```
+//!
+//! `--kernel` starts from the kernel driver's regime on a link-limited path
+//! (`Scenario::kernel`: one 200 Mbit/s link, ACKs queued on the way back,
+//! timers on a 5 ms tick); `--loss-both P` loses data and ACKs alike.
 //!
 //! `--senders M` (M > 1) switches to the incast topology: M senders with
 //! 25 Gbit/s NICs through a 25 Gbit/s bottleneck. Exits 1 if a run failed
@@ -19,7 +24,11 @@ use metaroce_sim::sim::{jain, run, Ecmp, Mode, Report, Scenario};
 use std::process::ExitCode;
 
 fn parse_args(args: &[String]) -> Result<Scenario, String> {
-    let mut sc = Scenario::multipath(1);
+    let mut sc = if args.iter().any(|a| a == "--kernel") {
+        Scenario::kernel(1)
+    } else {
+        Scenario::multipath(1)
+    };
     // Incast changes the topology: look for it first.
     if let Some(i) = args.iter().position(|a| a == "--senders") {
         let m: usize = args
@@ -37,6 +46,9 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
     while let Some(flag) = it.next() {
         if flag == "--no-hint" {
             sc.rate_hint = false;
+            continue;
+        }
+        if flag == "--kernel" {
             continue;
         }
         let val = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -129,6 +141,12 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
                 }
             }
             "--ack-loss" => sc.ack_loss = prob(val)?,
+            "--loss-both" => sc = sc.with_loss_both_ways(prob(val)?),
+            "--tick-ms" => sc.tick_ns = (num(val)? * 1e6) as u64,
+            "--rto-min-ms" => {
+                sc.rto_min_ns = ((num(val)? * 1e6) as u64).max(1);
+                sc.rto_init_ns = sc.rto_init_ns.max(sc.rto_min_ns);
+            }
             "--rx-stall" => {
                 let (p, l) = val
                     .split_once(':')
@@ -147,7 +165,12 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
 
 fn lossless(sc: &Scenario) -> Scenario {
     let mut b = sc.clone();
-    for l in b.planes.iter_mut().chain(b.bottleneck.iter_mut()) {
+    for l in b
+        .planes
+        .iter_mut()
+        .chain(b.bottleneck.iter_mut())
+        .chain(b.ack_link.iter_mut())
+    {
         l.loss = 0.0;
         l.ge = None;
         l.fail_at_ns = None;

@@ -2,7 +2,10 @@
 //! `k` fabric links (planes, chosen per packet by ECMP over the UDP source
 //! port), optionally through one shared bottleneck link, to one receiving
 //! host that runs one receiver per sender. ACKs return after the forward
-//! propagation delay (no queueing), lost with probability `ack_loss`.
+//! propagation delay (no queueing), lost with probability `ack_loss`, or
+//! through a return link of their own (`ack_link`: queued, serialized, lossy).
+//! Timers fire exactly at their deadlines or, as in the kernel, on the next
+//! tick of a periodic timer (`tick_ns`).
 //!
 //! ```text
 //!  sender i -- NIC i --+-- plane 0 --+
@@ -85,6 +88,21 @@ pub struct Scenario {
     /// length)` the receiver takes no packets (they wait, in order, and it
     /// sends no ACKs), like a descheduled vCPU under TCG.
     pub rx_stall: Option<(u64, u64)>,
+    /// The return path of ACKs as a link of its own (one for all senders):
+    /// queueing, serialization and its loss (on top of `ack_loss`). `None`:
+    /// ACKs take the forward propagation delay, unqueued.
+    pub ack_link: Option<LinkCfg>,
+    /// Timers run on a periodic tick of this length (the kernel driver's
+    /// device timer: 5 ms): a deadline fires at the first tick at or after
+    /// it. 0: at the deadline itself.
+    pub tick_ns: u64,
+    /// MetaRoCE connection timers (0: the core's defaults): initial RTO,
+    /// largest RTO, smallest tail-loss probe timeout.
+    pub rto_init_ns: u64,
+    pub rto_max_ns: u64,
+    pub pto_min_ns: u64,
+    /// MetaRoCE pacer credit (`ConnConfig::pace_burst_ns`).
+    pub pace_burst_ns: u64,
 }
 
 impl Scenario {
@@ -114,7 +132,60 @@ impl Scenario {
             max_time_ns: 2_000_000_000,
             bucket_ns: 20_000,
             rx_stall: None,
+            ack_link: None,
+            tick_ns: 0,
+            rto_init_ns: 0,
+            rto_max_ns: 0,
+            pto_min_ns: 0,
+            pace_burst_ns: 0,
         }
+    }
+
+    /// The kernel driver's regime on the bench's link-limited path: one
+    /// 200 Mbit/s link each way (a tbf-like droptail FIFO of 1000 packets,
+    /// 1 ms one way, no ECN), 8 paths sprayed over it, MTU 1500 (1364
+    /// payload bytes), ACKs queued on the return link, timers on the
+    /// device's 5 ms tick with the driver's defaults (`native.rs`: RTO
+    /// floor `native_rto_min_ms` 50 ms, initial RTO the same, tail-loss
+    /// probes from one tick, RTO at most 2 s, a tick of pacer credit), 8 MiB
+    /// in 64 KiB messages. Loss
+    /// set with [`Scenario::with_loss_both_ways`] hits data and ACKs alike,
+    /// as netem on the guest's interface does.
+    pub fn kernel(seed: u64) -> Self {
+        const TICK: u64 = 5_000_000;
+        let link = LinkCfg {
+            mbps: 200,
+            delay_ns: 1_000_000,
+            ecn_pkts: 0,
+            buf_pkts: 1000,
+            ..LinkCfg::default()
+        };
+        let mut s = Scenario::multipath(seed);
+        s.planes = vec![link];
+        s.nic_mbps = 1000;
+        s.ack_link = Some(link);
+        s.mss = 1364;
+        s.wl.bytes = 8 << 20;
+        s.tick_ns = TICK;
+        s.rto_min_ns = 10 * TICK;
+        s.rto_init_ns = 10 * TICK;
+        s.rto_max_ns = 2_000_000_000;
+        s.pto_min_ns = TICK;
+        s.pace_burst_ns = TICK;
+        s.max_time_ns = 60_000_000_000;
+        s.bucket_ns = 1_000_000;
+        s
+    }
+
+    /// Sets random loss on every plane and on the ACKs' way back (the
+    /// return link if there is one, else `ack_loss`).
+    pub fn with_loss_both_ways(mut self, p: f64) -> Self {
+        self = self.with_loss(p);
+        match &mut self.ack_link {
+            Some(l) => l.loss = p,
+            None => self.ack_loss = p,
+        }
+        self
     }
 
     /// `m` senders with 25 Gbit/s NICs into one 25 Gbit/s bottleneck
@@ -174,6 +245,15 @@ impl Scenario {
             ser += Link::new(b).ser_ns(&pkt);
         }
         2 * self.one_way_ns() + ser
+    }
+
+    /// When a timer with deadline `d` fires: at `d`, or at the first tick
+    /// at or after it.
+    pub fn fire_at(&self, d: u64) -> u64 {
+        match self.tick_ns {
+            0 => d,
+            t => d.div_ceil(t).saturating_mul(t),
+        }
     }
 
     fn nic(&self) -> u64 {
@@ -375,6 +455,8 @@ struct World {
     snd: Vec<Snd>,
     rcv: Vec<Rcv>,
     timer_at: Vec<Option<u64>>,
+    /// Index of the ACK return link in `links`, if any.
+    ack_link: Option<usize>,
     alloc: RateAlloc<64>,
     qtl: Vec<usize>,
 }
@@ -448,7 +530,38 @@ impl World {
             Some(ser) => self.push(now + ser, Kind::LinkDone(l)),
             None => link.busy = false,
         }
-        self.push(now + prop, Kind::Arrive(p, hop + 1));
+        if Some(l) == self.ack_link {
+            self.push(now + prop, Kind::ToSend(p.flow, p.bytes));
+        } else {
+            self.push(now + prop, Kind::Arrive(p, hop + 1));
+        }
+    }
+
+    /// Sends an ACK (or other receiver packet) of flow `i` back.
+    fn send_back(&mut self, now: u64, i: usize, bytes: Vec<u8>) {
+        if self.rng.chance(self.sc.ack_loss) {
+            return;
+        }
+        match self.ack_link {
+            Some(l) => {
+                let p = Pkt {
+                    bytes,
+                    src_port: 0,
+                    flow: i,
+                    ect: false,
+                    ce: false,
+                };
+                let link = &mut self.links[l];
+                let ser = link.ser_ns(&p);
+                if link.enqueue(&mut self.rng, p, 0) == Enq::Start {
+                    self.push(now + ser, Kind::LinkDone(l));
+                }
+            }
+            None => {
+                let back = self.sc.one_way_ns();
+                self.push(now + back, Kind::ToSend(i, bytes));
+            }
+        }
     }
 
     fn pump_sender(&mut self, now: u64, i: usize) {
@@ -478,6 +591,7 @@ impl World {
             self.arrive(now, p, 0);
         }
         if let Some(d) = deadline {
+            let d = self.sc.fire_at(d);
             if self.timer_at[i] != Some(d) {
                 self.timer_at[i] = Some(d);
                 self.push(d.max(now), Kind::Timer(i));
@@ -508,11 +622,8 @@ impl World {
                 outs.extend(r.poll(p.src_port));
             }
         }
-        let back = self.sc.one_way_ns();
         for o in outs {
-            if !self.rng.chance(self.sc.ack_loss) {
-                self.push(now + back, Kind::ToSend(i, o.bytes));
-            }
+            self.send_back(now, i, o.bytes);
         }
     }
 }
@@ -547,6 +658,10 @@ fn run_inner(sc: Scenario) -> Report {
     if let Some(b) = sc.bottleneck {
         links.push(Link::new(b));
     }
+    let ack_link = sc.ack_link.map(|c| {
+        links.push(Link::new(c));
+        links.len() - 1
+    });
     let base_rtt = sc.base_rtt_ns();
     let mut snd = Vec::new();
     let mut rcv = Vec::new();
@@ -558,6 +673,16 @@ fn run_inner(sc: Scenario) -> Report {
                 cfg.mss = sc.mss;
                 cfg.paths = sc.paths;
                 cfg.rto_min_ns = sc.rto_min_ns;
+                if sc.rto_init_ns > 0 {
+                    cfg.rto_init_ns = sc.rto_init_ns;
+                }
+                if sc.rto_max_ns > 0 {
+                    cfg.rto_max_ns = sc.rto_max_ns;
+                }
+                if sc.pto_min_ns > 0 {
+                    cfg.pto_min_ns = sc.pto_min_ns;
+                }
+                cfg.pace_burst_ns = sc.pace_burst_ns;
                 cfg.port_seed = (sc.seed as u32).wrapping_mul(0x9E37_79B9) ^ id;
                 snd.push(Snd::Meta(MetaSender::new(cfg, sc.wl)));
                 let mut rcfg = ConnConfig::new(0x8000 + i as u32);
@@ -600,6 +725,7 @@ fn run_inner(sc: Scenario) -> Report {
         snd,
         rcv,
         timer_at: vec![None; m],
+        ack_link,
         qtl: Vec::new(),
         sc,
     };

@@ -10,7 +10,12 @@ const SEEDS: [u64; 3] = [1, 2, 3];
 
 fn lossless(sc: &Scenario) -> Scenario {
     let mut b = sc.clone();
-    for l in b.planes.iter_mut().chain(b.bottleneck.iter_mut()) {
+    for l in b
+        .planes
+        .iter_mut()
+        .chain(b.bottleneck.iter_mut())
+        .chain(b.ack_link.iter_mut())
+    {
         l.loss = 0.0;
         l.ge = None;
         l.fail_at_ns = None;
@@ -277,5 +282,46 @@ fn lossy_plane_is_left_by_repathing() {
             "seed {seed}: the lossy plane kept {shares:?}"
         );
         assert!(q >= 0.7, "seed {seed}: {q:.3} of lossless");
+    }
+}
+
+/// Issue 34's loss targets in the kernel driver's regime (`Scenario::kernel`: one link-limited
+/// path, data and ACKs lost alike, ACKs queued on the way back, timers on the 5 ms tick with
+/// the driver's RTO floor): goodput against the same run without loss, 8 seeds each. A tail
+/// loss is found by a probe that sends the newest packet again, not by an RTO: before that
+/// probe existed (it needed new data to send), 2 % loss cost one or two RTOs in 6 of 8 seeds
+/// (92.3 % at worst).
+#[test]
+fn kernel_regime_loss_targets() {
+    for (loss, min) in [(0.01, 0.95), (0.02, 0.95), (0.05, 0.80), (0.10, 0.60)] {
+        for seed in 1..=8 {
+            let (q, r, _) = ratio(&Scenario::kernel(seed).with_loss_both_ways(loss));
+            assert!(r.retransmits > 0, "{loss} seed {seed}: no loss happened");
+            assert!(q >= min, "{loss} seed {seed}: {q:.3} of lossless goodput");
+            if loss <= 0.05 {
+                assert_eq!(r.timeouts, 0, "{loss} seed {seed}: an RTO ({q:.3})");
+            }
+        }
+    }
+}
+
+/// The kernel regime without loss and a receiver that stops taking packets now and then (a
+/// descheduled vCPU under TCG: 5 ms of every 20, 15 ms of every 50): no RTO and nothing sent
+/// twice. With the driver's former RTO floor of 10 ms the same runs took 8 and 51 RTOs, all
+/// spurious, and sent 106 and 1020 packets again.
+#[test]
+fn kernel_regime_receiver_stalls_cost_no_rto() {
+    for stall in [(20_000_000, 5_000_000), (50_000_000, 15_000_000)] {
+        for seed in 1..=4 {
+            let mut sc = Scenario::kernel(seed);
+            sc.rx_stall = Some(stall);
+            let r = run(&sc);
+            ok(&r, "stalled receiver");
+            assert_eq!(
+                (r.timeouts, r.retransmits),
+                (0, 0),
+                "{stall:?} seed {seed}: RTOs, retransmissions"
+            );
+        }
     }
 }

@@ -989,10 +989,6 @@ impl<
         self.cc.cwnd().saturating_sub(self.inflight_bytes())
     }
 
-    fn has_unsent(&self) -> bool {
-        (0..S).any(|i| self.stream_has_unsent(i))
-    }
-
     fn stream_has_unsent(&self, i: usize) -> bool {
         self.tx_streams.get(i).is_some_and(|s| s.open)
             && (self.resps.get(i).is_some_and(|q| q.has_unsent())
@@ -1586,18 +1582,13 @@ impl<
     pub fn next_deadline(&self) -> Option<u64> {
         let c = &self.cfg;
         let floor = self.new_route_rto_floor();
-        let unsent = self.has_unsent();
         let timers = self
             .paths
             .iter()
             .take(self.npaths())
             .filter_map(|p| {
                 let rto = self.rto_deadline(p, floor);
-                let pto = if unsent {
-                    p.probe_deadline(c.pto_min_ns)
-                } else {
-                    None
-                };
+                let pto = p.probe_deadline(c.pto_min_ns);
                 match (rto, pto) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -1617,10 +1608,8 @@ impl<
         if self.pace_blocked && self.pace_next <= now {
             self.pace_blocked = false;
         }
-        if self.has_unsent() {
-            for p in self.paths.iter_mut() {
-                p.on_probe_timer(now, c.pto_min_ns);
-            }
+        for p in self.paths.iter_mut() {
+            p.on_probe_timer(now, c.pto_min_ns);
         }
         let mut floor = self.new_route_rto_floor();
         for pi in 0..self.npaths() {
@@ -1694,6 +1683,9 @@ impl<
         let probe = (0..self.npaths()).find(|&i| self.paths.get(i).is_some_and(|p| p.probe_due()));
         if let Some(pi) = probe {
             if let Some(t) = self.poll_new(now, buf, Some(pi)) {
+                return Some(t);
+            }
+            if let Some(t) = self.poll_tail_probe(now, buf, pi) {
                 return Some(t);
             }
         }
@@ -1835,6 +1827,27 @@ impl<
             return self.transmit(now, buf, dsn, pi, true);
         }
         None
+    }
+
+    /// A tail-loss probe on path `pi` when no new data waits: its newest
+    /// packet in flight sent again, on it, with a fresh PathSeq (section
+    /// 5.4). Its acknowledgment reveals the gaps before it; if that packet
+    /// itself was lost, the probe delivers it.
+    fn poll_tail_probe(&mut self, now: u64, buf: &mut [u8], pi: usize) -> Option<Transmit> {
+        let (dsn, seq) = self.paths.get(pi)?.newest_in_flight()?;
+        let d = *self.descs.get(Self::desc_index(dsn))?;
+        let current = d.state == DescState::Unacked
+            && usize::from(d.path) == pi
+            && d.seq == seq
+            && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
+        if !current || (buf.len() < MAX_HDR_LEN && self.is_atomic_desc(&d)) {
+            return None;
+        }
+        let t = self.transmit(now, buf, dsn, pi, true)?;
+        if let Some(p) = self.paths.get_mut(pi) {
+            p.stats.tail_probes = p.stats.tail_probes.saturating_add(1);
+        }
+        Some(t)
     }
 
     /// New data; `probe`: on that path, beyond the windows and the pacer.

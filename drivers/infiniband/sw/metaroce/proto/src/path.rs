@@ -202,6 +202,9 @@ pub struct PathStats {
     pub acks: u64,
     /// ACKs whose CumSeq was beyond what the path sent.
     pub bad_acks: u64,
+    /// Tail-loss probes that sent the newest packet in flight again (no new
+    /// data was waiting).
+    pub tail_probes: u64,
 }
 
 impl PathStats {
@@ -219,6 +222,7 @@ impl PathStats {
         repaths: 0,
         acks: 0,
         bad_acks: 0,
+        tail_probes: 0,
     };
 }
 
@@ -336,6 +340,20 @@ impl<C: CongestionEngine> TxPath<C> {
         }
         let pto = self.rtt.srtt().saturating_mul(2).max(pto_min);
         Some(self.last_send.saturating_add(pto))
+    }
+
+    /// The newest transmission still in flight, `(Dsn, PathSeq)`: what a
+    /// tail-loss probe sends again when no new data waits (section 5.4).
+    pub fn newest_in_flight(&self) -> Option<(u32, u32)> {
+        let mut seq = self.next;
+        while seq != self.base {
+            seq = seq.wrapping_sub(1);
+            let s = self.slots.get(slot_index(seq))?;
+            if s.state == SlotState::InFlight {
+                return Some((s.dsn, seq));
+            }
+        }
+        None
     }
 
     /// The probe timeout fired at `now` (if it is due).
