@@ -10,6 +10,7 @@
 # host then writes out/bench/results.{json,md} and PNG plots (scripts/bench_report.py).
 # BENCH_QUICK=1: one repetition, fewer sizes and loss levels, no rxe-debian (development).
 # BENCH_MTU=9000 runs every figure (RDMA and TCP) at that link MTU (default: the link's 1500).
+# BENCH_APPEND="metaroce.native_rto_min_ms=10" adds kernel command-line words to every guest.
 # BENCH_REPS=N overrides the repetitions (default 3); BENCH_ONLY="metaroce-native rxe" picks pairs
 # (only the kernels those pairs boot are built).
 set -uo pipefail
@@ -47,6 +48,9 @@ tsc_mhz=$(dmesg 2>/dev/null | sed -n 's/.*tsc: Refined TSC clocksource calibrati
 [ -n "$tsc_mhz" ] || tsc_mhz=$(sed -n 's/^cpu MHz[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 tsc_khz=$(awk -v m="$tsc_mhz" 'BEGIN { printf "%d", m * 1000 }')
 [ "${BENCH_TSC_KHZ:-}" = 0 ] || export MR_GUEST_APPEND="tsc_early_khz=${BENCH_TSC_KHZ:-$tsc_khz}"
+# BENCH_APPEND: more kernel command-line words for every guest (module parameters such as
+# metaroce.native_rto_min_ms=10, to measure a default against another in the same way).
+[ -z "${BENCH_APPEND:-}" ] || export MR_GUEST_APPEND="${MR_GUEST_APPEND:+$MR_GUEST_APPEND }$BENCH_APPEND"
 t0=$(date +%s)
 say() { echo "bench: $* ($(( $(date +%s) - t0 )) s)"; }
 

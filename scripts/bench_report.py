@@ -552,6 +552,10 @@ def write_md(path, meta, figs, cont, results):
     if mtus:
         L.append(f"Link MTU: {', '.join(mtus)} (RDMA and TCP alike).")
         L.append("")
+    params = sorted({g.get("params") for g in meta.get("guests", {}).values() if g.get("params")})
+    if params:
+        L.append(f"Module parameters on the guests' kernel command line: {'; '.join(params)} (else the defaults).")
+        L.append("")
     L.append(f"{meta['reps']} repetition(s) per figure{' (quick mode)' if meta['quick'] else ''}; each cell: median "
              "(min–max). Pairs of TCG guests (1 vCPU each) joined by QEMU's socket link, one pair at a time. "
              "Ratios compare figures of the same run. Bandwidth: perftest's average (Gb/s); every figure is "

@@ -13,7 +13,9 @@ ibv_devinfo -d "$MR_DEV" | grep -E 'transport|state|active_mtu|link_layer'
 added=$(dmesg | grep -F "$MR_DEV: added on netdev" | tail -n 1 | sed 's/^\[[^]]*\] //')
 [ -n "$added" ] && echo "$added"
 grep -m1 'cpu MHz' /proc/cpuinfo || echo "no cpu MHz in /proc/cpuinfo"
-printf '{"kernel":"%s","provider":"%s","dev":"%s","gid":%s,"cpus":%s,"mtu":%s,"cpu_mhz":"%s","reps":%s,"quick":"%s","added":"%s"}\n' \
+# Module parameters given on the kernel command line (BENCH_APPEND), for the report's header.
+params=$(tr ' ' '\n' </proc/cmdline | grep '^metaroce\.' | tr '\n' ' ' | sed 's/ $//')
+printf '{"kernel":"%s","provider":"%s","dev":"%s","gid":%s,"cpus":%s,"mtu":%s,"cpu_mhz":"%s","reps":%s,"quick":"%s","added":"%s","params":"%s"}\n' \
   "$(uname -r)" "$MR_BENCH_PROVIDER" "$MR_DEV" "$MR_GID" "$(nproc)" "$(cat /sys/class/net/eth0/mtu)" \
-  "$(sed -n 's/^cpu MHz[[:space:]]*: //p' /proc/cpuinfo | head -n1)" "$BENCH_REPS" "${BENCH_QUICK:-}" "${added//\"/}" \
+  "$(sed -n 's/^cpu MHz[[:space:]]*: //p' /proc/cpuinfo | head -n1)" "$BENCH_REPS" "${BENCH_QUICK:-}" "${added//\"/}" "${params//\"/}" \
   >"$BENCH_DIR/setup.$MR_ROLE.json"

@@ -146,9 +146,9 @@ impl Scenario {
     /// 1 ms one way, no ECN), 8 paths sprayed over it, MTU 1500 (1364
     /// payload bytes), ACKs queued on the return link, timers on the
     /// device's 5 ms tick with the driver's defaults (`native.rs`: RTO
-    /// floor `native_rto_min_ms` 50 ms, initial RTO the same, tail-loss
-    /// probes from one tick, RTO at most 2 s, a tick of pacer credit), 8 MiB
-    /// in 64 KiB messages. Loss
+    /// floor `native_rto_min_ms` 10 ms, initial RTO 20 ms, tail-loss probes
+    /// from one tick, RTO at most 2 s, a tick of pacer credit), 8 MiB in
+    /// 64 KiB messages. Loss
     /// set with [`Scenario::with_loss_both_ways`] hits data and ACKs alike,
     /// as netem on the guest's interface does.
     pub fn kernel(seed: u64) -> Self {
@@ -167,8 +167,8 @@ impl Scenario {
         s.mss = 1364;
         s.wl.bytes = 8 << 20;
         s.tick_ns = TICK;
-        s.rto_min_ns = 10 * TICK;
-        s.rto_init_ns = 10 * TICK;
+        s.rto_min_ns = 2 * TICK;
+        s.rto_init_ns = 4 * TICK;
         s.rto_max_ns = 2_000_000_000;
         s.pto_min_ns = TICK;
         s.pace_burst_ns = TICK;

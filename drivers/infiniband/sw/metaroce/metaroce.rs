@@ -48,7 +48,7 @@ kernel::prelude::module! {
                 0: the netdev's ethtool speed (no hints if it reports none)",
         },
         native_rto_min_ms: u32 {
-            default: 50,
+            default: 10,
             description: "Shortest retransmission timeout of a native connection's paths in ms \
                 (5..2000, at least one timer tick), read when a connection is created",
         },
