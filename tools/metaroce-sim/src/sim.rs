@@ -148,9 +148,8 @@ impl Scenario {
     /// device's 5 ms tick with the driver's defaults (`native.rs`: RTO
     /// floor `native_rto_min_ms` 10 ms, initial RTO 20 ms, tail-loss probes
     /// from one tick, RTO at most 2 s, a tick of pacer credit), 8 MiB in
-    /// 64 KiB messages. Loss
-    /// set with [`Scenario::with_loss_both_ways`] hits data and ACKs alike,
-    /// as netem on the guest's interface does.
+    /// 64 KiB messages. Loss set with [`Scenario::with_loss_both_ways`] hits
+    /// data and ACKs alike, as netem on the guest's interface does.
     pub fn kernel(seed: u64) -> Self {
         const TICK: u64 = 5_000_000;
         let link = LinkCfg {
