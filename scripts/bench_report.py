@@ -762,10 +762,70 @@ def write_md(path, meta, figs, cont, results):
                      f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | "
                      f"{fmt(f.get('timeouts'), digits=4)} | {fmt(f.get('duplicates'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
     L.append("")
+    L += vethlat_md(meta.get("vethlat", {}), cols)
     L += memory_md(meta.get("memory", {}), cols)
     with open(path, "w") as f:
         f.write("\n".join(L))
     return tg
+
+
+def read_vethlat(out, pair):
+    """The veth latency runs of a pair's guest a (selftests/metaroce/bench/15-veth-lat.sh): per
+    operation, the client's parsed perftest rows of the runs that succeeded, and the failed count."""
+    d = os.path.join(out, f"bench-{pair}-a", "bench")
+    try:
+        with open(os.path.join(d, "vethlat.a.json")) as f:
+            rec = json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+    res = {"iters": rec.get("iters"), "ops": {}}
+    for r in rec.get("runs", []):
+        o = res["ops"].setdefault(r["op"], {"rows": [], "failed": 0})
+        row = parse_perftest("lat", read_text(os.path.join(d, f"{r['id']}.cli"))) if r.get("rc") == 0 else None
+        if row:
+            o["rows"].append(row)
+        else:
+            o["failed"] += 1
+    return res
+
+
+def vethlat_md(vl, cols):
+    """8 B latency between two namespaces over veth in one guest, each pair's provider."""
+    L = ["## Latency over veth, 8 B (µs, median of the runs' t_typical, and their 99th percentile)", ""]
+    have = [p for p in cols if vl.get(p)]
+    if not have:
+        return L + ["Not measured in this run.", ""]
+    L.append("Guest a of each pair runs `ib_send_lat` and `ib_write_lat` between two devices of its provider, each on "
+             "one end of a veth pair in a namespace of its own (one kernel: MetaRoCE on the release kernel, rdma_rxe "
+             "on Debian's): no socket link in the way. Each cell: median (min–max) over the repetitions.")
+    L.append("")
+    L.append("| figure | " + " | ".join(PAIR_LABEL.get(p, p) for p in have) + " |")
+    L.append("| --- | " + " | ".join("---" for _ in have) + " |")
+    med = {}
+    for op in ("send", "write"):
+        for key, what in (("t_typical_us", "median"), ("p99_us", "p99")):
+            cells = []
+            for p in have:
+                o = vl[p]["ops"].get(op, {"rows": [], "failed": 0})
+                v = summarize([r[key] for r in o["rows"]])
+                if key == "t_typical_us" and v:
+                    med[(p, op)] = v["median"]
+                cells.append(fmt(v) + (f" ({o['failed']} failed)" if o["failed"] else ""))
+            L.append(f"| ib_{op}_lat {what} | " + " | ".join(cells) + " |")
+    L.append("")
+    if RXE in have:
+        parts = []
+        for p in have:
+            if p == RXE:
+                continue
+            for op in ("send", "write"):
+                a, x = med.get((p, op)), med.get((RXE, op))
+                if a and x:
+                    parts.append(f"{PAIR_LABEL.get(p, p)} ib_{op}_lat {a / x:.2f}× rdma_rxe")
+        if parts:
+            L.append("Ratios of the medians: " + "; ".join(parts) + " (issue 33's target: ib_send_lat ≤ 0.7×).")
+            L.append("")
+    return L
 
 
 def read_memory(out, pair):
@@ -934,8 +994,9 @@ def main():
     figs = figures(results)
     cont = host_contention(a.out, pairs)
     memory = {p["name"]: read_memory(a.out, p["name"]) for p in pairs}
+    vethlat = {p["name"]: read_vethlat(a.out, p["name"]) for p in pairs}
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": a.commit, "reps": a.reps,
-            "quick": a.quick, "pairs": pairs, "guests": setups, "memory": memory, "host": cont, "check_tolerance": CHECK_TOLERANCE,
+            "quick": a.quick, "pairs": pairs, "guests": setups, "memory": memory, "vethlat": vethlat, "host": cont, "check_tolerance": CHECK_TOLERANCE,
             "modes": {"metaroce": "MetaRoCE, link type metaroce: every QP over RoCEv2",
                       "metaroce-native": "MetaRoCE, link type metaroce-native: RC QPs over the native transport (UDP "
                                          "19791), UC/UD/QP1 over RoCEv2; each run's wire from the device counters",
