@@ -795,14 +795,16 @@ def vethlat_md(vl, cols):
     have = [p for p in cols if vl.get(p)]
     if not have:
         return L + ["Not measured in this run.", ""]
-    L.append("Guest a of each pair runs `ib_send_lat` and `ib_write_lat` between two devices of its provider, each on "
-             "one end of a veth pair in a namespace of its own (one kernel: MetaRoCE on the release kernel, rdma_rxe "
-             "on Debian's): no socket link in the way. Each cell: median (min–max) over the repetitions.")
+    L.append("Guest a of each pair runs `ib_send_lat -e` (both ends wait for completion events) between two devices of "
+             "its provider, each on one end of a veth pair in a namespace of its own (one kernel: MetaRoCE on the "
+             "release kernel, rdma_rxe on Debian's): no socket link in the way. Each cell: median (min–max) over the "
+             "repetitions.")
     L.append("")
     L.append("| figure | " + " | ".join(PAIR_LABEL.get(p, p) for p in have) + " |")
     L.append("| --- | " + " | ".join("---" for _ in have) + " |")
     med = {}
-    for op in ("send", "write"):
+    ops = [op for op in ("send", "write") if any(op in vl[p]["ops"] for p in have)]
+    for op in ops:
         for key, what in (("t_typical_us", "median"), ("p99_us", "p99")):
             cells = []
             for p in have:
@@ -818,7 +820,7 @@ def vethlat_md(vl, cols):
         for p in have:
             if p == RXE:
                 continue
-            for op in ("send", "write"):
+            for op in ops:
                 a, x = med.get((p, op)), med.get((RXE, op))
                 if a and x:
                     parts.append(f"{PAIR_LABEL.get(p, p)} ib_{op}_lat {a / x:.2f}× rdma_rxe")
