@@ -11,13 +11,18 @@
 # then at ~4 ms, a tick), which measures the scheduler rather than the stack.
 . "$MR_SELFTESTS/lib.sh"
 . "$MR_SELFTESTS/bench/bench-lib.bash"
-[ "$MR_ROLE" = a ] || { echo "the veth latency runs in guest a"; exit 0; }
 case ${MR_BENCH_PROVIDER:-} in
   metaroce | metaroce-native) type=$MR_BENCH_PROVIDER; modprobe metaroce 2>/dev/null;;
   rxe) type=rxe; modprobe rdma_rxe 2>/dev/null;;
   # The authenticated mode's key is named after eth0 (metaroce:eth0): not for these netdevs.
   *) echo "no veth latency for provider '${MR_BENCH_PROVIDER:-}'"; exit 0;;
 esac
+# Guest b waits for guest a here, so that the next test's barrier finds both (its wait is 240 s).
+if [ "$MR_ROLE" != a ]; then
+  echo "the veth latency runs in guest a"
+  mr_barrier veth-done 600 || echo "guest a did not finish the veth runs"
+  exit 0
+fi
 iters=$([ -n "${BENCH_QUICK:-}" ] && echo 200 || echo 1000)
 A=192.0.2.201 B=192.0.2.202
 cleanup() {
@@ -25,7 +30,7 @@ cleanup() {
   ip netns exec vlb rdma link delete vlb0 2>/dev/null
   ip netns del vla 2>/dev/null; ip netns del vlb 2>/dev/null
 }
-trap cleanup EXIT
+trap 'cleanup; mr_barrier veth-done 600 >/dev/null' EXIT
 cleanup
 ip netns add vla && ip netns add vlb || fail "namespaces"
 ip link add vla-eth type veth peer name vlb-eth || fail "veth pair"
@@ -48,13 +53,14 @@ gid() { # DEV ADDR: the RoCE v2 GID index of ADDR on DEV, once the port is activ
 ga=$(gid vla0 $A) && gb=$(gid vlb0 $B) || fail "no active port with a RoCE v2 GID on vla0/vlb0"
 echo "veth pair: vla0 ($A, GID $ga) and vlb0 ($B, GID $gb), $type, $iters iterations per run"
 runs=() failed=0 port=20900
+# (rdma_rxe of 7.3 in event mode hung in 2 of 3 runs on 2026-12-05: each run is capped at 40 s.)
 for ((rep = 1; rep <= BENCH_REPS; rep++)); do
   for op in send; do
     id=vlat-$op-r$rep port=$((port + 1))
-    ip netns exec vla timeout 120 "ib_${op}_lat" -d vla0 -x "$ga" -F -e -s 8 -n "$iters" -p $port \
+    ip netns exec vla timeout 40 "ib_${op}_lat" -d vla0 -x "$ga" -F -e -s 8 -n "$iters" -p $port \
       >"$BENCH_DIR/$id.srv" 2>&1 & spid=$!
     for ((try = 0; try < 30; try++)); do
-      ip netns exec vlb timeout 120 "ib_${op}_lat" -d vlb0 -x "$gb" -F -e -s 8 -n "$iters" -p $port $A \
+      ip netns exec vlb timeout 40 "ib_${op}_lat" -d vlb0 -x "$gb" -F -e -s 8 -n "$iters" -p $port $A \
         >"$BENCH_DIR/$id.cli" 2>&1; rc=$?
       [ $rc != 0 ] && grep -qEi "couldn't connect|unable to connect|connection refused" "$BENCH_DIR/$id.cli" || break
       bench_sleep 0.3
