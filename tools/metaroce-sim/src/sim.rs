@@ -498,13 +498,7 @@ impl World {
     fn arrive(&mut self, now: u64, p: Pkt, hop: usize) {
         match self.route(&p, hop) {
             Some(l) => {
-                let link = &mut self.links[l];
-                let ser = link.ser_ns(&p);
-                let started = link.enqueue(&mut self.rng, p, hop) == Enq::Start;
-                let q = link.queue.len();
-                if started {
-                    self.push(now + ser, Kind::LinkDone(l));
-                }
+                let q = self.enqueue(now, l, p, hop);
                 if l >= self.sc.senders {
                     let b = (now / self.sc.bucket_ns.max(1)) as usize;
                     if self.qtl.len() <= b {
@@ -515,6 +509,19 @@ impl World {
             }
             None => self.push(now, Kind::ToRecv(p)),
         }
+    }
+
+    /// Queues `p` (at `hop` of its route) on link `l`, starting the link if
+    /// it was idle; returns the queue's length.
+    fn enqueue(&mut self, now: u64, l: usize, p: Pkt, hop: usize) -> usize {
+        let link = &mut self.links[l];
+        let ser = link.ser_ns(&p);
+        let started = link.enqueue(&mut self.rng, p, hop) == Enq::Start;
+        let q = link.queue.len();
+        if started {
+            self.push(now + ser, Kind::LinkDone(l));
+        }
+        q
     }
 
     fn link_done(&mut self, now: u64, l: usize) {
@@ -550,11 +557,7 @@ impl World {
                     ect: false,
                     ce: false,
                 };
-                let link = &mut self.links[l];
-                let ser = link.ser_ns(&p);
-                if link.enqueue(&mut self.rng, p, 0) == Enq::Start {
-                    self.push(now + ser, Kind::LinkDone(l));
-                }
+                self.enqueue(now, l, p, 0);
             }
             None => {
                 let back = self.sc.one_way_ns();

@@ -280,9 +280,9 @@ pub struct Responder<const R: usize> {
     res: [ResSlot; R],
     res_next: usize,
     /// RC: the NAK of the request that moved the QP to the error state, answered again
-    /// (at most [`MAX_NAK_REPEATS`] times) when that request is retransmitted.
+    /// (at most [`MAX_NAK_REPEATS`] times, counted in `stats.nak_repeats`) when that
+    /// request is retransmitted.
     fatal: Option<AckSlot>,
-    fatal_repeats: u8,
     /// The QP is in the error state.
     pub(super) error: bool,
     /// Counters.
@@ -304,7 +304,6 @@ impl<const R: usize> Responder<R> {
             res: [ResSlot::default(); R],
             res_next: 0,
             fatal: None,
-            fatal_repeats: 0,
             error: false,
             stats: RespStats::default(),
         }
@@ -366,9 +365,8 @@ impl<const R: usize> Responder<R> {
                 if self.error
                     && nak.psn == psn
                     && self.ack.is_none()
-                    && self.fatal_repeats < MAX_NAK_REPEATS =>
+                    && self.stats.nak_repeats < u64::from(MAX_NAK_REPEATS) =>
             {
-                self.fatal_repeats += 1;
                 self.stats.nak_repeats = self.stats.nak_repeats.saturating_add(1);
                 self.ack = Some(nak);
                 true
