@@ -45,11 +45,18 @@ Remote cases (the suite's network part, 63-attack.sh):
                      posted 64-byte receives filled with 0xEE; writes its QPN to DIR/qpn, then waits
                      for DIR/go, polls for the seconds DIR/go holds (default 5) and writes to DIR/result the
                      number of completed receives and of receive buffers that changed.
+  attack.py uc-write-victim DEV GID_INDEX PEER_ADDR DIR
+                     a UC QP on DEV (remote write allowed) whose address vector names PEER, and a
+                     4 KiB MR (remote write) filled with 0xEE; writes "QPN VA R_KEY" to DIR/target
+                     (for the harness, which hands the attacker the QPN and VA only), waits for
+                     DIR/go, waits the seconds it holds and writes DIR/result: "HIT CHANGED", HIT
+                     the guess number roce_inject.py's uc-write wrote at VA (0: none landed),
+                     CHANGED 1 if any byte other than that one 64-byte write changed.
   attack.py rc-pair a|b DEV GID_INDEX PEER_ADDR DIR
-                     one end of a native RC pair across two namespaces, the ends meeting through
-                     files in DIR. b sends a 64-byte SEND ("G1") to a once both are at RTS. a has 8
+                     one end of an RC pair (native or RoCEv2 devices) across two namespaces,
+                     the ends meeting through files in DIR. b sends a 64-byte SEND ("G1") to a once both are at RTS. a has 8
                      posted 64-byte receives filled with 0xEE; it checks G1, writes DIR/first (its
-                     QPN) and polls until DIR/go exists plus 2 s (the forgery window, 64-attack.sh
+                     QPN) and polls until DIR/go exists plus 2 s (the forgery window, 63- and 64-attack.sh
                      injects meanwhile), writes DIR/forged ("completed changed" of the other 7
                      receives), then asks b for a second SEND ("G2", DIR/send2) and writes
                      DIR/result: "forged_completed changed g2" (g2 1 if G2 arrived intact). b
@@ -374,6 +381,38 @@ def uc_victim(dev, gidx, peer, d):
     print(f"uc-victim: {len(got)} receives completed, {changed} buffers changed", flush=True)
 
 
+def uc_write_victim(dev, gidx, peer, d):
+    """See the module's docstring."""
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    cq = CQ(ctx, 4)
+    mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    mr.write(b"\xee" * 4096, 4096)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)))
+    init = QPAttr(port_num=h.PORT)
+    init.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    qp.to_init(init)
+    attr = connected_attr(peer, gidx, 0x99)
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    qp.to_rtr(attr)
+    with open(os.path.join(d, "target.tmp"), "w") as f:
+        f.write(f"{qp.qp_num} {mr.buf} {mr.rkey}\n")
+    os.rename(os.path.join(d, "target.tmp"), os.path.join(d, "target"))
+    end = time.monotonic() + 600
+    while not os.path.exists(os.path.join(d, "go")) and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(float(open(os.path.join(d, "go")).read().strip() or 2))
+    data = mr.read(4096, 0)
+    head = data[:64]
+    hit = struct.unpack(">Q", head[:8])[0] if head != b"\xee" * 64 else 0
+    changed = int(data[64:] != b"\xee" * 4032 or (hit and head != head[:8] * 8))
+    with open(os.path.join(d, "result"), "w") as f:
+        f.write(f"{hit} {changed}\n")
+    print(f"uc-write-victim: R_Key {mr.rkey:#x}, hit by guess {hit}, other bytes changed {changed}", flush=True)
+    KEEP.append((ctx, pd, cq, mr, qp))
+
+
 def rc_pair(role, dev, gidx, peer, d):
     """See the module's docstring."""
     def path(n):
@@ -437,6 +476,9 @@ def main():
         return
     if mode == "memcg":
         memcg(sys.argv[2], int(sys.argv[3]))
+        return
+    if mode == "uc-write-victim":
+        uc_write_victim(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
         return
     if mode == "uc-victim":
         uc_victim(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])

