@@ -66,7 +66,7 @@ step "test kernel build"
 if "$repo/scripts/kernel.sh" test >"$OUT/kernel-test.log" 2>&1; then result ok "kernel build (test)" "$(grep 'done in' "$OUT/kernel-test.log" | sed 's/.*done in //')"
 else tail -40 "$OUT/kernel-test.log" | sed 's/^/# /'; result not-ok "kernel build (test)"; finish; fi
 
-step "lint: cargo fmt, cargo clippy, the kernel's rustfmtcheck, checkpatch --strict"
+step "lint: cargo fmt, cargo clippy, the kernel's rustfmtcheck, checkpatch --strict, rustdoc"
 "$repo/scripts/lint.sh" >"$OUT/lint.log" 2>&1
 while read -r st name; do
   if [ "$st" = ok ]; then result ok "lint: $name"

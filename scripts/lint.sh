@@ -9,6 +9,10 @@
 #   checkpatch     scripts/checkpatch.pl --strict on our C files and headers. Ignored:
 #                  EXPORT_SYMBOL in metaroce_trace.c (it exports the Rust tracepoint wrappers
 #                  that the tracepoint header defines, so no function precedes the exports).
+#   rustdoc        the kernel's `make rustdoc` (the kernel crate with our abstractions) in the test
+#                  kernel's build directory: fails on any warning (a broken or private intra-doc
+#                  link, a malformed doc comment). Needs the test kernel built (make check builds it
+#                  first).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/scripts/versions.env"
@@ -33,3 +37,9 @@ cp_one() {
   return $bad
 }
 check checkpatch cp_one
+rustdoc_clean() {
+  local log rc
+  log=$(make -s -C "$src" O="${METAROCE_CACHE:-$HOME/.cache/metaroce}/build/test" LLVM="$LLVM_SUFFIX" rustdoc 2>&1); rc=$?
+  if [ $rc != 0 ] || grep -q '^warning' <<<"$log"; then echo "$log" | grep -A6 '^\(warning\|error\)'; return 1; fi
+}
+check rustdoc rustdoc_clean

@@ -118,7 +118,7 @@ const REGISTERED: usize = 1 << (usize::BITS - 1);
 ///
 /// # Invariants
 ///
-/// - While `users` has [`REGISTERED`], `ops` is registered with `register_pernet_subsys` and
+/// - While `users` has `REGISTERED`, `ops` is registered with `register_pernet_subsys` and
 ///   `id` holds the id the core assigned, so every live namespace has an initialised
 ///   `T::Data` at `net_generic(net, id)`.
 /// - `users` counts the live [`PernetData`] guards; unregistration waits for it to drop to zero.

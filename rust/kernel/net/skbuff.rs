@@ -5,7 +5,7 @@
 //! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h)
 //!
 //! An [`SkBuff`] is the only owner of one reference to an skb: it is freed (`kfree_skb`) when
-//! dropped unless handed back to C with [`SkBuff::into_raw`]. Its data may be shared with clones
+//! dropped unless handed back to C with `SkBuff::into_raw`. Its data may be shared with clones
 //! made by others (e.g. a packet socket tapping the interface), so writing is only offered where
 //! the head is private ([`SkBuff::put`], [`SkBuff::push`] refuse cloned skbs, and
 //! [`SkBuff::data_mut`] unshares first).

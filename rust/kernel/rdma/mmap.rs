@@ -14,7 +14,7 @@
 //!   user context. [`UserMapping::offset`] and [`UserMapping::size`] are what the provider
 //!   passes to `mmap(2)` (e.g. rdma_rxe's `struct mminfo`).
 //!
-//! A user context keeps the list of its mappings still offered ([`ContextMaps`]): removing an
+//! A user context keeps the list of its mappings still offered (`ContextMaps`): removing an
 //! entry needs the context, so the mappings a driver still holds when the context is
 //! deallocated are removed then, and their later drop does nothing.
 //!
@@ -245,13 +245,13 @@ impl ContextMaps {
 /// Create it in the object's create hook (from the call's [`Udata`]) and keep it in the
 /// object's data: dropping it (when the object is destroyed) revokes the offset. A mapping
 /// that outlives its user context (dropped after ib_core deallocated it) was revoked by the
-/// context's teardown ([`ContextMaps`]), and its drop does nothing then.
+/// context's teardown (`ContextMaps`), and its drop does nothing then.
 ///
 /// Dropping it may sleep (it takes mutexes): drop it in process context.
 ///
 /// # Invariants
 ///
-/// `maps` is the [`ContextMaps`] of the user context `entry` was inserted into; the entry is in
+/// `maps` is the `ContextMaps` of the user context `entry` was inserted into; the entry is in
 /// its list until removed by this value's drop or by the context's teardown. `offset` and
 /// `size` are the entry's, fixed at insertion.
 pub struct UserMapping {

@@ -66,7 +66,7 @@ struct Shadow {
 ///
 /// # Invariants
 ///
-/// `raw` is an ODP umem returned by `ib_umem_odp_get` with [`OPS`] as its notifier operations,
+/// `raw` is an ODP umem returned by `ib_umem_odp_get` with `OPS` as its notifier operations,
 /// owned by this value and released on drop. Its `private` field is null or points to
 /// `shadow`, whose slots cover `[ib_umem_start, ib_umem_end)` page by page. `start` is
 /// `ib_umem_start` and `addr`, `len` the registered range (`addr >= start`, `addr + len <=
