@@ -1130,6 +1130,10 @@ impl<T: Driver> Device<T> {
     }
 
     /// Returns the network device bound to `port` (`ib_device_get_netdev`), if any.
+    ///
+    /// Not from softirq or hard IRQ context: ib_core takes the port's `netdev_lock` with a plain
+    /// spinlock, which process context holds with softirqs enabled (a driver's transmit path
+    /// that runs in softirq keeps its own reference, read under RCU).
     pub fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
         // SAFETY: The device is valid; the function returns a held reference or null.
         unsafe { NetDevice::from_raw_owned(bindings::ib_device_get_netdev(self.as_raw(), port)) }

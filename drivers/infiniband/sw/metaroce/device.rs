@@ -43,8 +43,10 @@ use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
 use kernel::rdma::udata::Udata;
 use kernel::rdma::workqueue::OwnedQueue;
 use kernel::rdma::wr::{MrPage, PostError, RecvWr, RecvWrList, SendWr, SendWrList};
+use kernel::revocable::Revocable;
 use kernel::str::CString;
 use kernel::sync::aref::ARef;
+use kernel::sync::rcu;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
 use kernel::time::{Instant, Monotonic};
 use kernel::workqueue::Queue;
@@ -306,9 +308,28 @@ pub(crate) struct MetaRoceDev {
     pub(crate) orphans: AtomicU64,
     /// `/sys/kernel/debug/metaroce_DEV/connections`: the native connections and their paths.
     _debugfs: Pin<KBox<File<ConnView>>>,
+    /// The netdev packets leave through, held for the transmit path, which reads it under RCU
+    /// from any context (ib_core's `ib_device_get_netdev` takes a lock that softirqs must not
+    /// take). Revoked when the netdev unregisters ([`MetaRoceDev::release_netdev`]), so the
+    /// device never delays that.
+    #[pin]
+    tx_netdev: Revocable<ARef<NetDevice>>,
 }
 
 impl MetaRoceDev {
+    /// Runs `f` with the netdev packets leave through, unless it is unregistering (`None`).
+    /// Any context; `f` runs inside an RCU read-side section and must not sleep.
+    pub(crate) fn with_tx_netdev<R>(&self, f: impl FnOnce(Option<&NetDevice>) -> R) -> R {
+        let rcu = rcu::read_lock();
+        f(self.tx_netdev.try_access_with_guard(&rcu).map(|n| &**n))
+    }
+
+    /// Drops the transmit path's reference on the netdev (its `NETDEV_UNREGISTER`): waits until
+    /// no sender uses it. Process context.
+    pub(crate) fn release_netdev(&self) {
+        self.tx_netdev.revoke();
+    }
+
     /// Data for a device on a netdev with MAC address `mac`.
     ///
     /// The device's debugfs directory is `metaroce_NAME` (created here: it lives as long as the
@@ -332,7 +353,9 @@ impl MetaRoceDev {
             dir.read_only_file(c"connections", ConnView(peers.clone())),
             GFP_KERNEL,
         )?;
+        let held: ARef<NetDevice> = netdev.into();
         Ok(try_pin_init!(Self {
+            tx_netdev <- Revocable::new(held),
             guid_be,
             ucontexts: AtomicU32::new(0),
             port_active: AtomicBool::new(active),

@@ -91,6 +91,13 @@ kernel::prelude::module! {
                 the posting process, before the device's transmit worker takes over (0: the \
                 worker sends everything)",
         },
+        rx_tx_batches: u32 {
+            default: 1,
+            description: "Batches of 16 packets the receive path (softirq) transmits itself for \
+                the QP a packet arrived for: the ACK or response it is owed and the data an ACK \
+                made room for, before the device's transmit worker takes over (0: the worker \
+                sends everything)",
+        },
         tx_highpri: u32 {
             default: 1,
             description: "1: the devices' transmit workers run on a high-priority work queue \

@@ -815,7 +815,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         if timed {
             timer::arm(&q);
         }
-        xmit::schedule(&q);
+        xmit::from_receive(&q);
     } else if let Some(q) = dev.any_qp() {
         // No QP is bound to the connection any more (a ping-pong client exits after its last
         // receive), yet it owes the ACK: the peer retransmits when that message's ACK was lost

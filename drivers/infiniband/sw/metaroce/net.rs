@@ -35,7 +35,10 @@ impl NetdevNotifier for MetaRoceNetdevNotifier {
                     dev.name(&mut name),
                     netdev.name_str(&mut ifname)
                 );
-                // Synchronous unregistration would deadlock on RTNL, which we hold.
+                // The netdev waits for its references once the notifiers ran: the transmit
+                // path's goes now. Synchronous unregistration would deadlock on RTNL, which
+                // we hold.
+                dev.release_netdev();
                 dev.unregister_queued();
             }
             NetdevEvent::ChangeMtu => {

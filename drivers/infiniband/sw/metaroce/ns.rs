@@ -7,6 +7,11 @@
 //! port is taken by someone else still works for everything but MetaRoCE) and released when the
 //! namespace is dismantled or the module unloads: a kernel socket holds no reference on its
 //! namespace, so it must not outlive the pernet exit hook.
+//!
+//! Senders reach the sockets under RCU (as rdma_rxe does), never through a sleeping lock, so a
+//! packet may leave from any context, the receive path's softirq included: each socket is set
+//! once (`SetOnce`) and all of them are revoked together (`Revocable`, which waits for an RCU
+//! grace period before it releases them) when the namespace goes.
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::integrity::KernelIntegrity;
@@ -20,7 +25,8 @@ use kernel::net::udp_tunnel::{
 };
 use kernel::prelude::*;
 use kernel::rdma::device::{Device, DeviceRef};
-use kernel::sync::{new_mutex, rcu, Mutex};
+use kernel::revocable::Revocable;
+use kernel::sync::{new_mutex, rcu, Mutex, SetOnce};
 
 /// The IANA-assigned RoCEv2 UDP destination port.
 pub(crate) const ROCE_V2_PORT: u16 = 4791;
@@ -37,12 +43,19 @@ pub(crate) fn native_port() -> u16 {
     crate::module_parameters::native_port.value()
 }
 
-/// The sockets of one namespace.
+/// The sockets of one namespace, each opened once.
+#[derive(Default)]
 struct Sockets {
+    /// Opened by the namespace's first device.
+    roce: SetOnce<RoceSockets>,
+    /// The native port's, opened by the namespace's first `metaroce-native` device.
+    native: SetOnce<(UdpTunnelSocket<NativeRx>, UdpTunnelSocket<NativeRx>)>,
+}
+
+/// The RoCEv2 port's sockets.
+struct RoceSockets {
     v4: UdpTunnelSocket<RoceRx>,
     v6: UdpTunnelSocket<RoceRx>,
-    /// The native port's, opened by the namespace's first `metaroce-native` device.
-    native: Option<(UdpTunnelSocket<NativeRx>, UdpTunnelSocket<NativeRx>)>,
     /// FLUSH requests are sealed with rdma_rxe's ICRC ([`KernelIntegrity::rxe_flush`]): the
     /// `flush_icrc_rxe` module parameter when the sockets were opened.
     flush_icrc_rxe: bool,
@@ -51,12 +64,15 @@ struct Sockets {
 /// The state of one namespace.
 #[pin_data]
 pub(crate) struct NsState {
-    /// `None` until the first device of the namespace is created, and again once the
-    /// namespace is being dismantled.
+    /// Serialises the devices' creation in the namespace (sockets are opened under it) and its
+    /// dismantling.
     #[pin]
-    sockets: Mutex<Option<Sockets>>,
-    /// Set (under `sockets`' lock) when the namespace starts being dismantled: no socket is
-    /// opened any more.
+    setup: Mutex<()>,
+    /// Read under RCU by senders; revoked when the namespace is being dismantled.
+    #[pin]
+    sockets: Revocable<Sockets>,
+    /// Set (under `setup`) when the namespace starts being dismantled: no socket is opened any
+    /// more.
     dying: AtomicBool,
 }
 
@@ -69,7 +85,8 @@ impl PernetOps for MetaRoceNs {
 
     fn init(_net: &Net) -> impl PinInit<NsState, Error> {
         try_pin_init!(NsState {
-            sockets <- new_mutex!(None),
+            setup <- new_mutex!(()),
+            sockets <- Revocable::new(Sockets::default()),
             dying: AtomicBool::new(false),
         })
     }
@@ -80,20 +97,26 @@ impl PernetOps for MetaRoceNs {
     // for lo to become free" forever after multicast had arrived). Devices of the namespace
     // that still exist meanwhile find no socket: their packets fail with ENODEV.
     fn pre_exit(net: &Net, data: &NsState) {
-        let mut sockets = data.sockets.lock();
+        let _setup = data.setup.lock();
         data.dying.store(true, Ordering::Relaxed);
-        if let Some(s) = sockets.take() {
+        let open = data
+            .sockets
+            .try_access_with(|s| (s.roce.as_ref().is_some(), s.native.as_ref().is_some()));
+        // Waits until no sender reads them any more, then closes them.
+        data.sockets.revoke();
+        let (roce, native) = open.unwrap_or((false, false));
+        if roce {
             pr_info!(
                 "net namespace {}: released UDP port {ROCE_V2_PORT}\n",
                 net.inum()
             );
-            if s.native.is_some() {
-                pr_info!(
-                    "net namespace {}: released UDP port {}\n",
-                    net.inum(),
-                    native_port()
-                );
-            }
+        }
+        if native {
+            pr_info!(
+                "net namespace {}: released UDP port {}\n",
+                net.inum(),
+                native_port()
+            );
         }
     }
 }
@@ -118,10 +141,15 @@ pub(crate) fn with_sockets(
 ) -> Result {
     let net = netdev.net().ok_or(ENODEV)?;
     let state = PERNET.get(&net).ok_or(ENODEV)?;
-    let mut sockets = state.sockets.lock();
+    let _setup = state.setup.lock();
     if state.dying.load(Ordering::Relaxed) {
         return Err(ENODEV);
     }
+    // Which sockets are open (not revoked: the namespace is not dying, checked under `setup`).
+    let (has_roce, has_native) = state
+        .sockets
+        .try_access_with(|s| (s.roce.as_ref().is_some(), s.native.as_ref().is_some()))
+        .ok_or(ENODEV)?;
     let why = |e: &Error, port: u16, what: &str| {
         let why = if *e == EADDRINUSE {
             " (already bound by another socket)"
@@ -134,7 +162,7 @@ pub(crate) fn with_sockets(
             e.to_errno()
         );
     };
-    if sockets.is_none() {
+    if !has_roce {
         let open = |family, what| {
             UdpTunnelSocket::<RoceRx>::new(&net, family, ROCE_V2_PORT)
                 .inspect_err(|e| why(e, ROCE_V2_PORT, what))
@@ -145,25 +173,28 @@ pub(crate) fn with_sockets(
         v4.set_ipv4_multicast_loop(true)?;
         let v6 = open(Family::Ipv6, "IPv6")?;
         let flush_icrc_rxe = crate::module_parameters::flush_icrc_rxe.value() != 0;
-        *sockets = Some(Sockets {
-            v4,
-            v6,
-            native: None,
-            flush_icrc_rxe,
-        });
+        populate(
+            &state,
+            |s| &s.roce,
+            RoceSockets {
+                v4,
+                v6,
+                flush_icrc_rxe,
+            },
+        )?;
         pr_info!(
             "net namespace {}: listening on UDP port {ROCE_V2_PORT}\n",
             net.inum()
         );
     }
-    if let Some(s) = Option::as_mut(&mut *sockets).filter(|s| native && s.native.is_none()) {
+    if native && !has_native {
         let open = |family, what| {
             UdpTunnelSocket::<NativeRx>::new(&net, family, native_port())
                 .inspect_err(|e| why(e, native_port(), what))
         };
         let v4 = open(Family::Ipv4, "IPv4")?;
         let v6 = open(Family::Ipv6, "IPv6")?;
-        s.native = Some((v4, v6));
+        populate(&state, |s| &s.native, (v4, v6))?;
         pr_info!(
             "net namespace {}: listening on UDP port {}\n",
             net.inum(),
@@ -171,6 +202,28 @@ pub(crate) fn with_sockets(
         );
     }
     f()
+}
+
+/// Sets the socket(s) `which` of `state` to `value`. Called under `setup` with the namespace
+/// not dying and the slot empty; should that not hold, `value` is handed back and closed here,
+/// outside the RCU read section (closing a socket sleeps), and the call fails.
+fn populate<T>(state: &NsState, which: impl Fn(&Sockets) -> &SetOnce<T>, value: T) -> Result {
+    let unused = state.sockets.try_access_with(move |s| {
+        let slot = which(s);
+        if slot.as_ref().is_some() {
+            return Some(value);
+        }
+        slot.populate(value);
+        None
+    });
+    match unused {
+        Some(None) => Ok(()),
+        Some(Some(value)) => {
+            drop(value);
+            Err(EBUSY)
+        }
+        None => Err(ENODEV),
+    }
 }
 
 /// The receive side of the sockets: the first stage of the receive path (netdev → parser).
@@ -288,9 +341,9 @@ fn route<'c, T: UdpTunnelReceiver>(
 }
 
 /// Puts a batch of packets on the wire from `netdev`'s namespace: route, IP/UDP headers,
-/// integrity fields, send. The namespace's sockets are found and locked once per batch, and
+/// integrity fields, send. The namespace's sockets are found once per batch (under RCU), and
 /// packets between the same addresses share a route lookup. `done` hears each packet's length
-/// and result, in order. Process context (takes the namespace's socket mutex).
+/// and result, in order. Any context.
 pub(crate) fn send_batch(
     netdev: &NetDevice,
     pkts: impl Iterator<Item = OutPacket>,
@@ -298,8 +351,10 @@ pub(crate) fn send_batch(
 ) {
     let net = netdev.net();
     let state = net.as_ref().and_then(|n| PERNET.get(n));
-    let sockets = state.as_ref().map(|st| st.sockets.lock());
-    let s = sockets.as_ref().and_then(|g| g.as_ref());
+    let rcu = rcu::read_lock();
+    let s = state
+        .as_ref()
+        .and_then(|st| st.sockets.try_access_with_guard(&rcu));
     let mut cache = None;
     for p in pkts {
         let len = p.skb.len();
@@ -313,10 +368,11 @@ pub(crate) fn send_batch(
 
 /// Puts one packet on the wire through the namespace's sockets `s`.
 fn send_one(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPacket) -> Result {
+    let roce = s.roce.as_ref().ok_or(ENODEV)?;
     let (src, dst) = (gid_ip(&p.av.sgid), gid_ip(&p.av.dgid));
     let sock = match dst {
-        IpAddr::V4(_) => &s.v4,
-        IpAddr::V6(_) => &s.v6,
+        IpAddr::V4(_) => &roce.v4,
+        IpAddr::V6(_) => &roce.v6,
     };
     // Packets leave through the device's netdev, except those to the device's own GID: a
     // lookup bound to the netdev would send them onto the wire (IPv6 does), an unbound one
@@ -370,7 +426,7 @@ fn send_one(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPacke
     let (ip, rest) = data.split_at_mut(ip_len);
     let (udp, ib) = rest.split_at_mut(UDP_HLEN);
     KernelIntegrity {
-        rxe_flush: s.flush_icrc_rxe,
+        rxe_flush: roce.flush_icrc_rxe,
     }
     .seal_icrc(ip, udp, ib)
     .map_err(|_| EINVAL)?;

@@ -18,6 +18,7 @@ use crate::ns;
 use crate::qp::{pull_tx, MAX_QP};
 use crate::verbs::RoceAv;
 use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::net::netdev::NetDevice;
 use kernel::net::skbuff::SkBuff;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -270,11 +271,22 @@ pub(crate) fn post_doorbell(qp: &Qp<MetaRoceDriver>) {
     }
 }
 
+/// Sends from the receive path what a packet made ready for `qp` (the ACK or response it is
+/// owed, the data an ACK made room for), at most `rx_tx_batches` batches, so that an ACK does
+/// not wait for the worker to be scheduled; the worker sends the rest. If another context is
+/// transmitting for the QP, that one sends them. Any context (the receive path's softirq).
+pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>) {
+    let batches = crate::module_parameters::rx_tx_batches.value() as usize;
+    if batches == 0 || transmit(qp, batches) {
+        schedule(qp);
+    }
+}
+
 /// Sends up to `batches` batches of `qp`'s packets as the QP's only transmitter, so that a
 /// QP's packets leave in the order the core numbered them whichever contexts want to send
-/// (the worker, a posting process, a QP being destroyed). A context that finds the QP held
-/// asks the holder to look again when it lets go and returns: nothing waits, nothing is lost.
-/// Returns whether the QP may have more to send. Process context.
+/// (the worker, a posting process, the receive path, a QP being destroyed). A context that
+/// finds the QP held asks the holder to look again when it lets go and returns: nothing waits,
+/// nothing is lost. Returns whether the QP may have more to send. Any context.
 fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize) -> bool {
     // The claim: `tx_busy` set by its holder; `tx_again` set by whoever found it held. The
     // sequentially consistent order makes either the holder see `tx_again` after letting go,
@@ -296,13 +308,16 @@ fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize) -> bool {
     more | qp.tx_again.swap(false, Ordering::SeqCst)
 }
 
-/// Sends one batch of `qp`'s packets; returns whether it may have more. Process context, with
-/// the QP's transmit claim held ([`transmit`]).
+/// Sends one batch of `qp`'s packets; returns whether it may have more. Any context, with the
+/// QP's transmit claim held ([`transmit`]).
 fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
     let dev = qp.device();
-    let Some(netdev) = dev.netdev(crate::device::PORT) else {
-        return false;
-    };
+    dev.with_tx_netdev(|netdev| netdev.is_some_and(|netdev| transmit_batch_on(qp, netdev)))
+}
+
+/// [`transmit_batch`] through `netdev`.
+fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice) -> bool {
+    let dev = qp.device();
     let mut batch: [Option<OutPacket>; BATCH] = [const { None }; BATCH];
     let mut n = pull_tx(qp, HEADROOM, &mut batch);
     if dev.native && n < BATCH {
@@ -310,7 +325,7 @@ fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
         n += crate::native::pull_orphans(&dev, HEADROOM, &mut batch[n..]);
     }
     let pkts = batch.iter_mut().take(n).filter_map(Option::take);
-    ns::send_batch(&netdev, pkts, |len, res| match res {
+    ns::send_batch(netdev, pkts, |len, res| match res {
         Ok(()) => {
             dev.count(Counter::SentPkts, 1);
             dev.count(Counter::SentBytes, len as u64);

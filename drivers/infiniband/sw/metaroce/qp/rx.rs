@@ -363,9 +363,9 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
     if timed {
         timer::arm(qp);
     }
-    // Acknowledgements and responses leave through the transmit worker.
+    // Acknowledgements and responses leave from here, or through the transmit worker.
     if qp.service() != Service::Ud {
-        xmit::schedule(qp);
+        xmit::from_receive(qp);
     }
     ok
 }
