@@ -91,12 +91,13 @@ kernel::prelude::module! {
                 the posting process, before the device's transmit worker takes over (0: the \
                 worker sends everything)",
         },
-        rx_tx_batches: u32 {
+        rx_transmit: u32 {
             default: 1,
-            description: "Batches of 16 packets the receive path (softirq) transmits itself for \
-                the QP a packet arrived for: the ACK or response it is owed and the data an ACK \
-                made room for, before the device's transmit worker takes over (0: the worker \
-                sends everything)",
+            description: "What the receive path (softirq) transmits itself for the QP a packet \
+                arrived for: 0 nothing (the device's transmit worker sends everything), 1 the \
+                native ACKs and restart-proof packets it made due (the worker sends the rest), \
+                2 one batch of 16 packets of anything (ACKs, responses, the data an ACK made \
+                room for)",
         },
         tx_highpri: u32 {
             default: 1,

@@ -35,7 +35,7 @@ use crate::proto::packet;
 use crate::qp::{self, Notify};
 use crate::timer;
 use crate::verbs::RoceAv;
-use crate::xmit::{self, BuildError, OutPacket};
+use crate::xmit::{self, BuildError, OutPacket, Pull};
 use core::sync::atomic::Ordering;
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
@@ -558,10 +558,12 @@ pub(crate) fn pull_tx(
     peer: &Arc<Peer>,
     headroom: usize,
     out: &mut [Option<OutPacket>],
+    pull: Pull,
 ) -> usize {
     let mut notes = Notes::new();
     let mut got = 0;
-    let mut first = true;
+    // Control packets only: no new messages are taken in.
+    let mut first = pull == Pull::All;
     loop {
         let mut polled: [Option<Polled>; POLL_CHUNK] = [const { None }; POLL_CHUNK];
         let want = POLL_CHUNK.min(out.len() - got);
@@ -578,7 +580,11 @@ pub(crate) fn pull_tx(
             while n < want {
                 // Room for an atomic request's operands after the header.
                 let mut hdr = [0u8; MAX_HDR_LEN];
-                let Some(t) = inner.conn.poll_transmit(now, &mut hdr) else {
+                let next = match pull {
+                    Pull::All => inner.conn.poll_transmit(now, &mut hdr),
+                    Pull::Control => inner.conn.poll_control(now, &mut hdr),
+                };
+                let Some(t) = next else {
                     break;
                 };
                 let qp = match t.payload {
@@ -848,7 +854,7 @@ pub(crate) fn pull_orphans(
         let Some(peer) = dev.peers.lock().peers.get(slot).cloned() else {
             continue;
         };
-        got += pull_tx(dev, &peer, headroom, &mut out[got..]);
+        got += pull_tx(dev, &peer, headroom, &mut out[got..], Pull::All);
         if got == out.len() {
             dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
         }

@@ -230,7 +230,7 @@ impl WorkItem for TxEngine {
             };
             // Cleared before the batch, so work posted meanwhile schedules the QP again.
             qp.tx_queued.store(false, Ordering::Release);
-            if transmit(&qp, 1) {
+            if transmit(&qp, 1, Pull::All) {
                 // More to send: back to the end of the list.
                 schedule(&qp);
             }
@@ -255,7 +255,7 @@ fn requeue(this: Arc<TxEngine>) {
 /// before the transmit worker ran; the peer would then retry into a QP that is gone). If the
 /// worker is sending for the QP at that moment, it sends them instead. Process context.
 pub(crate) fn flush(qp: &Qp<MetaRoceDriver>) {
-    transmit(qp, 4);
+    transmit(qp, 4, Pull::All);
 }
 
 /// Sends from the posting process what a user QP's doorbell made ready, at most the
@@ -266,19 +266,39 @@ pub(crate) fn flush(qp: &Qp<MetaRoceDriver>) {
 /// Process context (the uverbs doorbell), no locks held.
 pub(crate) fn post_doorbell(qp: &Qp<MetaRoceDriver>) {
     let batches = crate::module_parameters::tx_inline_batches.value() as usize;
-    if batches == 0 || transmit(qp, batches) {
+    if batches == 0 || transmit(qp, batches, Pull::All) {
         schedule(qp);
     }
 }
 
-/// Sends from the receive path what a packet made ready for `qp` (the ACK or response it is
-/// owed, the data an ACK made room for), at most `rx_tx_batches` batches, so that an ACK does
-/// not wait for the worker to be scheduled; the worker sends the rest. If another context is
-/// transmitting for the QP, that one sends them. Any context (the receive path's softirq).
+/// What a transmission pulls from a QP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pull {
+    /// Everything due, in the core's order.
+    All,
+    /// A native connection's control packets only (ACKs, CHALLENGE/PROOF); nothing from a
+    /// RoCEv2 QP.
+    Control,
+}
+
+/// Sends from the receive path what a packet made due for `qp`, as the `rx_transmit` module
+/// parameter says: nothing (0), the native ACKs and proofs (1), or one batch of anything (2),
+/// so that an ACK need not wait for the worker to be scheduled; the worker sends the rest. If
+/// another context is transmitting for the QP, that one sends them. Any context (the receive
+/// path's softirq).
 pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>) {
-    let batches = crate::module_parameters::rx_tx_batches.value() as usize;
-    if batches == 0 || transmit(qp, batches) {
-        schedule(qp);
+    match crate::module_parameters::rx_transmit.value() {
+        0 => schedule(qp),
+        1 => {
+            // Data may be due as well (an ACK opened a window): the worker sends it.
+            transmit(qp, 1, Pull::Control);
+            schedule(qp);
+        }
+        _ => {
+            if transmit(qp, 1, Pull::All) {
+                schedule(qp);
+            }
+        }
     }
 }
 
@@ -287,7 +307,7 @@ pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>) {
 /// (the worker, a posting process, the receive path, a QP being destroyed). A context that
 /// finds the QP held asks the holder to look again when it lets go and returns: nothing waits,
 /// nothing is lost. Returns whether the QP may have more to send. Any context.
-fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize) -> bool {
+fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize, pull: Pull) -> bool {
     // The claim: `tx_busy` set by its holder; `tx_again` set by whoever found it held. The
     // sequentially consistent order makes either the holder see `tx_again` after letting go,
     // or the other context see `tx_busy` clear and take the claim itself.
@@ -299,7 +319,7 @@ fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize) -> bool {
     }
     let mut more = false;
     for _ in 0..batches {
-        more = transmit_batch(qp);
+        more = transmit_batch(qp, pull);
         if !more {
             break;
         }
@@ -310,17 +330,17 @@ fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize) -> bool {
 
 /// Sends one batch of `qp`'s packets; returns whether it may have more. Any context, with the
 /// QP's transmit claim held ([`transmit`]).
-fn transmit_batch(qp: &Qp<MetaRoceDriver>) -> bool {
+fn transmit_batch(qp: &Qp<MetaRoceDriver>, pull: Pull) -> bool {
     let dev = qp.device();
-    dev.with_tx_netdev(|netdev| netdev.is_some_and(|netdev| transmit_batch_on(qp, netdev)))
+    dev.with_tx_netdev(|netdev| netdev.is_some_and(|netdev| transmit_batch_on(qp, netdev, pull)))
 }
 
 /// [`transmit_batch`] through `netdev`.
-fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice) -> bool {
+fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice, pull: Pull) -> bool {
     let dev = qp.device();
     let mut batch: [Option<OutPacket>; BATCH] = [const { None }; BATCH];
-    let mut n = pull_tx(qp, HEADROOM, &mut batch);
-    if dev.native && n < BATCH {
+    let mut n = pull_tx(qp, HEADROOM, &mut batch, pull);
+    if dev.native && n < BATCH && pull == Pull::All {
         // What native connections without a QP owe their peers travels with this QP's batch.
         n += crate::native::pull_orphans(&dev, HEADROOM, &mut batch[n..]);
     }

@@ -3,18 +3,23 @@
 //! The transmit side of a QP: packets pulled for the netdev, timers and packet building.
 
 use super::*;
-use crate::xmit::{BuildError, OutPacket};
+use crate::xmit::{BuildError, OutPacket, Pull};
 
 /// Pulls up to `out.len()` packets from the QP's core into `out` (the transmit worker's
-/// batch) and reports the send completions that became ready. Returns the number pulled.
+/// batch) and reports the send completions that became ready; with [`Pull::Control`], only a
+/// native connection's control packets. Returns the number pulled.
 /// Any context (GFP_ATOMIC skbs under the QP lock).
 pub(crate) fn pull_tx(
     qp: &Qp<MetaRoceDriver>,
     headroom: usize,
     out: &mut [Option<OutPacket>],
+    pull: Pull,
 ) -> usize {
     if let Some(peer) = native_peer(qp) {
-        return native::pull_tx(qp.device(), &peer, headroom, out);
+        return native::pull_tx(qp.device(), &peer, headroom, out, pull);
+    }
+    if pull == Pull::Control {
+        return 0;
     }
     let mut n = Notify::default();
     let mut got = 0;

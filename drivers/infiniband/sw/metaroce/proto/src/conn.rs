@@ -1667,6 +1667,22 @@ impl<
         Some(t)
     }
 
+    /// As [`Conn::poll_transmit`], but only the control packets due now: a PROOF or CHALLENGE
+    /// (section 7.1), else an ACK. No DATA, no retransmission, no probe: what a receive path
+    /// may send at once while the data waits for the transmitter.
+    pub fn poll_control(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let mut t = match self.poll_probe(now, buf) {
+            Some(t) => t,
+            None => self.poll_ack(buf)?,
+        };
+        if self.cfg.auth {
+            mark(buf);
+            t.seq = self.tx_seq;
+            self.tx_seq = self.tx_seq.wrapping_add(1);
+        }
+        Some(t)
+    }
+
     fn poll_any(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(t) = self.poll_probe(now, buf) {
             return Some(t);
@@ -2313,6 +2329,30 @@ mod tests {
             ));
         }
         (resent, spurious)
+    }
+
+    /// `poll_control` hands out a receiver's ACKs but never DATA: a connection that owes an
+    /// ACK and has data of its own to send yields the ACK, then nothing, and the data is still
+    /// there for `poll_transmit`.
+    #[test]
+    fn poll_control_yields_acks_and_never_data() {
+        let (mut a, mut b) = pair_with(|_| {});
+        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
+        assert!(a.post(0, write_at_0x1000(2 * u32::from(MSS))).is_ok());
+        assert!(b.post(0, write_at_0x1000(u32::from(MSS))).is_ok());
+        let t = a.poll_transmit(0, &mut buf).expect("a sends DATA");
+        let len = t.hdr_len + t.payload.map_or(0, |d| usize::from(d.len));
+        assert!(b.on_packet(1_000, &buf[..len], false, 50_000, 0).is_ok());
+        let mut ack = [0u8; DATA_HDR_LEN + MSS as usize];
+        let t = b.poll_control(1_000, &mut ack).expect("b owes an ACK");
+        assert!(t.payload.is_none());
+        assert!(matches!(parse(&ack[..t.hdr_len]), Ok(MrcPacket::Ack(_))));
+        assert!(b.poll_control(1_000, &mut ack).is_none());
+        // b's own message is untouched: DATA comes from poll_transmit.
+        let t = b
+            .poll_transmit(1_000, &mut ack)
+            .expect("b's DATA is still due");
+        assert!(t.payload.is_some());
     }
 
     #[test]
