@@ -92,12 +92,13 @@ kernel::prelude::module! {
                 worker sends everything)",
         },
         rx_transmit: u32 {
-            default: 1,
+            default: 0,
             description: "What the receive path (softirq) transmits itself for the QP a packet \
-                arrived for: 0 nothing (the device's transmit worker sends everything), 1 the \
-                native ACKs and restart-proof packets it made due (the worker sends the rest), \
-                2 one batch of 16 packets of anything (ACKs, responses, the data an ACK made \
-                room for)",
+                arrived for: 0 nothing (the device's transmit worker sends everything, one ACK \
+                for the packets that arrived before it ran), 1 the native ACKs and \
+                restart-proof packets it made due (the worker sends the rest), 2 one batch of \
+                16 packets of anything (ACKs, responses, the data an ACK made room for): lower \
+                latency, less bulk goodput",
         },
         tx_highpri: u32 {
             default: 1,
