@@ -363,17 +363,23 @@ def connected_attr(peer, gidx, dest_qpn):
     return attr
 
 
+def publish_and_wait(d, name, text, default_wait):
+    """A remote victim's handshake with its harness: writes text to DIR/name (atomically),
+    waits up to 600 s for DIR/go and returns the seconds it holds (default_wait if empty)."""
+    with open(os.path.join(d, name + ".tmp"), "w") as f:
+        f.write(f"{text}\n")
+    os.rename(os.path.join(d, name + ".tmp"), os.path.join(d, name))
+    end = time.monotonic() + 600
+    while not os.path.exists(os.path.join(d, "go")) and time.monotonic() < end:
+        time.sleep(0.1)
+    return float(open(os.path.join(d, "go")).read().strip() or default_wait)
+
+
 def uc_victim(dev, gidx, peer, d):
     """See the module's docstring."""
     qp, cq, mr = victim_qp(dev, e.IBV_QPT_UC, 16)
     qp.to_rtr(connected_attr(peer, gidx, 0x99))
-    with open(os.path.join(d, "qpn.tmp"), "w") as f:
-        f.write(f"{qp.qp_num}\n")
-    os.rename(os.path.join(d, "qpn.tmp"), os.path.join(d, "qpn"))
-    end = time.monotonic() + 600
-    while not os.path.exists(os.path.join(d, "go")) and time.monotonic() < end:
-        time.sleep(0.1)
-    wait = float(open(os.path.join(d, "go")).read().strip() or 5)
+    wait = publish_and_wait(d, "qpn", qp.qp_num, 5)
     got = h.poll(cq, 16, wait)
     changed = sum(1 for i in range(16) if mr.read(64, 64 * i) != b"\xee" * 64)
     with open(os.path.join(d, "result"), "w") as f:
@@ -396,13 +402,7 @@ def uc_write_victim(dev, gidx, peer, d):
     attr = connected_attr(peer, gidx, 0x99)
     attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
     qp.to_rtr(attr)
-    with open(os.path.join(d, "target.tmp"), "w") as f:
-        f.write(f"{qp.qp_num} {mr.buf} {mr.rkey}\n")
-    os.rename(os.path.join(d, "target.tmp"), os.path.join(d, "target"))
-    end = time.monotonic() + 600
-    while not os.path.exists(os.path.join(d, "go")) and time.monotonic() < end:
-        time.sleep(0.1)
-    time.sleep(float(open(os.path.join(d, "go")).read().strip() or 2))
+    time.sleep(publish_and_wait(d, "target", f"{qp.qp_num} {mr.buf} {mr.rkey}", 2))
     data = mr.read(4096, 0)
     head = data[:64]
     hit = struct.unpack(">Q", head[:8])[0] if head != b"\xee" * 64 else 0

@@ -105,16 +105,11 @@ miss=$(( 256 - (want > 0) + n - 1 )) d=$(( $(stat rcvd_dropped) - drop0 ))
 [ $d -ge $miss ] || fail "rcvd_dropped +$d for $miss missed key guesses"
 
 # PSN guessing on a live RoCEv2 RC pair.
-D=/tmp/attack-rc; rm -rf $D; mkdir -p $D
-ip netns exec mrb timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair b mrb0 "$gb" $MR_ADDR_A $D > $D/b.log 2>&1 &
-pb=$!
-ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair a mra0 "$ga" $MR_ADDR_B $D > $D/a.log 2>&1 &
-pa=$!
-end=$((SECONDS + 180)); until [ -e $D/first ] || ! kill -0 $pa 2>/dev/null || [ $SECONDS -ge $end ]; do sleep 0.5; done
-[ -e $D/first ] || { cat $D/a.log $D/b.log; fail "the RC pair did not exchange its first SEND"; }
+D=/tmp/attack-rc
+mr_rc_pair $D
 counters > /tmp/attack-c1
 drop0=$(stat rcvd_dropped)
-ip netns exec mrc python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A 200 rc-send:$(cat $D/first) || fail "PSN guesses"
+ip netns exec mrc python3 "$MR_SELFTESTS/roce_inject.py" $MR_ADDR_B $MR_ADDR_A 200 rc-send:$qpn || fail "PSN guesses"
 sleep 1
 touch $D/go
 end=$((SECONDS + 120)); until [ -e $D/result ] && [ -e $D/b-result ] || [ $SECONDS -ge $end ]; do sleep 0.5; done

@@ -56,15 +56,7 @@ names="native_unproven native_challenges native_bad_proofs native_restarts nativ
 # counters' growth) and bp (mrb0's native_bad_proofs growth).
 round() {
   local D=/tmp/attack-native-$1 pa pb n end
-  rm -rf $D; mkdir -p $D
-  ip netns exec mrb timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair b mrb0 "$gb" $MR_ADDR_A $D > $D/b.log 2>&1 &
-  pb=$!
-  ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair a mra0 "$ga" $MR_ADDR_B $D > $D/a.log 2>&1 &
-  pa=$!
-  # (mr_wait counts tries; under KASAN one try of a command can take a second.)
-  end=$((SECONDS + 180)); until [ -e $D/first ] || ! kill -0 $pa 2>/dev/null || [ $SECONDS -ge $end ]; do sleep 0.5; done
-  [ -e $D/first ] || { cat $D/a.log $D/b.log; fail "$1: the RC pair did not exchange its first SEND"; }
-  qpn=$(cat $D/first)
+  MR_RC_PAIR_WHAT="$1: " mr_rc_pair $D
   echo "$1: native RC QP $qpn on mra0, its peer on mrb0; first SEND received"
   # The peer quiet for more than 1 s (restart_idle): from here a new id is a restart candidate.
   sleep 1.5

@@ -120,6 +120,22 @@ mr_third_namespace() {
   ip netns exec mrb sysctl -qw net.ipv4.conf.all.accept_local=1 net.ipv4.conf.vbc.accept_local=1
 }
 
+# mr_rc_pair DIR: starts attack.py's RC pair in DIR (end b in mrb on mrb0, end a in mra on mra0;
+# GID indices $gb, $ga), sets pa and pb (their PIDs) and qpn (a's QP number) once a received the
+# first SEND; fails (naming $MR_RC_PAIR_WHAT) if it did not within 180 s.
+mr_rc_pair() {
+  local D=$1 end
+  rm -rf $D; mkdir -p $D
+  ip netns exec mrb timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair b mrb0 "$gb" $MR_ADDR_A $D > $D/b.log 2>&1 &
+  pb=$!
+  ip netns exec mra timeout 300 /usr/bin/python3 "$MR_SELFTESTS/attack.py" rc-pair a mra0 "$ga" $MR_ADDR_B $D > $D/a.log 2>&1 &
+  pa=$!
+  # (Counted in seconds: under KASAN one try of a command can take a second.)
+  end=$((SECONDS + 180)); until [ -e $D/first ] || ! kill -0 $pa 2>/dev/null || [ $SECONDS -ge $end ]; do sleep 0.5; done
+  [ -e $D/first ] || { cat $D/a.log $D/b.log; fail "${MR_RC_PAIR_WHAT:-}the RC pair did not exchange its first SEND"; }
+  qpn=$(cat $D/first)
+}
+
 # Runs one of rdma-core's pingpong examples with received buffers validated (-c), the server in
 # namespace SERVER_NS (at $MR_ADDR_A) and the client in CLIENT_NS, and prints its result line.
 # Usage: mr_pingpong TOOL NAME SERVER_NS SERVER_DEV SERVER_GID CLIENT_NS CLIENT_DEV CLIENT_GID ARGS...
