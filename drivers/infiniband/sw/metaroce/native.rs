@@ -562,8 +562,8 @@ pub(crate) fn pull_tx(
 ) -> usize {
     let mut notes = Notes::new();
     let mut got = 0;
-    // Control packets only: no new messages are taken in.
-    let mut first = pull == Pull::All;
+    // New messages are taken in once, before the first poll; not for control packets only.
+    let mut feed_first = pull == Pull::All;
     loop {
         let mut polled: [Option<Polled>; POLL_CHUNK] = [const { None }; POLL_CHUNK];
         let want = POLL_CHUNK.min(out.len() - got);
@@ -572,9 +572,9 @@ pub(crate) fn pull_tx(
         {
             let mut g = peer.inner.lock();
             let inner = &mut *g;
-            if first {
+            if feed_first {
                 feed(dev, inner, &mut notes);
-                first = false;
+                feed_first = false;
             }
             let now = dev.now_ns();
             while n < want {

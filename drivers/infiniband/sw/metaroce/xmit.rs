@@ -331,8 +331,8 @@ fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize, pull: Pull) -> bool {
 /// Sends one batch of `qp`'s packets; returns whether it may have more. Any context, with the
 /// QP's transmit claim held ([`transmit`]).
 fn transmit_batch(qp: &Qp<MetaRoceDriver>, pull: Pull) -> bool {
-    let dev = qp.device();
-    dev.with_tx_netdev(|netdev| netdev.is_some_and(|netdev| transmit_batch_on(qp, netdev, pull)))
+    qp.device()
+        .with_tx_netdev(|netdev| netdev.is_some_and(|netdev| transmit_batch_on(qp, netdev, pull)))
 }
 
 /// [`transmit_batch`] through `netdev`.

@@ -1658,29 +1658,30 @@ impl<
     /// In the authenticated mode the packet carries the AUTH flag and [`Transmit::seq`] its Seq;
     /// the caller appends the trailer (`super::auth::seal`) after the payload and tags it.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        let mut t = self.poll_any(now, buf)?;
-        if self.cfg.auth {
-            mark(buf);
-            t.seq = self.tx_seq;
-            self.tx_seq = self.tx_seq.wrapping_add(1);
-        }
-        Some(t)
+        let t = self.poll_any(now, buf)?;
+        Some(self.sealed(t, buf))
     }
 
     /// As [`Conn::poll_transmit`], but only the control packets due now: a PROOF or CHALLENGE
     /// (section 7.1), else an ACK. No DATA, no retransmission, no probe: what a receive path
     /// may send at once while the data waits for the transmitter.
     pub fn poll_control(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        let mut t = match self.poll_probe(now, buf) {
+        let t = match self.poll_probe(now, buf) {
             Some(t) => t,
             None => self.poll_ack(buf)?,
         };
+        Some(self.sealed(t, buf))
+    }
+
+    /// `t`, whose header is in `buf`, as it leaves: in the authenticated mode (section 13.1)
+    /// flagged and given the connection's next trailer Seq.
+    fn sealed(&mut self, mut t: Transmit, buf: &mut [u8]) -> Transmit {
         if self.cfg.auth {
             mark(buf);
             t.seq = self.tx_seq;
             self.tx_seq = self.tx_seq.wrapping_add(1);
         }
-        Some(t)
+        t
     }
 
     fn poll_any(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
