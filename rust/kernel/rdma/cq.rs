@@ -18,6 +18,7 @@ use super::{
     },
     pd::Origin,
     qp::QpId,
+    ticket::Ticket,
     udata::Udata,
 };
 use crate::{
@@ -335,7 +336,11 @@ impl core::ops::BitOr for WcFlags {
 }
 
 /// A work completion as the driver keeps it; [`WcArray::push`] writes it into an `ib_wc`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// A completion of a kernel consumer's request carries the request's [`Ticket`]
+/// ([`WorkCompletion::with_ticket`]): pushing it retires the request, so its buffers are out of
+/// the driver's reach before the consumer can read the completion.
+#[derive(Debug)]
 pub struct WorkCompletion {
     /// The work request's `wr_id` (for kernel consumers often a `struct ib_cqe` pointer,
     /// returned as is).
@@ -373,6 +378,8 @@ pub struct WorkCompletion {
     pub network_hdr_type: u8,
     /// Port number (only for directed-route SMPs on switches).
     pub port_num: u32,
+    /// The request's ticket (kernel consumers).
+    ticket: Option<Ticket>,
 }
 
 impl WorkCompletion {
@@ -396,7 +403,16 @@ impl WorkCompletion {
             vlan_id: 0,
             network_hdr_type: 0,
             port_num: 0,
+            ticket: None,
         }
+    }
+
+    /// The completion of the kernel consumer's request of `ticket`: its `wr_id` is the
+    /// ticket's.
+    pub fn with_ticket(mut self, ticket: Ticket) -> Self {
+        self.wr_id = ticket.wr_id();
+        self.ticket = Some(ticket);
+        self
     }
 }
 
@@ -448,6 +464,8 @@ pub struct WcArray<'a> {
     wc: *mut bindings::ib_wc,
     cap: usize,
     len: usize,
+    /// The CQ is a kernel consumer's: completions carry tickets.
+    kernel: bool,
     _p: PhantomData<&'a mut [bindings::ib_wc]>,
 }
 
@@ -472,13 +490,30 @@ impl WcArray<'_> {
         self.len == self.cap
     }
 
-    /// Appends a completion; returns `false` (and writes nothing) if the array is full.
-    pub fn push(&mut self, c: &WorkCompletion) -> bool {
+    /// Appends a completion, or gives it back if the array is full.
+    ///
+    /// On a kernel consumer's CQ the completion must carry its request's ticket
+    /// ([`WorkCompletion::with_ticket`]), which is retired before the entry is written: the
+    /// request's buffers are out of the driver's reach before the consumer can see it. A
+    /// completion without one names no request the abstraction knows of: it is dropped
+    /// (written nowhere) with a warning.
+    pub fn push(&mut self, c: WorkCompletion) -> Result<(), WorkCompletion> {
         if self.is_full() {
-            return false;
+            return Err(c);
         }
+        let wr_id = match (&c.ticket, self.kernel) {
+            (Some(t), _) => {
+                t.retire();
+                t.wr_id()
+            }
+            (None, false) => c.wr_id,
+            (None, true) => {
+                crate::pr_warn_once!("rdma: kernel completion without a ticket dropped\n");
+                return Ok(());
+            }
+        };
         let mut wc: bindings::ib_wc = pin_init::zeroed();
-        wc.__bindgen_anon_1.wr_id = c.wr_id;
+        wc.__bindgen_anon_1.wr_id = wr_id;
         wc.status = c.status as u32;
         wc.opcode = c.opcode as u32;
         wc.vendor_err = c.vendor_err;
@@ -504,7 +539,7 @@ impl WcArray<'_> {
         // SAFETY: `len < cap`, so the entry is within the consumer's array (type invariant).
         unsafe { self.wc.add(self.len).write(wc) };
         self.len += 1;
-        true
+        Ok(())
     }
 }
 
@@ -588,6 +623,7 @@ impl<T: Driver> Adapter<T> {
                 wc,
                 cap,
                 len: 0,
+                kernel: cq.origin() == Origin::Kernel,
                 _p: PhantomData,
             };
             T::poll_cq(cq, &mut array)?;

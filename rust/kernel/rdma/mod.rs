@@ -10,7 +10,9 @@
 //! - [`link`]: `rdma_link_ops` registration (`rdma link add NAME type TYPE netdev DEV`).
 //! - [`pd`], [`cq`], [`qp`], [`srq`], [`ah`], [`mr`], [`mw`]: verbs objects with the driver's data inside the memory
 //!   ib_core allocates (MRs: allocated by the abstraction), created and destroyed through the
-//!   `Driver` hooks; [`wr`]: safe views of work-request chains and SGEs.
+//!   `Driver` hooks; [`wr`]: safe views of work-request chains and SGEs; [`ticket`]: the
+//!   numbering that keeps a kernel consumer's buffers out of the driver's reach once their
+//!   request completed.
 //! - [`udata`]: driver-specific request and response of a uverbs call; [`mmap`]: queue memory
 //!   shared with a process through the uverbs file; [`umem`]: pinned user memory with
 //!   non-sleeping byte copies; [`umem_odp`]: on-demand paging user memory (MMU notifiers)
@@ -32,6 +34,7 @@ pub mod mw;
 pub mod pd;
 pub mod qp;
 pub mod srq;
+pub mod ticket;
 pub mod trace;
 pub mod udata;
 pub mod umem;

@@ -23,8 +23,15 @@ use super::{
         Pd, //
     },
     srq::Srq,
+    ticket::{
+        Lane,
+        Ticket,
+        WorkQueues, //
+    },
     wr::{
+        RecvWr,
         RecvWrList,
+        SendWr,
         SendWrList, //
     },
 };
@@ -34,6 +41,7 @@ use crate::{
     prelude::*,
     sync::{
         aref::AlwaysRefCounted,
+        Arc,
         Completion,
         Refcount, //
     },
@@ -298,8 +306,10 @@ pub enum QpEvent {
 /// - Allocated by ib_core with `size_ib_qp == size_of::<Self>()`; `ibqp.device` is a
 ///   [`Device<T>`] whose data outlives the QP, and its PD and CQs (if any) are objects of `T`
 ///   that outlive it (ib_core counts their uses).
-/// - `data` is initialised for as long as a `&Qp<T>` exists: between a successful
-///   `create_qp` and `destroy_qp`.
+/// - `data` and `work` are initialised for as long as a `&Qp<T>` exists: between a successful
+///   `create_qp` and `destroy_qp`. `work` is `Some` exactly for a kernel QP: the numbering of
+///   its requests ([`super::ticket`]), whose every request is retired when the QP moves to
+///   RESET and when it is destroyed.
 /// - `users` counts the [`ARef<Qp<T>>`](crate::sync::aref::ARef)s plus one held by ib_core from creation until
 ///   `destroy_qp`, which waits on `idle` (completed when `users` drops to zero) before it drops
 ///   `data` and lets ib_core free the memory.
@@ -317,6 +327,7 @@ pub struct Qp<T: Driver> {
     ibqp: Opaque<bindings::ib_qp>,
     users: Refcount,
     idle: Completion,
+    work: Option<Arc<WorkQueues>>,
     data: T::QpData,
 }
 
@@ -400,6 +411,30 @@ impl<T: Driver> Qp<T> {
         } else {
             Origin::User
         }
+    }
+
+    /// A ticket for a send work request being posted to this kernel QP, which its buffers
+    /// ([`KernelBuf::from_sge`](super::wr::KernelBuf::from_sge)) and its completion
+    /// ([`WorkCompletion::with_ticket`](super::cq::WorkCompletion::with_ticket)) need. `EINVAL`
+    /// for a user QP. Any context.
+    pub fn issue_send(&self, wr: &SendWr<'_, T>) -> Result<Ticket> {
+        self.work
+            .as_ref()
+            .ok_or(EINVAL)?
+            .issue(Lane::Send, wr.wr_id())
+    }
+
+    /// A ticket for a receive work request being posted to this kernel QP; as
+    /// [`Qp::issue_send`].
+    pub fn issue_recv(&self, wr: &RecvWr<'_>) -> Result<Ticket> {
+        self.work
+            .as_ref()
+            .ok_or(EINVAL)?
+            .issue(Lane::Recv, wr.wr_id())
+    }
+
+    pub(super) fn work_queues(&self) -> Option<&Arc<WorkQueues>> {
+        self.work.as_ref()
     }
 
     /// The identity of the user context that created the QP (`None`: a kernel QP). Two live QPs
@@ -821,15 +856,22 @@ impl<T: Driver> Adapter<T> {
                 udata,
                 _p: PhantomData,
             };
+            let work = match origin {
+                Origin::Kernel => Some(WorkQueues::new_qp()?),
+                Origin::User => None,
+            };
             let init = T::create_qp(&mut new)?;
-            // SAFETY: The allocation is a `Qp<T>` whose first field is `ibqp`; `users`, `idle`
-            // and `data` are uninitialised until now and stay in place until `destroy_qp`.
-            // INVARIANT: ib_core's reference is the one count `users` starts with.
+            // SAFETY: The allocation is a `Qp<T>` whose first field is `ibqp`; `users`, `idle`,
+            // `work` and `data` are uninitialised until now and stay in place until
+            // `destroy_qp` (`work` is written only once `data` is, so a failure leaks nothing).
+            // INVARIANT: ib_core's reference is the one count `users` starts with; `work` is
+            // `Some` for a kernel QP.
             unsafe {
                 let qp = crate::container_of!(Opaque::cast_from(ibqp), Qp<T>, ibqp).cast_mut();
                 (&raw mut (*qp).users).write(Refcount::new(1));
                 pin_init::raw_init(&raw mut (*qp).idle, Completion::new());
                 pin_init::raw_try_init(&raw mut (*qp).data, init)?;
+                (&raw mut (*qp).work).write(work);
             }
             Ok(0)
         })
@@ -845,15 +887,21 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: The data is initialised (function requirement); ib_core frees the memory
         // after this call without touching the driver part again. Once the driver gave up its
         // references, ib_core's own is dropped and we wait for the data path's last one (type
-        // invariant), so nothing can reach the QP when `data` is dropped.
+        // invariant), so nothing can reach the QP when `data` is dropped. Every request is
+        // retired before the consumer learns the QP is gone (and may free their buffers);
+        // tickets and buffers the driver still holds keep `work` alive, not the QP.
         unsafe {
             let q = Qp::<T>::from_raw(ibqp);
             T::destroy_qp(q);
             if !q.users.dec_and_test() {
                 q.idle.wait_for_completion();
             }
+            if let Some(w) = &q.work {
+                w.close();
+            }
             let qp = crate::container_of!(Opaque::cast_from(ibqp), Qp<T>, ibqp).cast_mut();
             core::ptr::drop_in_place(&raw mut (*qp).data);
+            core::ptr::drop_in_place(&raw mut (*qp).work);
         }
         0
     }
@@ -900,7 +948,15 @@ impl<T: Driver> Adapter<T> {
             // SAFETY: The QP is alive for the call; `attr` is valid and `QpAttr` is
             // `repr(transparent)`.
             let (qp, attr) = unsafe { (Qp::<T>::from_raw(ibqp), &*attr.cast::<QpAttr>()) };
-            T::modify_qp(qp, attr, QpAttrMask(mask as u32))?;
+            let mask = QpAttrMask(mask as u32);
+            T::modify_qp(qp, attr, mask)?;
+            // RESET discards the queued requests without completions: their buffers are the
+            // consumer's again.
+            if mask.contains(QpAttrMask::STATE) && matches!(attr.qp_state(), Ok(QpState::Reset)) {
+                if let Some(w) = &qp.work {
+                    w.close();
+                }
+            }
             Ok(0)
         })
     }

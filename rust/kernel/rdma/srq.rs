@@ -23,13 +23,22 @@ use super::{
         Origin,
         Pd, //
     },
+    ticket::{
+        Lane,
+        Ticket,
+        WorkQueues, //
+    },
     udata::Udata,
-    wr::RecvWrList,
+    wr::{
+        RecvWr,
+        RecvWrList, //
+    },
 };
 use crate::{
     bindings,
     error::from_result,
     prelude::*,
+    sync::Arc,
     types::Opaque, //
 };
 use core::{
@@ -103,11 +112,14 @@ pub enum SrqEvent {
 /// - Allocated by ib_core with `size_ib_srq == size_of::<Self>()`; `ibsrq.device` is a
 ///   [`Device<T>`] whose data outlives the SRQ, and `ibsrq.pd` a PD of `T` that outlives it
 ///   (ib_core counts its use).
-/// - `data` is initialised for as long as a `&Srq<T>` exists: between a successful
-///   `create_srq` and `destroy_srq`. ib_core destroys an SRQ only when no QP uses it.
+/// - `data` and `work` are initialised for as long as a `&Srq<T>` exists: between a
+///   successful `create_srq` and `destroy_srq`. ib_core destroys an SRQ only when no QP uses
+///   it. `work` is `Some` exactly for a kernel SRQ: the numbering of its requests
+///   ([`super::ticket`]), whose every request is retired when the SRQ is destroyed.
 #[repr(C)]
 pub struct Srq<T: Driver> {
     ibsrq: Opaque<bindings::ib_srq>,
+    work: Option<Arc<WorkQueues>>,
     data: T::SrqData,
 }
 
@@ -145,6 +157,16 @@ impl<T: Driver> Srq<T> {
         // SAFETY: `device` is set before `create_srq` and never changes; the device's data
         // outlives the SRQ (type invariant).
         unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// A ticket for a receive work request being posted to this kernel SRQ (see
+    /// [`Qp::issue_send`](super::qp::Qp::issue_send)); a QP taking the request moves it to its
+    /// own receive queue with [`Ticket::transfer`]. `EINVAL` for a user SRQ. Any context.
+    pub fn issue(&self, wr: &RecvWr<'_>) -> Result<Ticket> {
+        self.work
+            .as_ref()
+            .ok_or(EINVAL)?
+            .issue(Lane::Recv, wr.wr_id())
     }
 
     /// Whether a kernel consumer or a user process owns the SRQ.
@@ -263,6 +285,10 @@ impl<T: Driver> Adapter<T> {
             }
             // SAFETY: `udata` is null or the system call's valid udata, for the call.
             let udata = unsafe { Udata::from_raw(udata) };
+            let work = match udata {
+                None => Some(WorkQueues::new_srq()?),
+                Some(_) => None,
+            };
             // INVARIANT: As prepared by ib_core; the type is basic.
             let mut new = NewSrq::<T> {
                 srq: ibsrq,
@@ -271,11 +297,14 @@ impl<T: Driver> Adapter<T> {
                 _p: PhantomData,
             };
             let init = T::create_srq(&mut new)?;
-            // SAFETY: The allocation is an `Srq<T>` whose first field is `ibsrq`; `data` is
-            // uninitialised until now and stays in place until `destroy_srq`.
+            // SAFETY: The allocation is an `Srq<T>` whose first field is `ibsrq`; `work` and
+            // `data` are uninitialised until now and stay in place until `destroy_srq`
+            // (`work` is written only once `data` is).
+            // INVARIANT: `work` is `Some` for a kernel SRQ (no udata).
             unsafe {
                 let srq = crate::container_of!(Opaque::cast_from(ibsrq), Srq<T>, ibsrq).cast_mut();
                 pin_init::raw_try_init(&raw mut (*srq).data, init)?;
+                (&raw mut (*srq).work).write(work);
             }
             Ok(0)
         })
@@ -290,11 +319,17 @@ impl<T: Driver> Adapter<T> {
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: The data is initialised (function requirement); ib_core frees the memory
-        // after this call without touching the driver part again.
+        // after this call without touching the driver part again. Every request still queued
+        // is retired before the consumer learns the SRQ is gone.
         unsafe {
-            T::destroy_srq(Srq::<T>::from_raw(ibsrq));
+            let s = Srq::<T>::from_raw(ibsrq);
+            T::destroy_srq(s);
+            if let Some(w) = &s.work {
+                w.close();
+            }
             let srq = crate::container_of!(Opaque::cast_from(ibsrq), Srq<T>, ibsrq).cast_mut();
             core::ptr::drop_in_place(&raw mut (*srq).data);
+            core::ptr::drop_in_place(&raw mut (*srq).work);
         }
         0
     }

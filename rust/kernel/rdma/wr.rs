@@ -17,7 +17,11 @@ use super::{
         AccessFlags,
         Mr, //
     },
-    qp::QpType, //
+    qp::QpType,
+    ticket::{
+        Owner,
+        Ticket, //
+    }, //
 };
 use crate::{
     bindings,
@@ -130,22 +134,23 @@ impl DirectRange {
 /// the SGEs of kernel QPs carry direct-mapped addresses that the driver copies to and from,
 /// the way a DMA engine would.
 ///
-/// The memory belongs to the consumer. By the verbs contract it stays valid and reserved for the
-/// device from posting the work request until the request's completion is reported (the
-/// promise a DMA engine relies on). A `KernelBuf` is that reservation: it is made once per SGE
-/// when the request is posted ([`KernelBuf::from_sge`]) and is neither `Copy` nor `Clone`, so
-/// it exists only where the driver queues the request, and accesses go through borrows of that
-/// place. The driver drops it when it reports the request's completion (or flushes or discards
-/// the request): no `KernelBuf` of a completed request is left to reach its memory.
+/// The memory belongs to the consumer, lent to the device from posting the work request until
+/// the consumer learns that the request completed (or its queue was reset or destroyed). A
+/// `KernelBuf` carries its request's [`Ticket`] number, and every access copies under the
+/// queue state's lock only while the request is not retired: once its completion was handed to
+/// the consumer (or the queue was reset or destroyed) the buffer answers `EINVAL` (see
+/// [`super::ticket`]). Neither `Copy` nor `Clone`: a driver keeps it where it queues the
+/// request and drops it when the request is done.
 ///
 /// # Invariants
 ///
-/// `buf` is the buffer of one SGE of a work request of a kernel QP or SRQ that has not been
-/// reported complete while this value exists (the driver's part: it drops the value when it
-/// completes the request), or empty ([`KernelBuf::empty`]).
+/// Either `owner` is `None` and `buf` is empty, or `buf` is the buffer of one SGE of the work
+/// request numbered `owner` (of a kernel QP or SRQ), lent to the device while that request is
+/// not retired.
 #[derive(Debug)]
 pub struct KernelBuf {
     buf: DirectRange,
+    owner: Option<Owner>,
 }
 
 impl Default for KernelBuf {
@@ -160,28 +165,30 @@ impl KernelBuf {
         // INVARIANT: Empty.
         Self {
             buf: DirectRange::EMPTY,
+            owner: None,
         }
     }
 
-    /// The buffer of `sge`, posted to a kernel QP. `EINVAL` if the range is not direct-mapped
-    /// kernel memory (an address from user space, vmalloc space or nowhere).
-    pub fn from_sge<T: Driver>(qp: &super::qp::Qp<T>, sge: &Sge) -> Result<Self> {
-        Self::of_kernel_sge(qp.origin(), sge)
-    }
-
-    /// The buffer of `sge`, posted to a kernel SRQ; as [`KernelBuf::from_sge`].
-    pub fn from_srq_sge<T: Driver>(srq: &super::srq::Srq<T>, sge: &Sge) -> Result<Self> {
-        Self::of_kernel_sge(srq.origin(), sge)
-    }
-
-    fn of_kernel_sge(origin: super::pd::Origin, sge: &Sge) -> Result<Self> {
-        if origin != super::pd::Origin::Kernel {
-            return Err(EINVAL);
-        }
-        // INVARIANT: The SGE of a request being posted to a kernel QP or SRQ.
+    /// The buffer of `sge` of the request of `ticket`. `EINVAL` if the range is not
+    /// direct-mapped kernel memory (an address from user space, vmalloc space or nowhere).
+    pub fn from_sge(ticket: &Ticket, sge: &Sge) -> Result<Self> {
+        // INVARIANT: An SGE of the request `ticket` numbers, which is not retired while the
+        // ticket exists unretired (and is checked at every access).
         Ok(Self {
             buf: DirectRange::new(sge.addr(), sge.length())?,
+            owner: Some(ticket.owner().clone()),
         })
+    }
+
+    pub(super) fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
+    }
+
+    /// Gives the buffer to another request (an SRQ request taken by a QP), which the caller
+    /// checked owns it now.
+    pub(super) fn set_owner(&mut self, owner: &Owner) {
+        // INVARIANT: The caller moves the request, buffers included, to `owner`.
+        self.owner = Some(owner.clone());
     }
 
     /// The length in bytes.
@@ -194,18 +201,26 @@ impl KernelBuf {
         self.buf.len == 0
     }
 
-    /// Copies `out.len()` bytes at byte `offset` of the buffer into `out`; `EINVAL` past its end.
-    /// Any context.
+    /// Copies `out.len()` bytes at byte `offset` of the buffer into `out`; `EINVAL` past its
+    /// end or once the request is retired. Any context.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
-        // SAFETY: The request is outstanding while `self` exists (type invariant), so its
-        // memory is reserved for the device.
-        unsafe { self.buf.read_at(offset, out) }
+        let Some(o) = &self.owner else {
+            // Empty (type invariant): only an empty copy fits.
+            return self.buf.range(offset, out.len()).map(|_| ());
+        };
+        // SAFETY: `while_live` runs the copy under the queue state's lock while the request
+        // is not retired, so its memory is lent to the device (type invariant).
+        o.while_live(|| unsafe { self.buf.read_at(offset, out) })?
     }
 
-    /// Copies `data` to byte `offset` of the buffer; `EINVAL` past its end. Any context.
+    /// Copies `data` to byte `offset` of the buffer; `EINVAL` past its end or once the request
+    /// is retired. Any context.
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
+        let Some(o) = &self.owner else {
+            return self.buf.range(offset, data.len()).map(|_| ());
+        };
         // SAFETY: As in `read_at`.
-        unsafe { self.buf.write_at(offset, data) }
+        o.while_live(|| unsafe { self.buf.write_at(offset, data) })?
     }
 }
 

@@ -17,8 +17,10 @@ cfg=/sys/kernel/config/nvmet
 mib=8
 pattern() { python3 -c "import random, sys; random.seed($1); sys.stdout.buffer.write(random.randbytes($mib << 20))" >"$2"; }
 
-target_up() { # IMAGE
-  modprobe nvmet-rdma || fail "modprobe nvmet-rdma"
+target_up() { # IMAGE [MODULE-PARAMETERS]
+  # Guest a's target takes its receives from a kernel SRQ (use_srq=1), guest b's from its QPs.
+  modprobe nvmet-rdma $2 || fail "modprobe nvmet-rdma $2"
+  [ -z "$2" ] || echo "nvmet-rdma: $(grep -H . /sys/module/nvmet_rdma/parameters/use_srq)"
   mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config
   truncate -s 32M "$1"
   mkdir "$cfg/subsystems/$nqn" || fail "nvmet subsystem"
@@ -86,7 +88,7 @@ host_run() {
 for trole in a ${MR_BOTH_WAYS:+b}; do
   mr_barrier "nvme-start-$trole" || fail "peer"
   if [ "$MR_ROLE" = "$trole" ]; then
-    target_up /tmp/nvme-$trole.img
+    target_up /tmp/nvme-$trole.img "$([ "$trole" = a ] && echo use_srq=1)"
     mr_barrier "nvme-ready-$trole" || fail "peer (host) never arrived"
     mr_barrier "nvme-done-$trole" 600 || fail "the host did not finish"
     pattern 7 /tmp/nvme-pattern

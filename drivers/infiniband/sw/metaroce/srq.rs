@@ -23,6 +23,7 @@ use crate::verbs::{give, take};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::rdma::srq::{NewSrq, Srq, SrqAttr, SrqAttrMask};
+use kernel::rdma::ticket::Ticket;
 use kernel::rdma::udata::Udata;
 use kernel::rdma::wr::{KernelBuf, PostError, RecvWr, RecvWrList};
 use kernel::sync::{Mutex, SpinLockIrq};
@@ -52,6 +53,9 @@ struct Posted {
 /// A kernel SRQ's requests: `head..tail` (ring counters over a power-of-two depth) are posted.
 struct KernelRing {
     entries: KVec<Posted>,
+    /// Each entry's ticket (`kernel::rdma::ticket`): it goes with the request to the QP that
+    /// takes it.
+    tickets: KVec<Option<Ticket>>,
     /// `max_sge` segments per entry.
     segs: KVec<Seg>,
     head: u32,
@@ -62,8 +66,10 @@ impl KernelRing {
     fn new(max_wr: u32, max_sge: u32) -> Result<Self> {
         let depth = max_wr.checked_next_power_of_two().ok_or(EINVAL)? as usize;
         let mut entries = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
+        let mut tickets = KVec::with_capacity(depth, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..depth {
             entries.push(Posted::default(), GFP_KERNEL_ACCOUNT)?;
+            tickets.push(None, GFP_KERNEL_ACCOUNT)?;
         }
         let n = depth.checked_mul(max_sge as usize).ok_or(EINVAL)?;
         let mut segs = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
@@ -72,6 +78,7 @@ impl KernelRing {
         }
         Ok(Self {
             entries,
+            tickets,
             segs,
             head: 0,
             tail: 0,
@@ -106,6 +113,7 @@ impl KernelRing {
             let from = old.slot(old.head.wrapping_add(i));
             let to = self.slot(i);
             self.entries[to] = old.entries[from];
+            self.tickets[to] = old.tickets[from].take();
             let m = max_sge as usize;
             let (fb, tb) = (from * m, to * m);
             // Moved: the old ring keeps no buffer of a request posted here.
@@ -169,8 +177,14 @@ pub(crate) struct MetaRoceSrq {
 pub(crate) enum Taken {
     /// No request is posted.
     Empty,
-    /// The oldest request, its segments written to the caller's slice.
-    Entry { wr_id: u64, num_sge: u32, len: u32 },
+    /// The oldest request, its segments written to the caller's slice (and a kernel
+    /// request's ticket, which the QP moves to its own receive queue).
+    Entry {
+        wr_id: u64,
+        num_sge: u32,
+        len: u32,
+        ticket: Option<Ticket>,
+    },
     /// The oldest entry of a user ring was malformed (too many SGEs, lengths overflowing); it
     /// was consumed.
     Malformed,
@@ -192,6 +206,7 @@ impl MetaRoceSrq {
                 let slot = k.slot(k.head);
                 let e = k.entries[slot];
                 let n = e.num_sge as usize;
+                let ticket = k.tickets[slot].take();
                 // Moved out (or dropped): the SRQ keeps no buffer of a request it handed out.
                 let segs = k.segs_mut(slot, max_sge);
                 if n > out.len() {
@@ -208,6 +223,7 @@ impl MetaRoceSrq {
                         wr_id: e.wr_id,
                         num_sge: e.num_sge,
                         len: e.len,
+                        ticket,
                     }
                 }
             }
@@ -223,6 +239,7 @@ impl MetaRoceSrq {
                         wr_id,
                         num_sge,
                         len,
+                        ticket: None,
                     },
                     None => {
                         inner.malformed += 1;
@@ -418,6 +435,7 @@ pub(crate) fn post_srq_recv<'a>(
             if k.count() >= k.depth() {
                 return Err(ENOMEM);
             }
+            let ticket = srq.issue(&wr)?;
             let slot = k.slot(k.tail);
             let out = k.segs_mut(slot, max_sge);
             let mut len: u32 = 0;
@@ -425,7 +443,7 @@ pub(crate) fn post_srq_recv<'a>(
                 if s.lkey() != crate::qp::LOCAL_DMA_LKEY {
                     return Err(EINVAL);
                 }
-                *o = Seg::Kernel(KernelBuf::from_srq_sge(srq, s)?);
+                *o = Seg::Kernel(KernelBuf::from_sge(&ticket, s)?);
                 len = len.checked_add(s.length()).ok_or(EINVAL)?;
                 Ok(())
             });
@@ -439,6 +457,7 @@ pub(crate) fn post_srq_recv<'a>(
                 num_sge: sges.len() as u32,
                 len,
             };
+            k.tickets[slot] = Some(ticket);
             k.tail = k.tail.wrapping_add(1);
             Ok(())
         })();

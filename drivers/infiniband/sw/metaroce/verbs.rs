@@ -139,6 +139,7 @@ impl MetaRoceCq {
     pub(crate) fn push_qpn(&self, wc: WorkCompletion, qp_num: u32, solicited: bool) -> CqPush {
         let mut g = self.inner.lock();
         let inner = &mut *g;
+        let failed = wc.status != WcStatus::Success;
         let queued = match &mut inner.ring {
             CqRing::Kernel { ring, head, len } => {
                 let cap = ring.len();
@@ -165,7 +166,7 @@ impl MetaRoceCq {
         inner.overflow_reported = false;
         let fire = match inner.armed {
             Some(CqArm::NextComp) => true,
-            Some(CqArm::Solicited) => solicited || wc.status != WcStatus::Success,
+            Some(CqArm::Solicited) => solicited || failed,
             None => false,
         };
         if fire {
@@ -301,7 +302,8 @@ pub(crate) fn poll_cq(cq: &Cq<MetaRoceDriver>, out: &mut WcArray<'_>) -> Result 
         *head = (*head + 1) % cap;
         *len -= 1;
         if let Some(wc) = slot {
-            out.push(&wc);
+            // Not full (checked above): always taken.
+            let _ = out.push(wc);
         }
     }
     Ok(())

@@ -75,12 +75,12 @@ pub(crate) fn create_qp(
         cap.max_inline_data = data;
         cap.max_send_sge = core::cmp::min(data / crate::rxe_abi::SGE_LEN as u32, MAX_SGE);
         (
-            RecvRing::new(rq_depth, rq_sge)?,
+            RecvRing::new(rq_depth, rq_sge, false)?,
             SendRing::new(cap.max_send_wr, cap.max_send_sge, data, datagram, native)?,
         )
     } else {
         (
-            RecvRing::new(rq_depth, rq_sge)?,
+            RecvRing::new(rq_depth, rq_sge, true)?,
             SendRing::new(cap.max_send_wr, cap.max_send_sge, 0, datagram, native)?,
         )
     };

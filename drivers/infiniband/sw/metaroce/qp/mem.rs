@@ -152,10 +152,11 @@ pub(super) fn scatter<'s>(
     }
 }
 
-/// The buffers of an SGE list of a kernel QP, checked against `max_sge`, the local DMA key and
-/// the kernel's direct mapping; returns them in `out` with the total length.
+/// The buffers of an SGE list of the kernel request of `ticket`, checked against `max_sge`,
+/// the local DMA key and the kernel's direct mapping; returns them in `out` with the total
+/// length.
 pub(super) fn kernel_bufs(
-    qp: &Qp<MetaRoceDriver>,
+    ticket: &Ticket,
     sges: &[Sge],
     max_sge: u32,
     out: &mut [Seg],
@@ -168,7 +169,7 @@ pub(super) fn kernel_bufs(
         if s.lkey() != LOCAL_DMA_LKEY {
             return Err(EINVAL);
         }
-        *o = Seg::Kernel(KernelBuf::from_sge(qp, s)?);
+        *o = Seg::Kernel(KernelBuf::from_sge(ticket, s)?);
         total = total.checked_add(s.length()).ok_or(EINVAL)?;
     }
     Ok(total)

@@ -244,7 +244,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             match next {
                 // RESET empties both queues without completions.
                 QpState::Reset => {
-                    inner.rq.drain(|_| {});
+                    inner.rq.drain(|_, _| {});
                     inner.sq.reset();
                     account(qp, inner);
                     n.unbind = inner.transport.take_stream();

@@ -64,6 +64,8 @@ pub(super) fn post_one(
     let flags = wr.flags();
     let signaled = qp.sq_sig_all || flags.signaled();
     let sges = wr.sges()?;
+    // The request's number: its buffers and its completion carry it.
+    let ticket = qp.issue_send(wr)?;
     match inner.state {
         QpState::Rts | QpState::Sqd => {}
         // Posting to a QP in error completes the request as flushed (which is how
@@ -74,7 +76,8 @@ pub(super) fn post_one(
                 WcStatus::WrFlushErr,
                 send_wc_opcode(&op),
                 qp.id(),
-            );
+            )
+            .with_ticket(ticket);
             n.send |= complete(qp, qp.send_cq(), wc, false);
             return Ok(());
         }
@@ -99,7 +102,7 @@ pub(super) fn post_one(
     // The buffers go to the slot only once the request is accepted: a full queue's tail slot
     // is its oldest request's, whose buffers must stay.
     let mut bufs: [Seg; MAX_SGE as usize] = core::array::from_fn(|_| Seg::default());
-    let len = kernel_bufs(qp, sges, max_sge, &mut bufs)?;
+    let len = kernel_bufs(&ticket, sges, max_sge, &mut bufs)?;
     if u64::from(len) > MAX_MSG_SZ {
         return Err(EINVAL);
     }
@@ -167,6 +170,7 @@ pub(super) fn post_one(
     for (to, from) in inner.sq.bufs.slot_mut(slot).iter_mut().zip(&mut bufs) {
         *to = core::mem::take(from);
     }
+    inner.sq.bufs.set_ticket(slot, ticket);
     inner.sq.side[slot] = SqSide {
         opcode: Some(send_wc_opcode(&op)),
         num_sge: sges.len() as u32,
@@ -464,6 +468,7 @@ pub(crate) fn post_recv<'a>(
                     return Err(EINVAL);
                 }
                 let sges = wr.sges()?;
+                let ticket = qp.issue_recv(&wr)?;
                 match inner.state {
                     QpState::Reset => Err(EINVAL),
                     QpState::Err => {
@@ -472,7 +477,8 @@ pub(crate) fn post_recv<'a>(
                             WcStatus::WrFlushErr,
                             WcOpcode::Recv,
                             qp.id(),
-                        );
+                        )
+                        .with_ticket(ticket);
                         n.recv |= complete(qp, qp.recv_cq(), wc, false);
                         Ok(())
                     }
@@ -482,13 +488,14 @@ pub(crate) fn post_recv<'a>(
                         }
                         let slot = inner.rq.slot(inner.rq.tail);
                         let len = kernel_bufs(
-                            qp,
+                            &ticket,
                             sges,
                             qp.cap.max_recv_sge,
                             inner.rq.bufs.slot_mut(slot),
                         )
                         // The free slot keeps no buffer of the refused request.
                         .inspect_err(|_| inner.rq.bufs.release(slot))?;
+                        inner.rq.bufs.set_ticket(slot, ticket);
                         inner.rq.entries[slot] = RecvEntry {
                             wr_id: wr.wr_id(),
                             num_sge: sges.len() as u32,

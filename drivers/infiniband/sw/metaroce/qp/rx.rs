@@ -335,7 +335,8 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     wc.network_hdr_type = network_type;
                 }
             }
-            inner.rq.complete(c.id);
+            // The buffers go before the completion: its ticket retires them as it is polled.
+            let wc = with_ticket(wc, inner.rq.complete(c.id));
             qp.device().count(Counter::RdmaRecvs, 1);
             n.recv |= complete(qp, qp.recv_cq(), wc, pkt.hdr.bth.solicited);
         }

@@ -102,7 +102,6 @@ pub(super) fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mu
             break;
         };
         report_native_send(qp, sq, slot, status, n);
-        sq.bufs.release(slot);
         s.head = s.head.wrapping_add(1);
         if s.local_error && status == WcStatus::LocProtErr {
             return true;
@@ -111,9 +110,11 @@ pub(super) fn native_retire(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mu
     false
 }
 
+/// Reports the request in `slot` of a native QP's send queue done with `status` (a completion
+/// if it is signalled or failed) and drops its buffers.
 pub(super) fn report_native_send(
     qp: &Qp<MetaRoceDriver>,
-    sq: &SendRing,
+    sq: &mut SendRing,
     slot: usize,
     status: WcStatus,
     n: &mut Notify,
@@ -131,10 +132,14 @@ pub(super) fn report_native_send(
             .get(slot)
             .and_then(|s| s.opcode)
             .unwrap_or(WcOpcode::Send);
-        let mut wc = WorkCompletion::new(ns.wr_id, status, opcode, qp.id());
+        let mut wc = with_ticket(
+            WorkCompletion::new(ns.wr_id, status, opcode, qp.id()),
+            sq.bufs.take_ticket(slot),
+        );
         wc.byte_len = ns.msg.map_or(0, |m| m.len);
         n.send |= complete(qp, qp.send_cq(), wc, false);
     }
+    sq.bufs.release(slot);
 }
 
 /// The error state of a native QP: completions already known are reported, every other
@@ -154,7 +159,6 @@ pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut
             sq.nslot(slot).done.unwrap_or(WcStatus::WrFlushErr),
             n,
         );
-        sq.bufs.release(slot);
         s.head = s.head.wrapping_add(1);
     }
     s.posted = s.head;
@@ -551,8 +555,10 @@ pub(crate) fn native_completion(
                     } else {
                         WcOpcode::Recv
                     };
-                    let wc = WorkCompletion::new(entry.wr_id, status, opcode, qp.id());
-                    inner.rq.complete(u64::from(id));
+                    let wc = with_ticket(
+                        WorkCompletion::new(entry.wr_id, status, opcode, qp.id()),
+                        inner.rq.complete(u64::from(id)),
+                    );
                     n.recv |= complete(qp, qp.recv_cq(), wc, false);
                 }
                 enter_error(qp, inner, n);
@@ -571,11 +577,13 @@ pub(crate) fn native_completion(
             } else {
                 WcOpcode::Recv
             };
-            let mut wc = WorkCompletion::new(entry.wr_id, WcStatus::Success, opcode, qp.id());
+            let mut wc = with_ticket(
+                WorkCompletion::new(entry.wr_id, WcStatus::Success, opcode, qp.id()),
+                inner.rq.complete(u64::from(id)),
+            );
             wc.byte_len = done.len;
             wc.imm = done.op.has_imm().then_some(done.imm);
             wc.invalidate_rkey = done.invalidated;
-            inner.rq.complete(u64::from(id));
             qp.device().count(Counter::RdmaRecvs, 1);
             n.recv |= complete(qp, qp.recv_cq(), wc, done.se);
             true
