@@ -503,6 +503,9 @@ impl WcArray<'_> {
         }
         let wr_id = match (&c.ticket, self.kernel) {
             (Some(t), _) => {
+                if let (None, Some(rkey)) = (c.imm, c.invalidate_rkey) {
+                    t.invalidate(rkey);
+                }
                 t.retire();
                 t.wr_id()
             }

@@ -12,7 +12,8 @@
 //!   ib_core allocates (MRs: allocated by the abstraction), created and destroyed through the
 //!   `Driver` hooks; [`wr`]: safe views of work-request chains and SGEs; [`ticket`]: the
 //!   numbering that keeps a kernel consumer's buffers out of the driver's reach once their
-//!   request completed.
+//!   request completed; [`fastreg`]: the same for fast-register MR pages once their
+//!   registration ended.
 //! - [`udata`]: driver-specific request and response of a uverbs call; [`mmap`]: queue memory
 //!   shared with a process through the uverbs file; [`umem`]: pinned user memory with
 //!   non-sleeping byte copies; [`umem_odp`]: on-demand paging user memory (MMU notifiers)
@@ -27,6 +28,7 @@
 pub mod ah;
 pub mod cq;
 pub mod device;
+pub mod fastreg;
 pub mod link;
 pub mod mmap;
 pub mod mr;

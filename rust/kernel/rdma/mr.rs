@@ -14,12 +14,14 @@ use super::{
         Device,
         Driver, //
     },
+    fastreg::MrLoan,
     pd::Pd,
     wr::MrPage,
 };
 use crate::{
     bindings,
     prelude::*,
+    sync::Arc,
     types::Opaque, //
 };
 use core::{
@@ -141,9 +143,12 @@ pub enum MrType {
 ///   device and a PD of `T` (ib_core keeps the PD, and so the device, alive while the MR
 ///   exists).
 /// - `data` is initialised for as long as a `&Mr<T>` exists: until `dereg_mr`.
+/// - `loan` is `Some` exactly for a fast-register MR of a kernel PD: the loan of its pages
+///   ([`super::fastreg`]), listed in its PD's `FastRegs` until the MR is deregistered.
 #[repr(C)]
 pub struct Mr<T: Driver> {
     ibmr: Opaque<bindings::ib_mr>,
+    loan: Option<Arc<MrLoan>>,
     data: T::MrData,
 }
 
@@ -206,6 +211,11 @@ impl<T: Driver> Mr<T> {
         unsafe { (*self.ibmr.get()).page_size }
     }
 
+    /// The loan of a fast-register MR's pages.
+    pub(super) fn loan(&self) -> Option<&Arc<MrLoan>> {
+        self.loan.as_ref()
+    }
+
     /// Converts a raw MR pointer of this driver back to its wrapper.
     ///
     /// # Safety
@@ -221,6 +231,7 @@ impl<T: Driver> Mr<T> {
     fn alloc(
         pd: &Pd<T>,
         keys: MrKeys,
+        loan: Option<Arc<MrLoan>>,
         init: impl PinInit<T::MrData, Error>,
     ) -> Result<*mut bindings::ib_mr> {
         let b = KBox::<Self>::new_uninit(GFP_KERNEL)?;
@@ -235,12 +246,16 @@ impl<T: Driver> Mr<T> {
             (*ibmr).pd = pd.as_raw();
             (*ibmr).lkey = keys.lkey;
             (*ibmr).rkey = keys.rkey;
+            (&raw mut (*mr).loan).write(loan);
             pin_init::raw_try_init(&raw mut (*mr).data, init).map(|()| ibmr)
         };
         if res.is_err() {
-            // SAFETY: `mr` came from `KBox::into_raw` above; the data was not initialised, so
-            // the box is freed as `MaybeUninit` without dropping it.
-            drop(unsafe { KBox::from_raw(mr.cast::<MaybeUninit<Self>>()) });
+            // SAFETY: `mr` came from `KBox::into_raw` above; `loan` was written, the data was
+            // not initialised, so `loan` is dropped and the box freed as `MaybeUninit`.
+            drop(unsafe {
+                core::ptr::drop_in_place(&raw mut (*mr).loan);
+                KBox::from_raw(mr.cast::<MaybeUninit<Self>>())
+            });
         }
         res
     }
@@ -257,7 +272,7 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: The PD is alive for the call.
         let pd = unsafe { Pd::<T>::from_raw(ibpd) };
         let res = T::get_dma_mr(pd, AccessFlags::from_raw(access as u32))
-            .and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
+            .and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, None, init));
         res.unwrap_or_else(|e| e.to_ptr())
     }
 
@@ -289,7 +304,7 @@ impl<T: Driver> Adapter<T> {
                 access: AccessFlags::from_raw(access as u32),
             };
             let (keys, init) = T::reg_user_mr(pd, &req)?;
-            Mr::<T>::alloc(pd, keys, init)
+            Mr::<T>::alloc(pd, keys, None, init)
         })();
         res.unwrap_or_else(|e| e.to_ptr())
     }
@@ -308,8 +323,23 @@ impl<T: Driver> Adapter<T> {
             bindings::ib_mr_type::IB_MR_TYPE_MEM_REG => MrType::MemReg,
             other => MrType::Other(other.0),
         };
-        let res =
-            T::alloc_mr(pd, ty, max_num_sg).and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, init));
+        let res = (|| {
+            // A kernel PD's fast-register MR lends its pages only while registered.
+            let loan = match (ty, pd.fast_regs()) {
+                (MrType::MemReg, Some(regs)) => {
+                    let loan = MrLoan::new()?;
+                    regs.add(&loan)?;
+                    Some(loan)
+                }
+                _ => None,
+            };
+            let res = T::alloc_mr(pd, ty, max_num_sg)
+                .and_then(|(keys, init)| Mr::<T>::alloc(pd, keys, loan.clone(), init));
+            if let (Err(_), Some(l), Some(regs)) = (&res, &loan, pd.fast_regs()) {
+                regs.remove(l);
+            }
+            res
+        })();
         res.unwrap_or_else(|e| e.to_ptr())
     }
 
@@ -325,6 +355,10 @@ impl<T: Driver> Adapter<T> {
     ) -> c_int {
         // SAFETY: By the function's requirements.
         let mr = unsafe { Mr::<T>::from_raw(ibmr) };
+        // A new mapping: the pages of the earlier one are not lent any more.
+        if let Some(Err(e)) = mr.loan().map(|l| l.remap()) {
+            return e.to_errno();
+        }
         let list = MrSgList {
             mr,
             sg,
@@ -349,9 +383,20 @@ impl<T: Driver> Adapter<T> {
         // requirement).
         let mr = unsafe { crate::container_of!(Opaque::cast_from(ibmr), Mr<T>, ibmr).cast_mut() };
         // SAFETY: As above; the MR stays alive for the call.
-        if let Err(e) = T::dereg_mr(unsafe { &*mr }) {
-            // ib_core keeps the MR, which stays as it was.
+        let m = unsafe { &*mr };
+        // The consumer takes the pages back when this returns: the loan ends first (and stays
+        // ended if the driver refuses: the consumer must register again).
+        if let Some(l) = m.loan() {
+            l.end();
+        }
+        if let Err(e) = T::dereg_mr(m) {
+            // ib_core keeps the MR, which stays as it was (still listed, for invalidations).
             return e.to_errno();
+        }
+        // SAFETY: The MR's PD outlives it (type invariant).
+        let pd = unsafe { Pd::<T>::from_raw((*m.ibmr.get()).pd) };
+        if let (Some(l), Some(regs)) = (m.loan(), pd.fast_regs()) {
+            regs.remove(l);
         }
         // SAFETY: The driver let the MR go and nobody uses it after this call (function
         // requirement), so the box can be dropped, which drops the data and frees the memory.
@@ -404,7 +449,11 @@ impl<T: Driver> MrSgList<'_, T> {
 unsafe extern "C" fn set_page_callback<T: Driver>(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
     // SAFETY: By the function's requirements.
     let mr = unsafe { Mr::<T>::from_raw(ibmr) };
-    let res = MrPage::of_mr_page(addr, mr.page_size()).and_then(|page| T::mr_set_page(mr, page));
+    let res = mr
+        .loan()
+        .ok_or(EINVAL)
+        .and_then(|l| MrPage::of_mr_page(addr, mr.page_size(), l, l.generation()))
+        .and_then(|page| T::mr_set_page(mr, page));
     match res {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

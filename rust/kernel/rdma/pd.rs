@@ -9,10 +9,13 @@
 //! [`Driver::alloc_pd`] returns and dropped in `dealloc_pd`, after which ib_core frees the
 //! memory.
 
-use super::device::{
-    Adapter,
-    Device,
-    Driver, //
+use super::{
+    device::{
+        Adapter,
+        Device,
+        Driver, //
+    },
+    fastreg::FastRegs,
 };
 use crate::{
     bindings,
@@ -21,6 +24,7 @@ use crate::{
         to_result, //
     },
     prelude::*,
+    sync::Arc,
     types::Opaque,
 };
 use core::ops::Deref;
@@ -71,11 +75,12 @@ unsafe impl Sync for PdId {}
 /// - Allocated by ib_core with `size_ib_pd == size_of::<Self>()`, `ibpd.device` a
 ///   [`Device<T>`] whose data outlives the PD (ib_core deallocates every PD before
 ///   `dealloc_driver`).
-/// - `data` is initialised for as long as a `&Pd<T>` exists: between a successful
-///   `alloc_pd` and `dealloc_pd`.
+/// - `data` and `fast_regs` are initialised for as long as a `&Pd<T>` exists: between a
+///   successful `alloc_pd` and `dealloc_pd`. `fast_regs` is `Some` exactly for a kernel PD.
 #[repr(C)]
 pub struct Pd<T: Driver> {
     ibpd: Opaque<bindings::ib_pd>,
+    fast_regs: Option<Arc<FastRegs>>,
     data: T::PdData,
 }
 
@@ -121,6 +126,11 @@ impl<T: Driver> Pd<T> {
         unsafe { Device::from_raw((*self.as_raw()).device) }
     }
 
+    /// The fast-register MRs of a kernel PD ([`super::fastreg`]).
+    pub(super) fn fast_regs(&self) -> Option<&Arc<FastRegs>> {
+        self.fast_regs.as_ref()
+    }
+
     /// Whether a kernel consumer or a user process owns the PD.
     pub fn origin(&self) -> Origin {
         // SAFETY: `uobject` is set by ib_core before `alloc_pd` and never changes.
@@ -156,12 +166,19 @@ impl<T: Driver> Adapter<T> {
             if origin == Origin::Kernel && (!local_lkey || global_rkey) && !T::HAS_GET_DMA_MR {
                 return Err(EOPNOTSUPP);
             }
+            let fast_regs = match origin {
+                Origin::Kernel => Some(FastRegs::new()?),
+                Origin::User => None,
+            };
             let init = T::alloc_pd(dev, origin)?;
             // SAFETY: The allocation is a `Pd<T>` (`size_ib_pd`) whose first field is `ibpd`;
-            // `data` is uninitialised until now and stays in place until `dealloc_pd`.
+            // `fast_regs` and `data` are uninitialised until now and stay in place until
+            // `dealloc_pd` (`fast_regs` is written only once `data` is).
+            // INVARIANT: `fast_regs` is `Some` for a kernel PD.
             unsafe {
                 let pd = crate::container_of!(Opaque::cast_from(ibpd), Pd<T>, ibpd).cast_mut();
                 pin_init::raw_try_init(&raw mut (*pd).data, init)?;
+                (&raw mut (*pd).fast_regs).write(fast_regs);
             }
             Ok(0)
         })
@@ -181,6 +198,7 @@ impl<T: Driver> Adapter<T> {
             T::dealloc_pd(pd);
             let pd = crate::container_of!(Opaque::cast_from(ibpd), Pd<T>, ibpd).cast_mut();
             core::ptr::drop_in_place(&raw mut (*pd).data);
+            core::ptr::drop_in_place(&raw mut (*pd).fast_regs);
         }
         0
     }

@@ -31,6 +31,7 @@ use super::{
     wr::{
         RecvWr,
         RecvWrList,
+        SendOp,
         SendWr,
         SendWrList, //
     },
@@ -857,7 +858,9 @@ impl<T: Driver> Adapter<T> {
                 _p: PhantomData,
             };
             let work = match origin {
-                Origin::Kernel => Some(WorkQueues::new_qp()?),
+                Origin::Kernel => Some(WorkQueues::new_qp(
+                    new.pd().and_then(|pd| pd.fast_regs()).cloned(),
+                )?),
                 Origin::User => None,
             };
             let init = T::create_qp(&mut new)?;
@@ -1000,11 +1003,43 @@ impl<T: Driver> Adapter<T> {
     ) -> c_int {
         // SAFETY: The QP is alive for the call.
         let qp = unsafe { Qp::<T>::from_raw(ibqp) };
+        // Fast registration: a registration lends its MR's pages from now on, an invalidation
+        // ends the loan of the MR registered under its key, both before the driver sees them
+        // (and before any completion of theirs can reach the consumer).
         // SAFETY: `wr` is a valid chain for the call (function requirement).
+        for w in unsafe { SendWrList::<T>::new(wr, qp.qp_type()) } {
+            match w.op() {
+                SendOp::RegMr { key, .. } => {
+                    if let Some(l) = w.reg_mr().ok().flatten().and_then(|mr| mr.loan()) {
+                        l.register(key);
+                    }
+                }
+                SendOp::LocalInv { rkey } => {
+                    if let Some(r) = qp.pd().and_then(|pd| pd.fast_regs()) {
+                        r.invalidate(rkey);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // SAFETY: As above.
         let list = unsafe { SendWrList::new(wr, qp.qp_type()) };
         match T::post_send(qp, list) {
             Ok(()) => 0,
             Err(e) => {
+                // The registrations from the first request not posted on did not happen.
+                if let Some(bad) = e.bad_wr.as_ref().map(|w| w.as_raw()) {
+                    let mut past = false;
+                    // SAFETY: As above.
+                    for w in unsafe { SendWrList::<T>::new(wr, qp.qp_type()) } {
+                        past |= w.as_raw() == bad;
+                        if let Some(l) = w.reg_mr().ok().flatten().and_then(|mr| mr.loan()) {
+                            if past {
+                                l.end();
+                            }
+                        }
+                    }
+                }
                 // SAFETY: `bad_wr` is valid for writes.
                 unsafe { bad_wr.write(e.bad_wr.map_or(core::ptr::null(), |w| w.as_raw())) };
                 e.error.to_errno()

@@ -34,6 +34,7 @@
 
 use super::{
     device::Driver,
+    fastreg::FastRegs,
     qp::Qp,
     wr::KernelBuf, //
 };
@@ -70,6 +71,9 @@ struct LaneState {
 pub struct WorkQueues {
     #[pin]
     lanes: SpinLockIrq<[LaneState; 2]>,
+    /// A QP's PD's fast-register MRs, which a completion reporting a remote invalidation
+    /// ends the loan of.
+    fast_regs: Option<Arc<FastRegs>>,
     /// An SRQ's (whose requests move to QPs), not a QP's.
     srq: bool,
 }
@@ -81,11 +85,13 @@ impl core::fmt::Debug for WorkQueues {
 }
 
 impl WorkQueues {
-    /// The state of a new kernel QP. Process context.
-    pub(super) fn new_qp() -> Result<Arc<Self>> {
+    /// The state of a new kernel QP of a PD with the fast-register MRs `fast_regs`. Process
+    /// context.
+    pub(super) fn new_qp(fast_regs: Option<Arc<FastRegs>>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 lanes <- new_spinlock_irq!(<[LaneState; 2]>::default(), "rdma_qp_work_queues"),
+                fast_regs,
                 srq: false,
             }),
             GFP_KERNEL,
@@ -99,6 +105,7 @@ impl WorkQueues {
         Arc::pin_init(
             pin_init!(Self {
                 lanes <- new_spinlock_irq!(<[LaneState; 2]>::default(), "rdma_srq_work_queues"),
+                fast_regs: None,
                 srq: true,
             }),
             GFP_KERNEL,
@@ -191,6 +198,14 @@ impl Ticket {
         l.retired = core::cmp::max(l.retired, o.seq);
     }
 
+    /// The completion of this request reports that the peer invalidated `rkey`: the loan of
+    /// the QP's PD's fast-register MR registered under it ends. Any context.
+    pub(super) fn invalidate(&self, rkey: u32) {
+        if let Some(r) = &self.owner.q.fast_regs {
+            r.invalidate(rkey);
+        }
+    }
+
     /// Moves a request taken from an SRQ to the receive lane of `qp` (a kernel QP using the
     /// SRQ), with its buffers `bufs`: the request's buffers now belong to the new ticket, any
     /// other is emptied. `EINVAL` (and every buffer emptied) if the request was retired
@@ -248,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_completion_retires_its_request_and_every_earlier_one() -> Result {
-        let q = WorkQueues::new_qp()?;
+        let q = WorkQueues::new_qp(None)?;
         let (v1, s1) = buffer(16)?;
         let (v2, s2) = buffer(16)?;
         let (t1, t2) = (q.issue(Lane::Send, 11)?, q.issue(Lane::Send, 12)?);
@@ -278,7 +293,7 @@ mod tests {
 
     #[test]
     fn reset_and_destroy_retire_everything_issued() -> Result {
-        let q = WorkQueues::new_qp()?;
+        let q = WorkQueues::new_qp(None)?;
         let (v, s) = buffer(8)?;
         let t = q.issue(Lane::Recv, 1)?;
         let b = KernelBuf::from_sge(&t, &s)?;
@@ -301,7 +316,7 @@ mod tests {
     #[test]
     fn a_taken_srq_request_moves_to_the_qp() -> Result {
         let srq = WorkQueues::new_srq()?;
-        let qp = WorkQueues::new_qp()?;
+        let qp = WorkQueues::new_qp(None)?;
         let (v, s) = buffer(8)?;
         let (_, s_other) = buffer(8)?;
         let (a, b) = (srq.issue(Lane::Recv, 1)?, srq.issue(Lane::Recv, 2)?);

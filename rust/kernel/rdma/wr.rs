@@ -13,6 +13,7 @@
 use super::{
     ah::Ah,
     device::Driver,
+    fastreg::MrLoan,
     mr::{
         AccessFlags,
         Mr, //
@@ -25,7 +26,8 @@ use super::{
 };
 use crate::{
     bindings,
-    prelude::*, //
+    prelude::*,
+    sync::Arc, //
 };
 use core::marker::PhantomData;
 
@@ -228,46 +230,60 @@ impl KernelBuf {
 /// `page_size` bytes at the "DMA address" `addr` (a kernel virtual address on a device without
 /// a DMA device).
 ///
-/// The page belongs to the device from the registration work request until the MR is
-/// invalidated (the consumer's promise when it registers memory for remote access), and one
-/// mapping may be registered again and again (`ib_map_mr_sg` once, several `IB_WR_REG_MR`), so
-/// a page is `Clone`: the driver keeps the mapped list and the registered one. A driver may use
-/// a page only while a registration it was mapped for is valid: that rests on the driver (its
-/// region table), not on this type.
+/// The page is lent to the device while the mapping it belongs to is registered: from the
+/// registration work request until the consumer learns that the registration ended (see
+/// [`super::fastreg`]). A page carries its MR's loan and its mapping's generation, and every
+/// access copies under the loan's lock only while that generation is registered; otherwise it
+/// answers `EINVAL`. One mapping may be registered again and again (`ib_map_mr_sg` once,
+/// several `IB_WR_REG_MR`), so a page is `Clone`: the driver keeps the mapped list and the
+/// registered one.
 ///
 /// # Invariants
 ///
-/// `page` is a page of a fast-register MR mapped by `ib_sg_to_pages`.
+/// `page` is a page of the mapping of generation `gen` of the fast-register MR whose loan is
+/// `loan`, lent to the device while `loan` has that generation registered.
 #[derive(Clone, Debug)]
 pub struct MrPage {
     page: DirectRange,
+    loan: Arc<MrLoan>,
+    gen: u64,
 }
 
 impl MrPage {
-    /// The page at `addr` of `page_size` bytes (`EINVAL` for 0 or memory outside the direct
-    /// mapping).
-    pub(super) fn of_mr_page(addr: u64, page_size: u32) -> Result<Self> {
+    /// The page at `addr` of `page_size` bytes of the mapping `gen` of the MR whose loan is
+    /// `loan` (`EINVAL` for 0 or memory outside the direct mapping).
+    pub(super) fn of_mr_page(
+        addr: u64,
+        page_size: u32,
+        loan: &Arc<MrLoan>,
+        gen: u64,
+    ) -> Result<Self> {
         if page_size == 0 {
             return Err(EINVAL);
         }
-        // INVARIANT: Called from `ib_sg_to_pages`'s page callback.
+        // INVARIANT: Called from `ib_sg_to_pages`'s page callback in the mapping `gen`.
         Ok(Self {
             page: DirectRange::new(addr, page_size)?,
+            loan: loan.clone(),
+            gen,
         })
     }
 
-    /// Copies `out.len()` bytes at byte `offset` of the page into `out`; `EINVAL` past its end.
-    /// Any context.
+    /// Copies `out.len()` bytes at byte `offset` of the page into `out`; `EINVAL` past its end
+    /// or when the page is not lent. Any context.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
-        // SAFETY: The page is reserved for the device while a registration it was mapped for
-        // is valid, during which the driver alone calls this (see the type's documentation).
-        unsafe { self.page.read_at(offset, out) }
+        // SAFETY: `while_lent` runs the copy under the loan's lock while the page's mapping is
+        // registered, so the page is lent to the device (type invariant).
+        self.loan
+            .while_lent(self.gen, || unsafe { self.page.read_at(offset, out) })?
     }
 
-    /// Copies `data` to byte `offset` of the page; `EINVAL` past its end. Any context.
+    /// Copies `data` to byte `offset` of the page; `EINVAL` past its end or when the page is
+    /// not lent. Any context.
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
         // SAFETY: As in `read_at`.
-        unsafe { self.page.write_at(offset, data) }
+        self.loan
+            .while_lent(self.gen, || unsafe { self.page.write_at(offset, data) })?
     }
 }
 
