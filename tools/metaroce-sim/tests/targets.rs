@@ -304,3 +304,47 @@ fn kernel_regime_loss_targets() {
         }
     }
 }
+
+/// Issue 34's path-health test bed: 8 paths sprayed over 8 equal planes (10 Gbit/s each, the
+/// sender's NIC their sum), one of which loses 10 % of its packets or runs at a tenth of the
+/// others' rate, 16 MiB: goodput against the same scenario with every plane healthy.
+fn eight_planes(seed: u64) -> Scenario {
+    let mut sc = Scenario::multipath(seed);
+    sc.planes = vec![metaroce_sim::net::LinkCfg::default(); 8];
+    sc.nic_mbps = sc.planes.iter().map(|l| l.mbps).sum();
+    sc.wl.bytes = 16 << 20;
+    sc
+}
+
+/// A lossy plane costs only its retransmissions (SACK recovery, no repath needed); a slow
+/// plane is left because its RTT samples stay above 4x the other paths' median (section 6.1).
+/// Measured 2026-12-05, seeds 1-4: loss 0.967-0.987; slow plane 0.879-0.880 with 1-2 repaths,
+/// 0.835-0.836 before slow-route repathing (the packets sprayed onto the slow plane waited in
+/// its queue at the end of the transfer). The ceiling with the plane left is 71/80 of the
+/// NIC's hint: 0.888.
+#[test]
+fn one_bad_plane_of_eight_keeps_85_percent() {
+    for seed in SEEDS {
+        let healthy = run(&eight_planes(seed));
+        ok(&healthy, "healthy");
+        let mut lossy = eight_planes(seed);
+        lossy.planes[3].loss = 0.10;
+        let l = run(&lossy);
+        ok(&l, "lossy plane");
+        let ql = l.goodput_mbps / healthy.goodput_mbps;
+        assert!(ql >= 0.85, "seed {seed}: lossy plane {ql:.3}");
+        assert!(l.retransmits > 0, "seed {seed}: no loss happened");
+        let mut slow = eight_planes(seed);
+        slow.planes[3].mbps /= 10;
+        let s = run(&slow);
+        ok(&s, "slow plane");
+        let qs = s.goodput_mbps / healthy.goodput_mbps;
+        assert!(qs >= 0.85, "seed {seed}: slow plane {qs:.3}");
+        assert!(s.repaths > 0, "seed {seed}: the slow plane was not left");
+        assert!(
+            s.plane_shares()[3] < 0.01,
+            "seed {seed}: the slow plane kept {:?}",
+            s.plane_shares()
+        );
+    }
+}

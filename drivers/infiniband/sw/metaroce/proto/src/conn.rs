@@ -102,7 +102,10 @@ use super::mrc_wire::{
     ATOMIC_OPERANDS_LEN, MAX_HDR_LEN,
 };
 use super::offload::{CongestionEngine, Window};
-use super::path::{PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW};
+use super::path::{
+    PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW, SLOW_PATH_FACTOR,
+    SLOW_PATH_SAMPLES,
+};
 use super::restart::{Proven, RestartGuard, RestartStats};
 use super::sack::{seq_diff, Mark, SeqWindow};
 pub use super::stream::{MsgDesc, PostError, Request, Response};
@@ -411,6 +414,9 @@ pub struct ConnStats {
     pub drops: u64,
     /// Repaths.
     pub repaths: u64,
+    /// Repaths of paths whose route was much slower than the others' (included in
+    /// `repaths`).
+    pub slow_repaths: u64,
     /// Connection-window decreases on ECN.
     pub conn_ecn_decreases: u64,
     /// ACKs that found a path's smoothed RTT beyond its delay target
@@ -431,6 +437,7 @@ impl ConnStats {
         duplicates: 0,
         drops: 0,
         repaths: 0,
+        slow_repaths: 0,
         conn_ecn_decreases: 0,
         delay_signals: 0,
         rate_hint_changes: 0,
@@ -1409,6 +1416,7 @@ impl<
         if pi >= self.npaths() {
             return Err(RxDrop::BadPath);
         }
+        let others = self.median_srtt_but(pi);
         let Self {
             paths,
             descs,
@@ -1422,6 +1430,7 @@ impl<
             ..
         } = self;
         let p = paths.get_mut(pi).ok_or(RxDrop::BadPath)?;
+        let sampled = p.rtt.samples();
         let mut acked_bytes = 0u32;
         let dsn_base = self.dsn_base;
         let dsn_next = self.dsn_next;
@@ -1487,6 +1496,22 @@ impl<
                 self.stats.conn_ecn_decreases = self.stats.conn_ecn_decreases.saturating_add(1);
             }
         }
+        // A route much slower than the others' (a bottleneck on one path) holds the packets
+        // sprayed onto it behind its queue: after `SLOW_PATH_SAMPLES` slow samples in a row
+        // the path moves (section 6.1).
+        if p.rtt.samples() != sampled && !p.new_route() {
+            let slow = others != 0 && p.rtt.last() > others.saturating_mul(SLOW_PATH_FACTOR);
+            p.slow_samples = if slow {
+                p.slow_samples.saturating_add(1)
+            } else {
+                0
+            };
+        }
+        let slow_route = p.slow_samples >= SLOW_PATH_SAMPLES;
+        if slow_route {
+            self.stats.slow_repaths = self.stats.slow_repaths.saturating_add(1);
+        }
+        let repath = p.loss_epoch_says_repath() || slow_route;
         // Additive increase of the paced share: 1/16 of the hint per RTT.
         let rtt = conn_rtt.max(self.min_rtt).max(1);
         let elapsed = now.saturating_sub(self.pace_ai_at).min(rtt);
@@ -1496,7 +1521,7 @@ impl<
             let step = u32::try_from(step).unwrap_or(Q16_ONE);
             self.pace_scale = self.pace_scale.saturating_add(step).min(Q16_ONE);
         }
-        if p.loss_epoch_says_repath() {
+        if repath {
             self.repath(pi);
         }
         if a.rate_hint_kbps != self.rate_hint {
@@ -1535,6 +1560,24 @@ impl<
                 _ => self.dsn_base = self.dsn_base.wrapping_add(1),
             }
         }
+    }
+
+    /// The median smoothed RTT of the connection's paths other than `pi` that have a sample
+    /// on their current route (the lower median); 0 if none has.
+    fn median_srtt_but(&self, pi: usize) -> u64 {
+        let mut v = [0u64; P];
+        let mut n = 0;
+        for (i, p) in self.paths.iter().enumerate().take(self.npaths()) {
+            if i != pi && p.rtt.srtt() != 0 && !p.new_route() {
+                if let Some(slot) = v.get_mut(n) {
+                    *slot = p.rtt.srtt();
+                    n += 1;
+                }
+            }
+        }
+        let v = v.get_mut(..n).unwrap_or(&mut []);
+        v.sort_unstable();
+        v.get(n.saturating_sub(1) / 2).copied().unwrap_or(0)
     }
 
     fn repath(&mut self, pi: usize) {

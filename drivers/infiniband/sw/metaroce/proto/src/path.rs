@@ -17,6 +17,11 @@ pub const FAIL_AFTER_RTO: u8 = 3;
 pub const REPATH_LOSS: u16 = 16;
 /// Packets per loss-counting epoch.
 pub const REPATH_EPOCH: u16 = 64;
+/// A path whose RTT samples exceed this multiple of the median smoothed RTT of the
+/// connection's other paths is on a slow route (section 6.1).
+pub const SLOW_PATH_FACTOR: u64 = 4;
+/// Consecutive slow samples that make a path repath (section 6.1).
+pub const SLOW_PATH_SAMPLES: u16 = 8;
 /// Largest RTO backoff shift.
 const MAX_BACKOFF: u8 = 10;
 
@@ -28,6 +33,7 @@ pub struct Rtt {
     min: u64,
     samples: u64,
     sum: u64,
+    last: u64,
 }
 
 impl Rtt {
@@ -38,6 +44,7 @@ impl Rtt {
         min: 0,
         samples: 0,
         sum: 0,
+        last: 0,
     };
 
     /// Adds a sample.
@@ -59,6 +66,17 @@ impl Rtt {
         };
         self.samples = self.samples.saturating_add(1);
         self.sum = self.sum.saturating_add(rtt);
+        self.last = rtt;
+    }
+
+    /// Samples taken.
+    pub const fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// The latest sample (0 before the first).
+    pub const fn last(&self) -> u64 {
+        self.last
     }
 
     /// Smoothed RTT (0 before the first sample).
@@ -242,6 +260,8 @@ pub struct TxPath<C = Aimd> {
     pub stats: PathStats,
     /// Late acknowledgments and spurious-RTO undo on (section 5.5.1).
     pub late_acks: bool,
+    /// Consecutive RTT samples that found the path's route slow (section 6.1).
+    pub slow_samples: u16,
     base: u32,
     next: u32,
     slots: [Slot; PATH_WINDOW as usize],
@@ -281,6 +301,7 @@ impl<C: CongestionEngine> TxPath<C> {
             rtt: Rtt::NONE,
             stats: PathStats::ZERO,
             late_acks: true,
+            slow_samples: 0,
             base: 0,
             next: 0,
             slots: [EMPTY; PATH_WINDOW as usize],
@@ -774,6 +795,7 @@ impl<C: CongestionEngine> TxPath<C> {
         self.stats.repaths = self.stats.repaths.saturating_add(1);
         self.epoch_sent = 0;
         self.epoch_lost = 0;
+        self.slow_samples = 0;
     }
 }
 
