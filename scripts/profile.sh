@@ -3,7 +3,8 @@
 # (or baseline) kernel and records `perf` profiles of both guests during a 64 KiB ib_write_bw
 # and one iperf3 stream (selftests/metaroce/profile). Writes out/profile/profiles.md.
 # PROFILE_ONLY="metaroce rxe" picks pairs (default: metaroce metaroce-native rxe);
-# PROFILE_SECONDS (default 20) is each recording's length.
+# PROFILE_SECONDS (default 20) is each recording's length; PROFILE_WORKLOADS (default
+# "write-64k tcp"; also rate-64) what is recorded.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${METAROCE_OUT:-$repo/out}/profile
@@ -20,7 +21,7 @@ for p in $pairs; do
   esac
   "$repo/scripts/kernel.sh" "$kind" >"$OUT/kernel-$kind.log" 2>&1 || { tail -20 "$OUT/kernel-$kind.log"; exit 1; }
   echo "profile: pair $p on the $kind kernel"
-  MR_GUEST_ENV="MR_BENCH_PROVIDER=$p PROFILE_SECONDS=${PROFILE_SECONDS:-20}" \
+  MR_GUEST_ENV="MR_BENCH_PROVIDER=$p PROFILE_SECONDS=${PROFILE_SECONDS:-20} PROFILE_WORKLOADS='${PROFILE_WORKLOADS:-write-64k tcp}'" \
     run_pair "$kind" "$kind" "profile-$p" profile || { failed=$((failed + 1)); echo "profile: pair $p failed (logs: $OUT/profile-$p-{a,b}/)"; }
 done
 {

@@ -29,8 +29,16 @@ profile() {
   grep -c . "$BENCH_DIR/profile-$id.$MR_ROLE.txt" >/dev/null || fail "$id: empty profile"
   head -12 "$BENCH_DIR/profile-$id.$MR_ROLE.txt"
 }
-# Long enough to cover the profile window: ~0.05 Gb/s under TCG is ~100 64 KiB messages a second.
-profile write-64k "ib_write_bw 64 KiB" bench_perftest "prof-write-64k" "\"kind\":\"profile\"" \
-  ib_write_bw -s 65536 -D $((secs + 4)) --report_gbits
-profile tcp "iperf3, one stream" bench_iperf "prof-tcp" "\"kind\":\"profile\"" 1 $((secs + 4))
+# PROFILE_WORKLOADS picks what is recorded (default: write-64k tcp; rate-64 is the bench's 64 B
+# message-rate workload on one QP). Runs last past the window (-D, seconds).
+for w in ${PROFILE_WORKLOADS:-write-64k tcp}; do
+  case $w in
+    write-64k) profile write-64k "ib_write_bw 64 KiB" bench_perftest "prof-write-64k" "\"kind\":\"profile\"" \
+      ib_write_bw -s 65536 -D $((secs + 4)) --report_gbits;;
+    rate-64) profile rate-64 "ib_write_bw 64 B, 1 QP" bench_perftest "prof-rate-64" "\"kind\":\"profile\"" \
+      ib_write_bw -s 64 -D $((secs + 4)) --report_gbits;;
+    tcp) profile tcp "iperf3, one stream" bench_iperf "prof-tcp" "\"kind\":\"profile\"" 1 $((secs + 4));;
+    *) fail "unknown profile workload $w";;
+  esac
+done
 [ "$BENCH_FAILED" = 0 ] || fail "$BENCH_FAILED run(s) failed"
