@@ -496,12 +496,7 @@ pub(crate) fn post_recv<'a>(
                         // The free slot keeps no buffer of the refused request.
                         .inspect_err(|_| inner.rq.bufs.release(slot))?;
                         inner.rq.bufs.set_ticket(slot, ticket);
-                        inner.rq.entries[slot] = RecvEntry {
-                            wr_id: wr.wr_id(),
-                            num_sge: sges.len() as u32,
-                            len,
-                        };
-                        inner.rq.tail = inner.rq.tail.wrapping_add(1);
+                        inner.rq.append(slot, wr.wr_id(), sges.len() as u32, len);
                         Ok(())
                     }
                 }

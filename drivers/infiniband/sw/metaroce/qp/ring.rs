@@ -153,15 +153,10 @@ impl RecvRing {
         let n = core::cmp::min(q.geometry().elem_size(), raw.len());
         q.peek(&mut raw[..n]).ok()?.ok()?;
         let _ = q.consume();
-        let slot = (self.tail as usize) & (self.entries.len() - 1);
+        let slot = self.slot(self.tail);
         match crate::rxe_abi::parse_recv(&raw[..n], max_sge, self.bufs.slot_mut(slot)) {
             Some((wr_id, num_sge, len)) => {
-                self.entries[slot] = RecvEntry {
-                    wr_id,
-                    num_sge,
-                    len,
-                };
-                self.tail = self.tail.wrapping_add(1);
+                self.append(slot, wr_id, num_sge, len);
                 Some(())
             }
             None => {
@@ -169,6 +164,16 @@ impl RecvRing {
                 None
             }
         }
+    }
+
+    /// Records the request whose buffers are in `slot` (the tail's) as posted.
+    pub(super) fn append(&mut self, slot: usize, wr_id: u64, num_sge: u32, len: u32) {
+        self.entries[slot] = RecvEntry {
+            wr_id,
+            num_sge,
+            len,
+        };
+        self.tail = self.tail.wrapping_add(1);
     }
 
     /// Moves the oldest request of `srq` (if any) to the tail of this ring; sets `*limit` if
@@ -183,7 +188,7 @@ impl RecvRing {
         if self.is_full() {
             return None;
         }
-        let slot = (self.tail as usize) & (self.entries.len() - 1);
+        let slot = self.slot(self.tail);
         let (taken, fired) = srq.take(self.bufs.slot_mut(slot));
         *limit |= fired;
         match taken {
@@ -210,12 +215,7 @@ impl RecvRing {
                         }
                     }
                 }
-                self.entries[slot] = RecvEntry {
-                    wr_id,
-                    num_sge,
-                    len,
-                };
-                self.tail = self.tail.wrapping_add(1);
+                self.append(slot, wr_id, num_sge, len);
                 Some(())
             }
             Taken::Malformed => {
