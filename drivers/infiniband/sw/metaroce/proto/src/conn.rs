@@ -1416,7 +1416,6 @@ impl<
         if pi >= self.npaths() {
             return Err(RxDrop::BadPath);
         }
-        let others = self.median_srtt_but(pi);
         let Self {
             paths,
             descs,
@@ -1499,19 +1498,11 @@ impl<
         // A route much slower than the others' (a bottleneck on one path) holds the packets
         // sprayed onto it behind its queue: after `SLOW_PATH_SAMPLES` slow samples in a row
         // the path moves (section 6.1).
-        if p.rtt.samples() != sampled && !p.new_route() {
-            let slow = others != 0 && p.rtt.last() > others.saturating_mul(SLOW_PATH_FACTOR);
-            p.slow_samples = if slow {
-                p.slow_samples.saturating_add(1)
-            } else {
-                0
-            };
+        let sample = (p.rtt.samples() != sampled && !p.new_route()).then(|| p.rtt.last());
+        let mut repath = p.loss_epoch_says_repath();
+        if let Some(last) = sample {
+            repath |= self.slow_route(pi, last);
         }
-        let slow_route = p.slow_samples >= SLOW_PATH_SAMPLES;
-        if slow_route {
-            self.stats.slow_repaths = self.stats.slow_repaths.saturating_add(1);
-        }
-        let repath = p.loss_epoch_says_repath() || slow_route;
         // Additive increase of the paced share: 1/16 of the hint per RTT.
         let rtt = conn_rtt.max(self.min_rtt).max(1);
         let elapsed = now.saturating_sub(self.pace_ai_at).min(rtt);
@@ -1560,6 +1551,30 @@ impl<
                 _ => self.dsn_base = self.dsn_base.wrapping_add(1),
             }
         }
+    }
+
+    /// Counts a new RTT sample `last` of path `pi` on its current route; true once
+    /// `SLOW_PATH_SAMPLES` in a row were slow. The median of the other paths is only computed
+    /// for a sample above `SLOW_PATH_FACTOR` times the connection's smallest RTT, below which
+    /// no sample can be slow (every srtt is at least that smallest RTT).
+    fn slow_route(&mut self, pi: usize, last: u64) -> bool {
+        let slow = last > self.min_rtt.saturating_mul(SLOW_PATH_FACTOR) && {
+            let others = self.median_srtt_but(pi);
+            others != 0 && last > others.saturating_mul(SLOW_PATH_FACTOR)
+        };
+        let Some(p) = self.paths.get_mut(pi) else {
+            return false;
+        };
+        p.slow_samples = if slow {
+            p.slow_samples.saturating_add(1)
+        } else {
+            0
+        };
+        let moved = p.slow_samples >= SLOW_PATH_SAMPLES;
+        if moved {
+            self.stats.slow_repaths = self.stats.slow_repaths.saturating_add(1);
+        }
+        moved
     }
 
     /// The median smoothed RTT of the connection's paths other than `pi` that have a sample
