@@ -6,11 +6,12 @@
 #   make deps        install pinned dependencies (run by the others)
 #   make bench       release-kernel guests: MetaRoCE vs rdma_rxe vs TCP, out/bench/ (BENCH_QUICK=1: short)
 #   make profile     perf profiles of both guests of each bench pair during a 64 KiB WRITE, out/profile/
+#   make patches     the overlay as a git format-patch series against the pinned 7.3.4, out/patches/
 #   make fuzz        libFuzzer targets of the protocol core, FUZZ_SECONDS (default 60) each (nightly)
 FLAVOUR ?= test
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile sim fuzz clean-cache
+.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile patches sim fuzz clean-cache
 
 all: demo
 
@@ -50,6 +51,9 @@ bench:
 
 profile:
 	@scripts/profile.sh
+
+patches: deps
+	@scripts/patches.sh
 
 fuzz:
 	@scripts/fuzz.sh

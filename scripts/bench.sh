@@ -6,8 +6,8 @@
 #                     transport, UDP port 19791) on the same release kernel and module
 #   rxe               rdma_rxe on the baseline kernel (same source and config, rdma_rxe instead of MetaRoCE)
 #   rxe-debian        rdma_rxe on Debian's stock kernel (cross-check; BENCH_PEER=0 leaves it out)
-# and TCP (iperf3) in every pair. Each pair runs the guest suite selftests/metaroce/bench; the
-# host then writes out/bench/results.{json,md} and PNG plots (scripts/bench_report.py).
+# and TCP (iperf3) in every pair. Each pair runs the kselftest collection bench
+# (tools/testing/selftests/drivers/infiniband/metaroce/bench); the host then writes out/bench/results.{json,md} and PNG plots (scripts/bench_report.py).
 # BENCH_QUICK=1: one repetition, fewer sizes and loss levels, no rxe-debian (development).
 # BENCH_MTU=9000 runs every figure (RDMA and TCP) at that link MTU (default: the link's 1500).
 # BENCH_APPEND="metaroce.native_rto_min_ms=10" adds kernel command-line words to every guest.

@@ -770,7 +770,7 @@ def write_md(path, meta, figs, cont, results):
 
 
 def read_vethlat(out, pair):
-    """The veth latency runs of a pair's guest a (selftests/metaroce/bench/15-veth-lat.sh): per
+    """The veth latency runs of a pair's guest a (the bench collection's 15-veth-lat.sh): per
     operation, the client's parsed perftest rows of the runs that succeeded, and the failed count."""
     d = os.path.join(out, f"bench-{pair}-a", "bench")
     try:
@@ -831,7 +831,7 @@ def vethlat_md(vl, cols):
 
 
 def read_memory(out, pair):
-    """The mem_probe.py records of a pair's two guests (selftests/metaroce/bench/40-memory.sh)."""
+    """The mem_probe.py records of a pair's two guests (the bench collection's 40-memory.sh)."""
     recs = []
     for role in "ab":
         try:

@@ -45,16 +45,21 @@ if [ "$crc" != 0 ] && [ "$cp_fail" = 0 ]; then tail -30 "$OUT/cargo-test.log" | 
 
 if [ -n "${METAROCE_FULL:-}" ]; then
   step "full: simulator sweep, 500 seeds at each impairment level"
-  (cd "$repo" && cargo build -q --release --locked -p roce-sim) >"$OUT/sim-build.log" 2>&1
-  for lvl in "0 0 0" "0.001 0.001 0.01" "0.01 0.01 0.01" "0.05 0.05 0.10" "0.10 0.10 0.30"; do
-    read -r loss dup reo <<<"$lvl"; bad=0
-    for seed in $(seq 1 500); do
-      "$repo/target/release/roce-sim" --seed "$seed" --loss "$loss" --dup "$dup" --reorder "$reo" >>"$OUT/sim-sweep.log" 2>&1 \
-        || { bad=$((bad + 1)); echo "# failed: roce-sim --seed $seed --loss $loss --dup $dup --reorder $reo"; }
+  # The sweep runs only the binary this build made: a failed build is a failure, never a run of
+  # whatever an earlier build left in target/.
+  if ! (cd "$repo" && cargo build -q --release --locked -p roce-sim) >"$OUT/sim-build.log" 2>&1; then
+    tail -20 "$OUT/sim-build.log" | sed 's/^/# /'; result not-ok "sim: release build" "see $OUT/sim-build.log"
+  else
+    for lvl in "0 0 0" "0.001 0.001 0.01" "0.01 0.01 0.01" "0.05 0.05 0.10" "0.10 0.10 0.30"; do
+      read -r loss dup reo <<<"$lvl"; bad=0
+      for seed in $(seq 1 500); do
+        "$repo/target/release/roce-sim" --seed "$seed" --loss "$loss" --dup "$dup" --reorder "$reo" >>"$OUT/sim-sweep.log" 2>&1 \
+          || { bad=$((bad + 1)); echo "# failed: roce-sim --seed $seed --loss $loss --dup $dup --reorder $reo"; }
+      done
+      if [ "$bad" = 0 ]; then result ok "sim: 500 seeds, loss $loss dup $dup reorder $reo"
+      else result not-ok "sim: 500 seeds, loss $loss dup $dup reorder $reo" "$bad seed(s) failed"; fi
     done
-    if [ "$bad" = 0 ]; then result ok "sim: 500 seeds, loss $loss dup $dup reorder $reo"
-    else result not-ok "sim: 500 seeds, loss $loss dup $dup reorder $reo" "$bad seed(s) failed"; fi
-  done
+  fi
 fi
 
 step "docs: reStructuredText syntax (docutils, warnings are errors)"
@@ -73,6 +78,10 @@ while read -r st name; do
   else awk -v n="$name" '$0 == "not-ok " n { p = 1; next } /^(ok|not-ok) / { p = 0 } p' "$OUT/lint.log" | head -20 | sed 's/^/# /'
     result not-ok "lint: $name" "see $OUT/lint.log"; fi
 done < <(grep -E '^(ok|not-ok) ' "$OUT/lint.log")
+
+step "kselftest: install the guest selftests (make -C tools/testing/selftests install)"
+if ksft_install 2>"$OUT/ksft-install.err"; then result ok "kselftest install" "$(grep -c . "$MR_KSFT/kselftest-list.txt") tests in $MR_KSFT"
+else sed 's/^/# /' "$OUT/ksft-install.err"; result not-ok "kselftest install"; finish; fi
 
 step "peer kernel (Debian $PEER_KERNEL_ABI)"
 if guest_kernel peer >"$OUT/peer.log" 2>&1; then result ok "peer kernel fetched and verified"
@@ -101,7 +110,8 @@ collect() { # GUEST_DIR
   elif [ "$(cat "$d/rc")" != 0 ] && ! grep -q '^not ok ' "$d/output.log"; then result not-ok "$g: guest finished" "exit $(cat "$d/rc") with no failing test"
   else result ok "$g: guest finished"; fi
   local bugs; bugs=$(console_bugs "$d/console.log" 2>/dev/null)
-  if [ -z "$bugs" ]; then result ok "$g: console clean"
+  if [ ! -s "$d/console.log" ]; then result not-ok "$g: console clean" "no console log: $d/console.log"
+  elif [ -z "$bugs" ]; then result ok "$g: console clean"
   else echo "$bugs" | head -20 | sed "s/^/# $g console: /" | tee -a "$OUT/failures.log"; result not-ok "$g: console clean" "$(echo "$bugs" | wc -l) bug line(s) in $d/console.log"; fi
 }
 
@@ -154,5 +164,25 @@ elif [ -n "${METAROCE_FULL:-}" ]; then
   run_pair peer peer rxe rxe-pair; collect "$OUT/rxe-a"; collect "$OUT/rxe-b"
   step "full: release kernel and Debian's rdma_rxe, full size range"
   run_pair release peer rel-peer interop; collect "$OUT/rel-peer-a"; collect "$OUT/rel-peer-b"
+fi
+if [ -n "${METAROCE_FULL:-}" ]; then
+  # After every guest of the test kernel: a CLIPPY=1 rebuild of its Rust objects (~6 min, which
+  # make check, 4 minutes inside its hour on a fresh machine, cannot afford).
+  step "full: lint: CLIPPY=1 build of the test kernel"
+  LINT_ONLY=clippy "$repo/scripts/lint.sh" >"$OUT/lint-clippy.log" 2>&1
+  if grep -q '^ok clippy' "$OUT/lint-clippy.log"; then result ok "lint: clippy" "$(sed -n 2p "$OUT/lint-clippy.log" | sed 's/^ *//')"
+  else head -24 "$OUT/lint-clippy.log" | sed 's/^/# /'; result not-ok "lint: clippy" "see $OUT/lint-clippy.log"; fi
+fi
+if [ -n "${METAROCE_FULL:-}" ] && [ "${METAROCE_FULL_RELEASE:-1}" != 0 ]; then
+  # Issue 37: a user applies `make patches` to their own tree; every prefix must build (a release
+  # kernel build per patch, the first from scratch: ~30-40 min here).
+  step "full: every prefix of the make patches series builds"
+  "$repo/scripts/patches-check.sh" >"$OUT/patches-check.log" 2>&1
+  while read -r st name; do
+    if [ "$st" = ok ]; then result ok "patches: $name"
+    else awk -v n="$name" 'index($0, "not-ok " n) == 1 { p = 1; next } /^(ok|not-ok) / { p = 0 } p' "$OUT/patches-check.log" \
+      | head -20 | sed 's/^/# /'; result not-ok "patches: $name" "see $OUT/patches-check.log"; fi
+  done < <(grep -E '^(ok|not-ok) ' "$OUT/patches-check.log")
+  grep -qE '^(ok|not-ok) ' "$OUT/patches-check.log" || result not-ok "patches: series" "no result: $OUT/patches-check.log"
 fi
 finish

@@ -17,7 +17,8 @@ guest_kernel release
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for r in a b; do
   mkdir -p "$OUT/guest-$r"
-  printf 'export MR_SELFTESTS=%s/selftests/metaroce MR_ROLE=%s\nbash %s/qemu/demo-guest.sh\n' "$repo" $r "$repo" >"$OUT/guest-$r/cmd.in"
+  printf 'export MR_SELFTESTS=%s/tools/testing/selftests/drivers/infiniband/metaroce MR_ROLE=%s\nbash %s/qemu/demo-guest.sh\n' \
+    "$repo" $r "$repo" >"$OUT/guest-$r/cmd.in"
 done
 rc_a=0 rc_b=0
 "$repo/qemu/run-guest.sh" --name demo-a --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest-a" \

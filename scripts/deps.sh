@@ -36,7 +36,7 @@ if [ "$(cat "$pin" 2>/dev/null)" != "$want_pin" ]; then printf '%s\n' "$want_pin
 debs=(
   "$KERNEL_SRC_PKG=$KERNEL_SRC_VERSION"
   clang-19 lld-19 llvm-19 libclang-19-dev
-  flex bison bc libelf-dev libssl-dev cpio kmod xz-utils zstd make
+  flex bison bc libelf-dev libssl-dev cpio kmod xz-utils zstd make rsync
   qemu-system-x86 busybox-static
   rdma-core ibverbs-utils perftest rdmacm-utils python3-pyverbs iproute2 iperf3 tshark python3-docutils
 )

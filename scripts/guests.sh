@@ -22,22 +22,45 @@ guest_kernel() {
   esac
 }
 
+# The guest selftests are a kselftest target (tools/testing/selftests/drivers/infiniband/metaroce,
+# one collection per suite), put into the kernel tree by the overlay. ksft_install installs them
+# with the kernel's own `make -C tools/testing/selftests install` (kselftest_install.sh's tree:
+# run_kselftest.sh, kselftest-list.txt, the collections) into $OUT/ksft, once per run; the guests
+# run them from there with kselftest's runner (qemu/ksft-run.sh).
+MR_KSFT_COLLECTIONS="single pair interop rxe-pair soak bench profile kmemleak"
+ksft_install() {
+  MR_KSFT=$OUT/ksft
+  [ -f "$MR_KSFT/kselftest-list.txt" ] && return 0
+  local src=$MR_CACHE/src/linux-$KERNEL_SRC_VERSION c targets=()
+  [ -d "$src/tools/testing/selftests" ] || { echo "ksft_install: no kernel source in $src (scripts/kernel.sh unpacks it)" >&2; return 1; }
+  "$repo/scripts/overlay.sh" "$repo" "$src" >/dev/null || return 1
+  for c in $MR_KSFT_COLLECTIONS; do targets+=("drivers/infiniband/metaroce/$c"); done
+  rm -rf "$MR_KSFT"
+  make -s -C "$src/tools/testing/selftests" TARGETS="${targets[*]}" KSFT_INSTALL_PATH="$MR_KSFT" install \
+    >"$OUT/ksft-install.log" 2>&1 || { tail -20 "$OUT/ksft-install.log" >&2; return 1; }
+  cp "$repo/qemu/ksft-run.sh" "$MR_KSFT/"
+}
+
 # Writes the command script a guest runs: a suite of selftests, with the role for pair shapes.
+# The kselftest tree is copied beside it, into the guest's output share (/tmp/out in the guest,
+# where nothing of the host's /tmp is visible).
 # MR_GUEST_ENV (optional): more NAME=VALUE words the guest exports (scripts/bench.sh).
-guest_script() { # FILE SUITE [ROLE]
-  local f=$1 suite=$2 role=${3:-}
-  { echo "export MR_SELFTESTS=$repo/selftests/metaroce MR_FULL=${METAROCE_FULL:-}"
+guest_script() { # FILE SUITE [FIRST-LAST] [ROLE]
+  local f=$1 suite=$2 range=${3:-} role=${4:-} g=/tmp/out/ksft
+  ksft_install || return 1
+  rm -rf "$(dirname "$f")/ksft"; cp -a "$MR_KSFT" "$(dirname "$f")/ksft"
+  { echo "export MR_FULL=${METAROCE_FULL:-}"
     [ -n "${MR_GUEST_ENV:-}" ] && echo "export $MR_GUEST_ENV"
-    [ -n "$role" ] && echo "export MR_ROLE=$role; . \$MR_SELFTESTS/lib.sh; mr_link_up"
-    echo "bash \$MR_SELFTESTS/run_tests.sh $suite"
+    [ -n "$role" ] && echo "export MR_ROLE=$role; . $g/drivers/infiniband/metaroce/lib.sh; mr_link_up"
+    echo "bash $g/ksft-run.sh $g $suite $range"
   } >"$f"
 }
 
 # Boots one guest (kind, name, suite) alone, 2 vCPUs, namespaces exclusive; FIRST-LAST limits the
-# suite to the tests numbered in that range (run_tests.sh).
+# suite to the tests numbered in that range (qemu/ksft-run.sh).
 run_single() { # KIND NAME SUITE [FIRST-LAST]
   local kind=$1 name=$2 suite=$3 d=$OUT/$2
-  guest_kernel "$kind"; mkdir -p "$d"; guest_script "$d/cmd.in" "$suite${4:+ $4}"
+  guest_kernel "$kind"; mkdir -p "$d"; guest_script "$d/cmd.in" "$suite" "${4:-}" || return 1
   "$repo/qemu/run-guest.sh" --name "$name" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_SINGLE_TIMEOUT" --append "ib_core.netns_mode=0"
 }
@@ -48,7 +71,7 @@ run_pair() { # KIND_A KIND_B NAME SUITE
   local ka=$1 kb=$2 name=$3 suite=$4 port rc_a=0 rc_b=0
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   mkdir -p "$OUT/$name-a" "$OUT/$name-b"
-  guest_script "$OUT/$name-a/cmd.in" "$suite" a; guest_script "$OUT/$name-b/cmd.in" "$suite" b
+  guest_script "$OUT/$name-a/cmd.in" "$suite" "" a || return 1; guest_script "$OUT/$name-b/cmd.in" "$suite" "" b || return 1
   guest_kernel "$ka"
   "$repo/qemu/run-guest.sh" --name "$name-a" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-a" --cmd "$OUT/$name-a/cmd.in" --timeout "$MR_TIMEOUT" \

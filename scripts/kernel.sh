@@ -61,7 +61,7 @@ if [ "$flavour" = baseline ]; then
 else
   frags=("$repo/configs/guest.config" "$repo/configs/$flavour.config")
 fi
-cfg_inputs=$(cat "${frags[@]}" "$src/drivers/infiniband/sw/metaroce/Kconfig" | sha256sum | cut -d' ' -f1)
+cfg_inputs=$(cat "${frags[@]}" "$src/drivers/infiniband/Kconfig" "$src/drivers/infiniband/sw/metaroce/Kconfig" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$build/.metaroce-config" 2>/dev/null)" != "$cfg_inputs" ] || [ ! -f "$build/.config" ]; then
   log "configuring from ${frags[*]##*/}"
   mk -s rustavailable >/dev/null || { mk rustavailable; exit 1; }

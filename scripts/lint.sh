@@ -9,6 +9,16 @@
 #   checkpatch     scripts/checkpatch.pl --strict on our C files and headers. Ignored:
 #                  EXPORT_SYMBOL in metaroce_trace.c (it exports the Rust tracepoint wrappers
 #                  that the tracepoint header defines, so no function precedes the exports).
+#   kselftest      every suite of the guest selftests is a kselftest collection whose Makefile
+#                  lists each of its test scripts in TEST_PROGS (a script left out would never run)
+#                  and whose scripts are executable
+#   clippy         only with LINT_ONLY=clippy (make check-full runs it after the guests): the test
+#                  kernel's build directory rebuilt with `make CLIPPY=1 vmlinux modules`, every Rust
+#                  object compiled again through clippy-driver (~6 min); fails on any clippy or
+#                  rustc warning in our Rust (rust/kernel/{rdma,net}, the driver and its protocol
+#                  core); warnings in the rest of the kernel's Rust are counted, not failed. (The
+#                  next plain build compiles the Rust objects once more; bzImage and the installed
+#                  modules the guests use are not touched.)
 #   rustdoc        the kernel's `make rustdoc` (the kernel crate with our abstractions) in the test
 #                  kernel's build directory: fails on any warning (a broken or private intra-doc
 #                  link, a malformed doc comment). Needs the test kernel built (make check builds it
@@ -23,7 +33,21 @@ check() { # NAME COMMAND...
   local name=$1; shift
   if "$@" >"$out" 2>&1; then echo "ok $name"; else echo "not-ok $name"; sed 's/^/    /' "$out" | tail -40; fi
 }
+clippy_clean() {
+  local build=${METAROCE_CACHE:-$HOME/.cache/metaroce}/build/test log ours
+  [ -f "$build/vmlinux" ] || { echo "the test kernel is not built"; return 1; }
+  log=$(mktemp)
+  make -s -C "$src" O="$build" LLVM="$LLVM_SUFFIX" CLIPPY=1 -j"$(nproc)" vmlinux modules >"$log" 2>&1 \
+    || { tail -30 "$log"; rm -f "$log"; return 1; }
+  # One block per diagnostic: its first line, then "--> FILE:LINE:COL".
+  ours=$(awk '/^(warning|error)/ { head = $0 } /^ *--> / && head != "" { print $2 ": " head; head = "" }' "$log" \
+         | sed "s|^$src/||" | grep -E '^(rust/kernel/(rdma|net)/|drivers/infiniband/sw/metaroce/)' | sort -u)
+  echo "$(grep -cE '^(warning|error)' "$log") diagnostic line(s) in the whole build"
+  rm -f "$log"
+  [ -z "$ours" ] || { echo "$ours"; return 1; }
+}
 cd "$repo"
+if [ "${LINT_ONLY:-}" = clippy ]; then check clippy clippy_clean; exit 0; fi
 check cargo-fmt cargo fmt --check
 check cargo-clippy cargo clippy --workspace --all-targets --locked -q -- -D warnings
 check rustfmtcheck make -s -C "$src" LLVM="$LLVM_SUFFIX" rustfmtcheck
@@ -37,6 +61,20 @@ cp_one() {
   return $bad
 }
 check checkpatch cp_one
+ksft_lists() {
+  local d f bad=0 listed
+  for d in tools/testing/selftests/drivers/infiniband/metaroce/*/; do
+    [ -f "$d/Makefile" ] || { echo "$d: no Makefile"; bad=1; continue; }
+    listed=$(sed -n '/^TEST_PROGS :=/,/^$/p' "$d/Makefile" | tr -d '\\' | tr -s ' \t' '\n' | grep '\.sh$' | sort)
+    for f in "$d"*.sh; do
+      grep -qxF "$(basename "$f")" <<<"$listed" || { echo "$f: not in TEST_PROGS"; bad=1; }
+      [ -x "$f" ] || { echo "$f: not executable"; bad=1; }
+    done
+    for f in $listed; do [ -e "$d$f" ] || { echo "$d$f: listed but missing"; bad=1; }; done
+  done
+  return $bad
+}
+check kselftest ksft_lists
 rustdoc_clean() {
   local log rc
   log=$(make -s -C "$src" O="${METAROCE_CACHE:-$HOME/.cache/metaroce}/build/test" LLVM="$LLVM_SUFFIX" rustdoc 2>&1); rc=$?

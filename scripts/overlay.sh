@@ -14,7 +14,7 @@ die() { echo "overlay: $*" >&2; exit 1; }
 # Overlay roots, relative to the repo and the tree alike. Build output and host-only cargo
 # state never enter the tree.
 roots=(drivers/infiniband/sw/metaroce rust/kernel/rdma rust/kernel/net rust/bindings/metaroce_helper.h
-       rust/helpers/metaroce.c include)
+       rust/helpers/metaroce.c include tools/testing/selftests/drivers/infiniband/metaroce)
 manifest=$tree/.metaroce-overlay-files
 new_manifest=$(mktemp); trap 'rm -f "$new_manifest"' EXIT
 changed=0
@@ -24,16 +24,23 @@ for r in "${roots[@]}"; do
     rel=${f#"$repo/"}
     echo "$rel" >>"$new_manifest"
     dst=$tree/$rel
-    if ! cmp -s "$f" "$dst"; then
-      mkdir -p "$(dirname "$dst")"; cp "$f" "$dst"; changed=$((changed + 1))
+    # Same content and the same executable bit (kselftest runs its TEST_PROGS directly), or a
+    # copy; a symlink (a test one suite shares with another) is copied as the link.
+    if [ -L "$f" ]; then
+      [ "$(readlink "$f")" = "$(readlink "$dst" 2>/dev/null)" ] && continue
+      mkdir -p "$(dirname "$dst")"; rm -f "$dst"; cp -P "$f" "$dst"; changed=$((changed + 1)); continue
     fi
-  done < <(find "$repo/$r" \( -name target -o -name '*.orig' \) -prune -o -type f -print0)
+    fx=; [ -x "$f" ] && fx=x; dx=; [ -x "$dst" ] && dx=x
+    if ! cmp -s "$f" "$dst" || [ "$fx" != "$dx" ]; then
+      mkdir -p "$(dirname "$dst")"; rm -f "$dst"; cp --preserve=mode "$f" "$dst"; changed=$((changed + 1))
+    fi
+  done < <(find "$repo/$r" \( -name target -o -name '*.orig' \) -prune -o \( -type f -o -type l \) -print0)
 done
 sort -o "$new_manifest" "$new_manifest"
 removed=0
 if [ -f "$manifest" ]; then
   while IFS= read -r rel; do
-    [ -n "$rel" ] && [ -f "$tree/$rel" ] && { rm -f "$tree/$rel"; removed=$((removed + 1)); }
+    [ -n "$rel" ] && { [ -f "$tree/$rel" ] || [ -L "$tree/$rel" ]; } && { rm -f "$tree/$rel"; removed=$((removed + 1)); }
   done < <(comm -23 "$manifest" "$new_manifest")
 fi
 cp "$new_manifest" "$manifest"
@@ -65,17 +72,54 @@ hook() {
   awk -v a="$anchor" -v l="$line" '{ print } !done && $0 == a { print l; done = 1 }' "$file" >"$file.tmp"
   mv "$file.tmp" "$file"
 }
-hook drivers/infiniband/Kconfig 'source "drivers/infiniband/sw/siw/Kconfig"' \
-     'source "drivers/infiniband/sw/metaroce/Kconfig"'
-hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_SIW)			+= siw/' \
-     'obj-$(CONFIG_RDMA_METAROCE)		+= metaroce/'
-# The tracepoints of the abstractions (metaroce_trace.c) are built in even with the driver a
-# module: descend for built-in objects too (kbuild visits the directory once).
-hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_METAROCE)		+= metaroce/' \
-     'obj-$(CONFIG_RUST_RDMA)		+= metaroce/'
-hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "metaroce_helper.h"'
+# hook_block FILE ANCHOR: insert the lines read from stdin after the first line equal to ANCHOR.
+hook_block() {
+  local file=$stage/$1 anchor=$2 block; block=$(mktemp)
+  cat >"$block"
+  grep -qxF -- "$anchor" "$file" || die "anchor not found in $1: $anchor"
+  awk -v a="$anchor" -v b="$block" '{ print } !done && $0 == a { while ((getline l < b) > 0) print l; done = 1 }' \
+    "$file" >"$file.tmp"
+  mv "$file.tmp" "$file"; rm -f "$block"
+}
+# Each hook belongs with the files that need it (so that `make patches` can apply the overlay a
+# part at a time): the abstractions' Kconfig symbol and bindings with their helpers, the
+# directory of their tracepoints with it, the driver's Kconfig and object with the driver.
+if [ -f "$repo/rust/bindings/metaroce_helper.h" ]; then
+  hook_block drivers/infiniband/Kconfig $'\tdef_bool !HIGHMEM' <<'KCONFIG'
+
+config RUST_RDMA
+	bool "Rust abstractions for RDMA (ib_core) and kernel networking"
+	depends on RUST
+	depends on INFINIBAND=y && INFINIBAND_USER_ACCESS=y
+	depends on IPV6=y && INFINIBAND_VIRT_DMA
+	# kernel::rdma::umem_odp binds ib_umem_odp, which exists only with it.
+	depends on INFINIBAND_ON_DEMAND_PAGING
+	select NET_UDP_TUNNEL
+	# kernel::net::crypto: packet authentication with the crypto library.
+	select CRYPTO_LIB_CHACHA20POLY1305
+	help
+	  Safe Rust abstractions over ib_core (devices, links, verbs
+	  objects, user memory and rings) and over the networking pieces a
+	  software RDMA provider needs (net devices, sk_buffs, UDP tunnel
+	  sockets, routes). They live in the `kernel` crate, which is built
+	  into vmlinux, so everything they call must be built in too.
+KCONFIG
+  hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "metaroce_helper.h"'
+fi
 if [ -f "$repo/rust/helpers/metaroce.c" ]; then
   hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'
+fi
+# The tracepoints the abstractions wrap (metaroce_trace.c) are built in even with the driver a
+# module: kbuild descends for built-in objects too (it visits the directory once).
+if [ -f "$repo/drivers/infiniband/sw/metaroce/metaroce_trace.c" ]; then
+  hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_SIW)			+= siw/' \
+       'obj-$(CONFIG_RUST_RDMA)		+= metaroce/'
+fi
+if [ -f "$repo/drivers/infiniband/sw/metaroce/Kconfig" ]; then
+  hook drivers/infiniband/Kconfig 'source "drivers/infiniband/sw/siw/Kconfig"' \
+       'source "drivers/infiniband/sw/metaroce/Kconfig"'
+  hook drivers/infiniband/sw/Makefile 'obj-$(CONFIG_RDMA_SIW)			+= siw/' \
+       'obj-$(CONFIG_RDMA_METAROCE)		+= metaroce/'
 fi
 # Enums passed through the function pointers our abstractions install (ib_device_ops:
 # req_notify_cq, get_link_layer, alloc_mr, modify_srq) get their own CFI type, as the kernel's
@@ -83,6 +127,7 @@ fi
 # its newtype, its derive and its Itanium-mangled name; inserted in reverse order after the
 # kernel's last pair.
 cfi_anchor="--with-attribute-custom-enum=lru_status='#[cfi_encoding=\"10lru_status\"]'"
+[ -f "$repo/rust/bindings/metaroce_helper.h" ] &&
 for e in ib_srq_attr_mask ib_mr_type ib_cq_notify_flags rdma_link_layer; do
   hook rust/bindgen_parameters "$cfi_anchor" "--with-attribute-custom-enum=$e='#[cfi_encoding=\"${#e}$e\"]'"
   # Zeroable like every struct of the bindings (`struct ib_mr` holds an `ib_mr_type`).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make profile` (README, "Where the time goes"): boots each pair of `make bench` on the release
 # (or baseline) kernel and records `perf` profiles of both guests during a 64 KiB ib_write_bw
-# and one iperf3 stream (selftests/metaroce/profile). Writes out/profile/profiles.md.
+# and one iperf3 stream (the kselftest collection profile, tools/testing/selftests/drivers/infiniband/metaroce/profile).
+# Writes out/profile/profiles.md.
 # PROFILE_ONLY="metaroce rxe" picks pairs (default: metaroce metaroce-native rxe);
 # PROFILE_SECONDS (default 20) is each recording's length; PROFILE_WORKLOADS (default
 # "write-64k tcp"; also rate-64) what is recorded.

@@ -263,7 +263,7 @@ fn native_tiny_rate_hint_still_paces() {
 }
 
 /// Found by reading the kernel's receive path for the native injector
-/// (selftests/metaroce/native_inject.py): an ACK with a tiny rate hint (a
+/// (tools/testing/selftests/drivers/infiniband/metaroce/native_inject.py): an ACK with a tiny rate hint (a
 /// forged one, or a stale one) set a pacing gap of seconds, and the genuine
 /// hint arriving next did not shorten it: the sender stayed silent for the
 /// whole gap. A new hint now re-times the gap running (never longer).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The packets of `selftests/metaroce/native_inject.py` (its `--emit` output,
+//! The packets of `tools/testing/selftests/drivers/infiniband/metaroce/native_inject.py` (its `--emit` output,
 //! `tests/fixtures/native-inject.txt`) through the codec: each must be refused
 //! for the reason the injector built it for, and each well-formed one must
 //! decode to fields that encode back to the same bytes (the injector's field

@@ -1,2 +1,0 @@
-# The QEMU link carries UDP both ways (the pair suite's test).
-bash "$MR_SELFTESTS/pair/00-link.sh"
