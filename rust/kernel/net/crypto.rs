@@ -136,7 +136,7 @@ pub fn logon_key(desc: &CStr, out: &mut [u8]) -> Result<usize> {
                 core::ptr::null(),
             )
         };
-        // SAFETY: `request_key_tag` returns a key or an `ERR_PTR`.
+        // `request_key_tag` returns a key or an `ERR_PTR`.
         let key = crate::error::from_err_ptr(key).map_err(|_| ENOKEY)?;
         // SAFETY: `key` is a valid key with a reference of ours (dropped below); its payload is
         // read under its semaphore, as `user_key_payload_locked` requires.

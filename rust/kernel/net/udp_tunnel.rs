@@ -406,6 +406,7 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 // SAFETY: All-zero is a valid `in6_addr`, overwritten just below.
                 let mut saddr: bindings::in6_addr = unsafe { core::mem::zeroed() };
+                // SAFETY: As for `saddr`.
                 let mut daddr: bindings::in6_addr = unsafe { core::mem::zeroed() };
                 // SAFETY: `in6_addr` is 16 bytes of address in network order (a union of
                 // views of the same bytes).

@@ -127,9 +127,11 @@ impl AhAttr {
 
     /// The destination MAC of a RoCE address.
     pub fn dmac(&self) -> Option<[u8; 6]> {
+        if !self.is_roce() {
+            return None;
+        }
         // SAFETY: For a RoCE address the `roce` member is the active one (plain bytes).
-        self.is_roce()
-            .then(|| unsafe { self.0.__bindgen_anon_1.roce.dmac })
+        Some(unsafe { self.0.__bindgen_anon_1.roce.dmac })
     }
 }
 

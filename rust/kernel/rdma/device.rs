@@ -11,7 +11,7 @@
 //! pin-init. Its life has three phases:
 //!
 //! 1. **Unregistered** ([`UnregisteredDevice`], owned by the driver): created by
-//!    [`Device::new`], configured, then either registered or dropped (`ib_dealloc_device`).
+//!    [`Device::alloc`], configured, then either registered or dropped (`ib_dealloc_device`).
 //! 2. **Registered**: after [`UnregisteredDevice::register`] succeeds, ib_core owns the device.
 //!    It can be unregistered at any time by `rdma link delete`, by
 //!    [`DeviceRef::unregister_queued`] or by [`unregister_driver`]; drivers reach it again only
@@ -298,23 +298,22 @@ impl OdpOps {
     /// None.
     pub const NONE: Self = Self(0);
     /// `IB_ODP_SUPPORT_SEND`.
-    pub const SEND: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND as u32);
+    pub const SEND: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND);
     /// `IB_ODP_SUPPORT_RECV`.
-    pub const RECV: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV as u32);
+    pub const RECV: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV);
     /// `IB_ODP_SUPPORT_WRITE`.
-    pub const WRITE: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE as u32);
+    pub const WRITE: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE);
     /// `IB_ODP_SUPPORT_READ`.
-    pub const READ: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ as u32);
+    pub const READ: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ);
     /// `IB_ODP_SUPPORT_ATOMIC`.
-    pub const ATOMIC: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC as u32);
+    pub const ATOMIC: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC);
     /// `IB_ODP_SUPPORT_SRQ_RECV`.
-    pub const SRQ_RECV: Self =
-        Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV as u32);
+    pub const SRQ_RECV: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV);
     /// `IB_ODP_SUPPORT_FLUSH`.
-    pub const FLUSH: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH as u32);
+    pub const FLUSH: Self = Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH);
     /// `IB_ODP_SUPPORT_ATOMIC_WRITE`.
     pub const ATOMIC_WRITE: Self =
-        Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE as u32);
+        Self(bindings::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE);
 }
 
 impl core::ops::BitOr for OdpOps {
@@ -593,7 +592,7 @@ impl PortImmutable {
 
     /// Sets the MAD size to the standard management datagram size (`IB_MGMT_MAD_SIZE`).
     pub fn standard_mad_size(&mut self) -> &mut Self {
-        self.0.max_mad_size = bindings::IB_MGMT_MAD_SIZE as u32;
+        self.0.max_mad_size = bindings::IB_MGMT_MAD_SIZE;
         self
     }
 }
@@ -1044,7 +1043,8 @@ impl<T: Driver> Device<T> {
     ///
     /// In ib_core's shared namespace mode (the default) the device is created in `init_net`
     /// whatever `netdev`'s namespace; in exclusive mode it lives in `netdev`'s. May sleep.
-    pub fn new(
+    /// (`_ib_alloc_device`; the device is owned as an [`UnregisteredDevice`] until registered.)
+    pub fn alloc(
         netdev: &NetDevice,
         ports: u32,
         data: impl PinInit<T::Data, Error>,
@@ -1186,7 +1186,7 @@ impl<T: Driver> Device<T> {
             return None;
         }
         // INVARIANT: `raw` carries the `dealloc_driver` hook of `Adapter::<T>`, which is only
-        // installed by `Device::<T>::new`, so it is embedded in a `Device<T>`; we own a
+        // installed by `Device::<T>::alloc`, so it is embedded in a `Device<T>`; we own a
         // registration reference.
         Some(DeviceRef {
             // SAFETY: See above; `ibdev` is at offset 0 of `Device<T>`.
@@ -1207,7 +1207,7 @@ pub fn unregister_driver<T: Driver>() {
     unsafe { bindings::ib_unregister_driver(T::DRIVER_ID.0) };
 }
 
-/// A device allocated by [`Device::new`] and not yet registered.
+/// A device allocated by [`Device::alloc`] and not yet registered.
 ///
 /// Dropping it frees the device (`ib_dealloc_device`, which drops the driver data).
 ///
@@ -1282,9 +1282,8 @@ impl<T: Driver> UnregisteredDevice<T> {
     pub fn register(self, name: &CStr) -> Result {
         let raw = self.raw();
         // SAFETY: The device is valid and unregistered; `name` is a valid C string.
-        let ret = unsafe {
-            bindings::ib_register_device(raw, name.as_ptr().cast(), core::ptr::null_mut())
-        };
+        let ret =
+            unsafe { bindings::ib_register_device(raw, name.as_char_ptr(), core::ptr::null_mut()) };
         if ret != 0 {
             // `self` drops here: on failure the caller must `ib_dealloc_device`.
             return Err(Error::from_errno(ret));
@@ -1445,7 +1444,7 @@ impl<T: Driver> Adapter<T> {
 
     /// # Safety
     ///
-    /// Called by ib_core once, as the last hook, for a device made by `Device::<T>::new`.
+    /// Called by ib_core once, as the last hook, for a device made by `Device::<T>::alloc`.
     unsafe extern "C" fn dealloc_driver_callback(ibdev: *mut bindings::ib_device) {
         // SAFETY: `ibdev` is embedded in a `Device<T>` whose data is initialised (ops are only
         // installed after initialisation); no hook runs after this one and no `&Device<T>` is

@@ -96,7 +96,7 @@ impl MrLoan {
     /// cannot end meanwhile); `EINVAL` otherwise. Any context.
     pub(super) fn while_lent<R>(&self, gen: u64, f: impl FnOnce() -> R) -> Result<R> {
         let g = self.state.lock();
-        if !g.live.is_some_and(|(l, _)| l == gen) {
+        if g.live.is_none_or(|(l, _)| l != gen) {
             return Err(EINVAL);
         }
         Ok(f())

@@ -70,7 +70,7 @@ impl<T: LinkOps> LinkRegistration<T> {
                 // SAFETY: `slot` is valid for writes.
                 unsafe {
                     slot.write(bindings::rdma_link_ops {
-                        type_: kind.as_ptr().cast(),
+                        type_: kind.as_char_ptr(),
                         newlink: Some(Self::newlink_callback),
                         dellink: None,
                         ..pin_init::zeroed()

@@ -37,33 +37,32 @@ impl AccessFlags {
     /// No access beyond local read.
     pub const NONE: Self = Self(0);
     /// `IB_ACCESS_LOCAL_WRITE`.
-    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32);
+    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
     /// `IB_ACCESS_REMOTE_WRITE`.
-    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32);
+    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
     /// `IB_ACCESS_REMOTE_READ`.
-    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ as u32);
+    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ);
     /// `IB_ACCESS_REMOTE_ATOMIC`.
-    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32);
+    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
 
     /// `IB_ACCESS_MW_BIND`: memory windows may be bound to the region.
-    pub const MW_BIND: Self = Self(bindings::ib_access_flags_IB_ACCESS_MW_BIND as u32);
+    pub const MW_BIND: Self = Self(bindings::ib_access_flags_IB_ACCESS_MW_BIND);
     /// `IB_ZERO_BASED`: a memory window addressed from 0 rather than by virtual address.
-    pub const ZERO_BASED: Self = Self(bindings::ib_access_flags_IB_ZERO_BASED as u32);
+    pub const ZERO_BASED: Self = Self(bindings::ib_access_flags_IB_ZERO_BASED);
     /// `IB_ACCESS_FLUSH_GLOBAL`: RDMA FLUSH may make writes to the region globally visible.
-    pub const FLUSH_GLOBAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL as u32);
+    pub const FLUSH_GLOBAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL);
     /// `IB_ACCESS_FLUSH_PERSISTENT`: RDMA FLUSH may make writes to the region persistent.
-    pub const FLUSH_PERSISTENT: Self =
-        Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT as u32);
+    pub const FLUSH_PERSISTENT: Self = Self(bindings::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT);
 
     /// `IB_ACCESS_ON_DEMAND`: the region's pages are mapped on demand, not pinned
     /// ([`super::umem_odp::UmemOdp`]).
-    pub const ON_DEMAND: Self = Self(bindings::ib_access_flags_IB_ACCESS_ON_DEMAND as u32);
+    pub const ON_DEMAND: Self = Self(bindings::ib_access_flags_IB_ACCESS_ON_DEMAND);
     /// `IB_ACCESS_HUGETLB`: an on-demand region lies in huge pages.
-    pub const HUGETLB: Self = Self(bindings::ib_access_flags_IB_ACCESS_HUGETLB as u32);
+    pub const HUGETLB: Self = Self(bindings::ib_access_flags_IB_ACCESS_HUGETLB);
 
     /// The optional bits (`IB_ACCESS_OPTIONAL`, e.g. relaxed ordering): hints a device may
     /// ignore.
-    pub const OPTIONAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_OPTIONAL as u32);
+    pub const OPTIONAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_OPTIONAL);
 
     /// The rights of C value `raw` (unknown bits kept).
     pub const fn from_raw(raw: u32) -> Self {

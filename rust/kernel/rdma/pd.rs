@@ -160,7 +160,8 @@ impl<T: Driver> Adapter<T> {
             let dev = unsafe { Device::<T>::from_raw(ibdev) };
             // SAFETY: `attrs` was filled at registration and is not written afterwards.
             let kcaps = unsafe { (*ibdev).attrs.kernel_cap_flags };
-            let local_lkey = kcaps & bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY as u64 != 0;
+            let local_lkey =
+                kcaps & u64::from(bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY) != 0;
             let global_rkey = flags & bindings::ib_pd_flags_IB_PD_UNSAFE_GLOBAL_RKEY != 0;
             // Without these, ib_core would call a missing `get_dma_mr` hook after we return.
             if origin == Origin::Kernel && (!local_lkey || global_rkey) && !T::HAS_GET_DMA_MR {

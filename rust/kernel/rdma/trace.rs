@@ -25,6 +25,8 @@ declare_trace! {
     /// # Safety
     ///
     /// `ibdev` points to a valid `struct ib_device` for the duration of the call.
+    // The C event's eight fields; the macro passes the arguments straight through to C.
+    #[allow(clippy::too_many_arguments, clippy::macro_metavars_in_unsafe)]
     unsafe fn metaroce_path(
         ibdev: *const bindings::ib_device,
         conn: u32,
@@ -38,6 +40,7 @@ declare_trace! {
     /// # Safety
     ///
     /// `ibdev` points to a valid `struct ib_device` for the duration of the call.
+    #[allow(clippy::macro_metavars_in_unsafe)]
     unsafe fn metaroce_rate_hint(ibdev: *const bindings::ib_device, conn: u32, old_kbps: u32, new_kbps: u32);
 }
 

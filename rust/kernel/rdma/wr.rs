@@ -272,18 +272,20 @@ impl MrPage {
     /// Copies `out.len()` bytes at byte `offset` of the page into `out`; `EINVAL` past its end
     /// or when the page is not lent. Any context.
     pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result {
-        // SAFETY: `while_lent` runs the copy under the loan's lock while the page's mapping is
-        // registered, so the page is lent to the device (type invariant).
-        self.loan
-            .while_lent(self.gen, || unsafe { self.page.read_at(offset, out) })?
+        self.loan.while_lent(self.gen, || {
+            // SAFETY: `while_lent` runs the copy under the loan's lock while the page's mapping
+            // is registered, so the page is lent to the device (type invariant).
+            unsafe { self.page.read_at(offset, out) }
+        })?
     }
 
     /// Copies `data` to byte `offset` of the page; `EINVAL` past its end or when the page is
     /// not lent. Any context.
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result {
-        // SAFETY: As in `read_at`.
-        self.loan
-            .while_lent(self.gen, || unsafe { self.page.write_at(offset, data) })?
+        self.loan.while_lent(self.gen, || {
+            // SAFETY: As in `read_at`.
+            unsafe { self.page.write_at(offset, data) }
+        })?
     }
 }
 

@@ -535,7 +535,7 @@ impl MetaRoceDev {
             }
             Err(e) => {
                 self.ah_nums.lock().release_id(num as usize);
-                Err(e.into())
+                Err(e)
             }
         }
     }

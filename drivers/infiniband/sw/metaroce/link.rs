@@ -110,7 +110,7 @@ fn add(
     let mac = netdev_mac(netdev)
         .inspect_err(|_| pr_err!("{name_str}: netdev {ifname} has no 6-byte Ethernet address\n"))?;
 
-    let mut dev = Device::<MetaRoceDriver>::new(
+    let mut dev = Device::<MetaRoceDriver>::alloc(
         netdev,
         1,
         MetaRoceDev::new(&mac, netdev, native, auth.clone(), link_kbps, name_str)?,

@@ -391,7 +391,7 @@ pub(crate) fn alloc_mw(pd: &Pd<MetaRoceDriver>, ty: MwType) -> Result<u32> {
         }
         Err(e) => {
             dev.free_mw_index(index);
-            Err(e.into())
+            Err(e)
         }
     }
 }

@@ -208,7 +208,7 @@ impl Peer {
                 || (g.conn.next_deadline().is_none()
                     && g.conn
                         .last_rx()
-                        .map_or(true, |t| now.saturating_sub(t) > REAP_IDLE_NS)))
+                        .is_none_or(|t| now.saturating_sub(t) > REAP_IDLE_NS)))
     }
 }
 

@@ -342,7 +342,7 @@ fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice, pull: Pull) ->
     let mut n = pull_tx(qp, HEADROOM, &mut batch, pull);
     if dev.native && n < BATCH && pull == Pull::All {
         // What native connections without a QP owe their peers travels with this QP's batch.
-        n += crate::native::pull_orphans(&dev, HEADROOM, &mut batch[n..]);
+        n += crate::native::pull_orphans(dev, HEADROOM, &mut batch[n..]);
     }
     let pkts = batch.iter_mut().take(n).filter_map(Option::take);
     ns::send_batch(netdev, pkts, |len, res| match res {

@@ -195,10 +195,9 @@ pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
             }
         }
     }
-    if n == 0 {
-        (0, 0)
-    } else {
-        (min, sum / n)
+    match sum.checked_div(n) {
+        Some(avg) => (min, avg),
+        None => (0, 0),
     }
 }
 
@@ -216,13 +215,17 @@ struct Snapshot {
     streams: [u32; STREAMS],
     rnr_drops: u64,
     restarts: u64,
-    paths: [Option<(
-        u16,
-        crate::proto::path::PathState,
-        crate::proto::path::PathStats,
-        (u32, u64, u64, u64),
-    )>; PATHS],
+    paths: [Option<PathSnapshot>; PATHS],
 }
+
+/// One path of a [`Snapshot`]: source port, state, counters, and the RTT figures of
+/// `Conn::path_rtt`.
+type PathSnapshot = (
+    u16,
+    crate::proto::path::PathState,
+    crate::proto::path::PathStats,
+    (u32, u64, u64, u64),
+);
 
 /// A GID as the address it stands for.
 struct Gid<'a>(&'a [u8; 16]);

@@ -156,7 +156,7 @@ pub(super) fn post_one(
         ud,
     };
     let native = if inner.transport.native().is_some() {
-        native_slot(&cwr).map_err(|_| EOPNOTSUPP)?
+        native_slot(&cwr).map_err(|()| EOPNOTSUPP)?
     } else {
         let engine = inner.transport.roce_mut().ok_or(EINVAL)?;
         engine

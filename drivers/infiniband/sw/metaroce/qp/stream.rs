@@ -24,12 +24,15 @@ pub(super) fn native_msg(
     Ok(native_op(op, len, solicited)?.map(|(m, _)| m))
 }
 
+/// A native message and an atomic's operands (compare/swap or add, 0 otherwise).
+pub(super) type NativeDesc = (MsgDesc, (u64, u64));
+
 /// The message and an atomic's operands.
 pub(super) fn native_op(
     op: &pwr::SendOp,
     len: u32,
     solicited: bool,
-) -> core::result::Result<Option<(MsgDesc, (u64, u64))>, ()> {
+) -> core::result::Result<Option<NativeDesc>, ()> {
     let (op, va, rkey, imm, operands) = match *op {
         pwr::SendOp::Send => (MrcOp::Send, 0, 0, 0, (0, 0)),
         pwr::SendOp::SendImm { imm } => (MrcOp::SendImm, 0, 0, imm, (0, 0)),
@@ -178,10 +181,10 @@ pub(crate) fn native_feed(
 ) -> bool {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
-    if !inner
+    if inner
         .transport
         .native()
-        .is_some_and(|s| s.stream == Some(idx))
+        .is_none_or(|s| s.stream != Some(idx))
     {
         return false;
     }
@@ -600,7 +603,7 @@ pub(crate) fn native_request(
     r: &NativeRequest,
 ) -> NativeResponse {
     let g = qp.inner.lock();
-    if !g.transport.native().is_some_and(|s| s.stream == Some(idx)) {
+    if g.transport.native().is_none_or(|s| s.stream != Some(idx)) {
         return NativeResponse::Nak(NakCode::RemoteOperation);
     }
     let (need, qp_ok) = if r.op == MrcOp::Read {

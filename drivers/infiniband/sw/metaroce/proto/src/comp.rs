@@ -389,7 +389,7 @@ impl Completer {
         let ack = pkt
             .hdr
             .aeth
-            .map_or(true, |a| matches!(a.syndrome, Syndrome::Ack { .. }));
+            .is_none_or(|a| matches!(a.syndrome, Syndrome::Ack { .. }));
         if let SendOp::AtomicWrite { .. } | SendOp::Flush { .. } = w.wr.op {
             // Answered by an empty READ RESPONSE Only at the request's PSN.
             let only = pkt.hdr.bth.opcode == Opcode::RcReadRespOnly;

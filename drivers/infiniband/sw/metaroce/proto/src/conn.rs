@@ -777,7 +777,7 @@ impl<
             Some(p) if p != conn => {
                 let quiet = self
                     .last_rx
-                    .map_or(true, |t| now.saturating_sub(t) > self.cfg.restart_idle_ns);
+                    .is_none_or(|t| now.saturating_sub(t) > self.cfg.restart_idle_ns);
                 Err(if quiet {
                     RxDrop::Unproven
                 } else {
@@ -1440,7 +1440,7 @@ impl<
                     if !in_dsn_window(dsn) {
                         return;
                     }
-                    if newest_acked.map_or(true, |n| seq_diff(dsn, n) > 0) {
+                    if newest_acked.is_none_or(|n| seq_diff(dsn, n) > 0) {
                         *newest_acked = Some(dsn);
                     }
                     let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
@@ -1841,7 +1841,7 @@ impl<
             let i = self.rr_path.wrapping_add(k) % n;
             if let Some(p) = self.paths.get(i).filter(|p| p.can_send(len)) {
                 let load = p.inflight_bytes();
-                if best.map_or(true, |(_, l)| load < l) {
+                if best.is_none_or(|(_, l)| load < l) {
                     best = Some((i, load));
                 }
             }
@@ -1865,7 +1865,7 @@ impl<
                 && self
                     .resps
                     .get(usize::from(d.stream))
-                    .map_or(true, |q| q.get(d.msn).is_none());
+                    .is_none_or(|q| q.get(d.msn).is_none());
             if gone {
                 if let Some(dm) = self.descs.get_mut(Self::desc_index(dsn)) {
                     dm.state = DescState::Acked;

@@ -485,7 +485,7 @@ impl<C: CongestionEngine> TxPath<C> {
     /// highest bit, before it) shows that no such packet was taken.
     fn proven(ack: &AckPkt, newest_sacked: Option<u32>, lost_next: u32) -> bool {
         seq_diff(ack.cum, lost_next) <= 0
-            && newest_sacked.map_or(true, |m| seq_diff(m, lost_next) < 0)
+            && newest_sacked.is_none_or(|m| seq_diff(m, lost_next) < 0)
     }
 
     /// A lost transmission at `seq` was proven received: it counts as

@@ -1026,7 +1026,7 @@ impl<const R: usize> Responder<R> {
                 _ => continue,
             };
             let d = key.diff(self.epsn);
-            if best.map_or(true, |(_, bd)| d < bd) {
+            if best.is_none_or(|(_, bd)| d < bd) {
                 best = Some((i, d));
             }
         }

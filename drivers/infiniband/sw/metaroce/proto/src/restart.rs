@@ -169,7 +169,7 @@ impl RestartGuard {
         }
         if self
             .last_sent
-            .map_or(true, |t| now.saturating_sub(t) >= CHALLENGE_GAP_NS)
+            .is_none_or(|t| now.saturating_sub(t) >= CHALLENGE_GAP_NS)
         {
             self.due = true;
         }
