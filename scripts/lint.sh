@@ -64,6 +64,7 @@ check checkpatch cp_one
 ksft_lists() {
   local d f bad=0 listed
   for d in tools/testing/selftests/drivers/infiniband/metaroce/*/; do
+    [ "$(basename "$d")" = fixtures ] && continue   # data (packet captures), not a collection
     [ -f "$d/Makefile" ] || { echo "$d: no Makefile"; bad=1; continue; }
     listed=$(sed -n '/^TEST_PROGS :=/,/^$/p' "$d/Makefile" | tr -d '\\' | tr -s ' \t' '\n' | grep '\.sh$' | sort)
     for f in "$d"*.sh; do

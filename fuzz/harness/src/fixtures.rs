@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The captured packets of `proto/tests/fixtures/` (IP header to ICRC),
+//! The captured packets of the selftests' `fixtures/` (IP header to ICRC),
 //! compiled in so that the fuzz targets need no files at run time.
 
 use metaroce_proto::icrc::{IPV4_HDR_LEN, IPV6_HDR_LEN, UDP_HDR_LEN};
 use std::sync::OnceLock;
 
 const HEX: &[(&str, &str)] = &[
-    ("cx4lx-cnp-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/cx4lx-cnp-ipv4.hex")),
-    ("rxe-op00-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op00-ipv4.hex")),
-    ("rxe-op01-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op01-ipv4.hex")),
-    ("rxe-op02-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op02-ipv4.hex")),
-    ("rxe-op0c-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op0c-ipv4.hex")),
-    ("rxe-op0d-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op0d-ipv4.hex")),
-    ("rxe-op0e-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op0e-ipv4.hex")),
-    ("rxe-op0f-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op0f-ipv4.hex")),
-    ("rxe-op11-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op11-ipv4.hex")),
-    ("rxe-op12-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op12-ipv4.hex")),
-    ("rxe-op14-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-op14-ipv4.hex")),
-    ("scapy-uc-send-only-ipv4.hex", include_str!("../../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/scapy-uc-send-only-ipv4.hex")),
+    ("cx4lx-cnp-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/cx4lx-cnp-ipv4.hex")),
+    ("rxe-op00-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op00-ipv4.hex")),
+    ("rxe-op01-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op01-ipv4.hex")),
+    ("rxe-op02-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op02-ipv4.hex")),
+    ("rxe-op0c-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op0c-ipv4.hex")),
+    ("rxe-op0d-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op0d-ipv4.hex")),
+    ("rxe-op0e-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op0e-ipv4.hex")),
+    ("rxe-op0f-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op0f-ipv4.hex")),
+    ("rxe-op11-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op11-ipv4.hex")),
+    ("rxe-op12-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op12-ipv4.hex")),
+    ("rxe-op14-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/rxe-op14-ipv4.hex")),
+    ("scapy-uc-send-only-ipv4.hex", include_str!("../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/scapy-uc-send-only-ipv4.hex")),
 ];
 
 /// One captured RoCEv2 packet.

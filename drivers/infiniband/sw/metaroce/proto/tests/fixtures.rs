@@ -45,7 +45,8 @@ fn split(pkt: &[u8]) -> (&[u8], &[u8], &[u8]) {
 }
 
 fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures");
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -90,7 +91,7 @@ fn every_fixture_parses_and_verifies() {
 #[test]
 fn cnp_fields() {
     let pkt =
-        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cx4lx-cnp-ipv4.hex"));
+        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/cx4lx-cnp-ipv4.hex"));
     let (_, _, ib) = split(&pkt);
     let p = parse(ib).unwrap();
     assert_eq!(p.hdr.bth.opcode, metaroce_proto::opcode::Opcode::Cnp);

@@ -41,7 +41,7 @@ fn unhex(s: &str) -> Vec<u8> {
 fn fixture() -> Vec<(String, u32, String, Vec<u8>)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/native-inject.txt"
+        "/../../../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/native-inject.txt"
     );
     let text = std::fs::read_to_string(path).unwrap();
     text.lines()
@@ -63,7 +63,7 @@ fn fixture() -> Vec<(String, u32, String, Vec<u8>)> {
 fn injector_packets_decode_as_built() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/native-inject.txt"
+        "/../../../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures/native-inject.txt"
     );
     let text = std::fs::read_to_string(path).unwrap();
     let mut n = 0;

@@ -371,7 +371,8 @@ fn default_engine_through_the_trait_equals_new() {
 }
 
 fn load_fixtures() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../../../tools/testing/selftests/drivers/infiniband/metaroce/fixtures");
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();

@@ -324,7 +324,7 @@ def fixture_lines():
 
 def fixture_path():
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(here, "../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/native-inject.txt")
+    return os.path.join(here, "fixtures/native-inject.txt")
 
 
 def self_check(need_fixture: bool) -> None:

@@ -72,7 +72,7 @@ def icrc_ok(ip: bytes, udp: bytes, ib: bytes) -> bool:
 
 def self_check() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    fixtures = glob.glob(os.path.join(here, "../../drivers/infiniband/sw/metaroce/proto/tests/fixtures/rxe-*.hex"))
+    fixtures = glob.glob(os.path.join(here, "fixtures/rxe-*.hex"))
     if not fixtures:
         sys.exit("roce_inject: no fixtures to check the ICRC code against")
     for f in fixtures:
