@@ -25,12 +25,13 @@ T=tools/testing/selftests/drivers/infiniband/metaroce
 subjects=() paths=() bodies=()
 part() { subjects+=("$1"); paths+=("$2"); bodies+=("$3"); }
 part "rust: add bindings and helpers for RDMA and networking abstractions" \
-  "rust/bindings/metaroce_helper.h rust/helpers/metaroce.c" \
+  "rust/bindings/metaroce_helper.h rust/helpers/metaroce.c include" \
 "Add the RUST_RDMA Kconfig symbol and the C side the Rust RDMA and
 networking abstractions need: the ib_core, UDP tunnel, route and
 sk_buff headers for bindgen, helpers for the static inline functions
-they call, and kCFI encodings for the enums passed through the
-ib_device_ops callbacks the abstractions install.
+they call, kCFI encodings for the enums passed through the
+ib_device_ops callbacks the abstractions install, and the header of
+the tracepoints the RDMA abstractions wrap (bindgen reads it here).
 
 RUST_RDMA needs ib_core and user access built in, as the abstractions
 live in the kernel crate, which is part of vmlinux."
@@ -47,7 +48,7 @@ reference counted device is an ARef, a socket is torn down before its
 namespace, and a received sk_buff is owned by exactly one handler.
 KUnit suites cover the sk_buff, checksum and UDP tunnel wrappers."
 part "rust: rdma: add ib_core abstractions for software RDMA providers" \
-  "rust/kernel/rdma include $K/Makefile $K/metaroce_trace.c" \
+  "rust/kernel/rdma $K/Makefile $K/metaroce_trace.c" \
 "A #[vtable] Driver trait over struct ib_device_ops, with devices
 registered through ib_core and link types through rdma_link_ops, and
 verbs objects (PD, CQ, QP, SRQ, MR, MW, AH, user contexts) embedded in
