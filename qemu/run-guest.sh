@@ -5,7 +5,7 @@
 #
 # run-guest.sh --name N --kernel BZIMAGE --modules DIR --out DIR --cmd SCRIPT
 #              [--initrd CPIO] [--smp 1] [--mem 2048] [--timeout 900] [--append "ARGS"]
-#              [--net listen:PORT|connect:PORT --mac MAC]
+#              [--net listen:PORT|connect:PORT|unix-listen:PATH|unix-connect:PATH --mac MAC]
 # Exit status: the command's own; 124 if the guest was killed at the timeout; 125 if it stopped
 # without recording a status (panic, crash). The console log is OUT/console.log.
 set -euo pipefail
@@ -59,6 +59,11 @@ fi
 case "$net" in
   "") ;;
   listen:*|connect:*) qargs+=(-netdev "socket,id=n0,${net%%:*}=127.0.0.1:${net#*:}" -device "virtio-net-pci,netdev=n0,mac=$mac");;
+  # A stream over a unix socket: no Nagle or delayed ACK between the two QEMUs (a TCP
+  # socket link holds a small frame behind an unacknowledged one for a delayed ACK).
+  unix-listen:*|unix-connect:*)
+    server=off; [ "${net%%:*}" = unix-listen ] && server=on
+    qargs+=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=${net#*:}" -device "virtio-net-pci,netdev=n0,mac=$mac");;
   *) echo "run-guest: bad --net $net" >&2; exit 2;;
 esac
 rc=0

@@ -12,9 +12,9 @@ t0=$(date +%s)
 echo "== dependencies"; "$repo/scripts/deps.sh" | tail -1
 echo "== release kernel (first build ~15 min on 2 cores, then incremental)"
 "$repo/scripts/kernel.sh" release | tail -3
-echo "== booting two guests on it under QEMU ($( [ -w /dev/kvm ] && echo 'KVM if it works, else ' )TCG), joined by a socket link"
+echo "== booting two guests on it under QEMU ($( [ -w /dev/kvm ] && echo 'KVM if it works, else ' )TCG), joined by a QEMU link (${MR_LINK:-unix} socket)"
 guest_kernel release
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pair_link || exit 1
 for r in a b; do
   mkdir -p "$OUT/guest-$r"
   printf 'export MR_SELFTESTS=%s/tools/testing/selftests/drivers/infiniband/metaroce MR_ROLE=%s\nbash %s/qemu/demo-guest.sh\n' \
@@ -22,11 +22,12 @@ for r in a b; do
 done
 rc_a=0 rc_b=0
 "$repo/qemu/run-guest.sh" --name demo-a --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest-a" \
-  --cmd "$OUT/guest-a/cmd.in" --timeout "$MR_TIMEOUT" --net "listen:$port" --mac 52:54:00:00:00:0a >/dev/null & pa=$!
+  --cmd "$OUT/guest-a/cmd.in" --timeout "$MR_TIMEOUT" --net "$LINK_A" --mac 52:54:00:00:00:0a >/dev/null & pa=$!
 sleep 2
 "$repo/qemu/run-guest.sh" --name demo-b --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest-b" \
-  --cmd "$OUT/guest-b/cmd.in" --timeout "$MR_TIMEOUT" --net "connect:$port" --mac 52:54:00:00:00:0b >/dev/null || rc_b=$?
+  --cmd "$OUT/guest-b/cmd.in" --timeout "$MR_TIMEOUT" --net "$LINK_B" --mac 52:54:00:00:00:0b >/dev/null || rc_b=$?
 wait $pa || rc_a=$?
+[ -z "$LINK_SOCK" ] || rm -f "$LINK_SOCK"
 echo "-- server guest (a)"; sed 's/^/  guest-a| /' "$OUT/guest-a/output.log" 2>/dev/null || true
 echo "-- client guest (b)"; sed 's/^/  guest-b| /' "$OUT/guest-b/output.log" 2>/dev/null || true
 [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] || { echo "demo guests failed (a $rc_a, b $rc_b); consoles: $OUT/guest-*/console.log"; exit 1; }

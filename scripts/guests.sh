@@ -65,23 +65,43 @@ run_single() { # KIND NAME SUITE [FIRST-LAST]
     --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_SINGLE_TIMEOUT" --append "ib_core.netns_mode=0"
 }
 
-# Boots two guests joined by a QEMU socket link on 127.0.0.1, one vCPU each, and waits for both.
+# The two ends of a pair's QEMU link: sets LINK_A and LINK_B (run-guest.sh --net) and LINK_SOCK
+# (the unix socket's path, for the caller to remove; empty for TCP). MR_LINK=unix (default): a
+# stream over a unix socket, every frame passed on at once. MR_LINK=tcp: a TCP socket on
+# 127.0.0.1, as before 2026-12-06: the host's Nagle algorithm holds a small frame behind an
+# unacknowledged one until the other end's delayed ACK (the ~22 ms of every SEND round trip).
+pair_link() {
+  LINK_SOCK=
+  case "${MR_LINK:-unix}" in
+    unix)
+      LINK_SOCK=$(mktemp -u /tmp/mr-link-XXXXXX.sock)
+      LINK_A=unix-listen:$LINK_SOCK LINK_B=unix-connect:$LINK_SOCK;;
+    tcp)
+      local port
+      port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      LINK_A=listen:$port LINK_B=connect:$port;;
+    *) echo "MR_LINK is unix or tcp, not $MR_LINK" >&2; return 1;;
+  esac
+}
+
+# Boots two guests joined by a QEMU link (pair_link), one vCPU each, and waits for both.
 # MR_GUEST_APPEND (optional): more kernel command-line words for both guests (scripts/bench.sh).
 run_pair() { # KIND_A KIND_B NAME SUITE
-  local ka=$1 kb=$2 name=$3 suite=$4 port rc_a=0 rc_b=0
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local ka=$1 kb=$2 name=$3 suite=$4 rc_a=0 rc_b=0
+  pair_link || return 1
   mkdir -p "$OUT/$name-a" "$OUT/$name-b"
   guest_script "$OUT/$name-a/cmd.in" "$suite" "" a || return 1; guest_script "$OUT/$name-b/cmd.in" "$suite" "" b || return 1
   guest_kernel "$ka"
   "$repo/qemu/run-guest.sh" --name "$name-a" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-a" --cmd "$OUT/$name-a/cmd.in" --timeout "$MR_TIMEOUT" \
-    --net "listen:$port" --mac 52:54:00:00:00:0a ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} & local pa=$!
+    --net "$LINK_A" --mac 52:54:00:00:00:0a ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} & local pa=$!
   sleep 2
   guest_kernel "$kb"
   "$repo/qemu/run-guest.sh" --name "$name-b" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-b" --cmd "$OUT/$name-b/cmd.in" --timeout "$MR_TIMEOUT" \
-    --net "connect:$port" --mac 52:54:00:00:00:0b ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} || rc_b=$?
+    --net "$LINK_B" --mac 52:54:00:00:00:0b ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} || rc_b=$?
   wait "$pa" || rc_a=$?
+  [ -z "$LINK_SOCK" ] || rm -f "$LINK_SOCK"
   [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ]
 }
 
