@@ -100,6 +100,15 @@ kernel::prelude::module! {
                 16 packets of anything (ACKs, responses, the data an ACK made room for): lower \
                 latency, less bulk goodput",
         },
+        native_ack_every: u32 {
+            default: 4,
+            description: "ACK coalescing of native connections on the receive path \
+                (rx_transmit 1 or 2; Documentation/metaroce/transport.rst section 4): a path's ACK \
+                leaves from softirq once this many DATA packets wait on it, or at once for the \
+                end of a message, reordering, a retransmission or a gap; the transmit worker \
+                sends the others (default 4; 1: every ACK at once); read when a connection is \
+                created",
+        },
         tx_highpri: u32 {
             default: 1,
             description: "1: the devices' transmit workers run on a high-priority work queue \

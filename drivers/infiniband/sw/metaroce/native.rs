@@ -36,7 +36,7 @@ use crate::qp::{self, Notify};
 use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit::{self, BuildError, OutPacket, Pull};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -131,8 +131,23 @@ pub(crate) struct Peer {
     pub(crate) dgid: [u8; 16],
     /// The authenticated mode's fixed keys (`None`: the plain mode).
     keys: Option<PeerKeys>,
+    /// Streams (bit `i`: stream `i`) whose QPs may have work requests the connection has not
+    /// taken yet: set by the posting side without the connection's lock ([`want_feed`]),
+    /// taken by [`feed`] under it, so that a transmission visits only the QPs that posted.
+    feed: AtomicU32,
     #[pin]
     pub(crate) inner: SpinLockIrq<PeerInner>,
+}
+
+// One bit per stream in `Peer::feed`.
+const _: () = assert!(STREAMS <= 32);
+
+/// Stream `idx` of `peer` has work requests for the connection to take ([`feed`]). Any
+/// context, no lock needed.
+pub(crate) fn want_feed(peer: &Peer, idx: usize) {
+    if idx < STREAMS {
+        peer.feed.fetch_or(1 << idx, Ordering::AcqRel);
+    }
 }
 
 /// The peers of one device (empty on a RoCEv2 device).
@@ -285,6 +300,10 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     // capped at the core's 100 ms fires on every packet once the RTT exceeds it (seen: 1464
     // RTOs for 1793 packets over four 300 kbit/s links, whose queues hold 400 ms).
     cfg.rto_max_ns = 2_000_000_000;
+    // ACKs the receive path (rx_transmit 1 or 2) sends at once; the worker sends the rest.
+    cfg.ack_every = crate::module_parameters::native_ack_every
+        .value()
+        .clamp(1, u32::from(u16::MAX)) as u16;
     cfg.restart_idle_ns = RESTART_IDLE_NS;
     let key = || {
         u64::from(kernel::rdma::get_random_u32()) << 32 | u64::from(kernel::rdma::get_random_u32())
@@ -303,6 +322,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
             sgid: av.sgid,
             dgid: av.dgid,
             keys,
+            feed: AtomicU32::new(0),
             inner <- new_spinlock_irq!(
                 PeerInner {
                     conn,
@@ -356,6 +376,8 @@ pub(crate) fn bind(peer: &Peer, local_qpn: u32, remote_qpn: u32) -> Result<usize
         return Err(EINVAL);
     }
     inner.streams[idx] = local_qpn;
+    // Requests posted before the QP was bound wait for the connection too.
+    want_feed(peer, idx);
     Ok(idx)
 }
 
@@ -456,15 +478,27 @@ fn close(inner: &mut PeerInner, idx: usize) {
     }
 }
 
-/// Moves the work requests posted to every bound QP into the connection.
-fn feed(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) {
-    for idx in 0..STREAMS {
+/// Moves the work requests posted to the QPs that asked for it ([`want_feed`]) into the
+/// connection. A QP whose requests do not all fit (the connection's message window is full)
+/// stays marked, and the next transmission, after completions made room, tries again.
+fn feed(dev: &Device<MetaRoceDriver>, peer: &Peer, inner: &mut PeerInner, notes: &mut Notes) {
+    let mut bits = peer.feed.swap(0, Ordering::AcqRel);
+    while bits != 0 {
+        let idx = bits.trailing_zeros() as usize;
         let Some(q) = stream_qp(dev, inner, idx) else {
+            bits &= bits - 1;
             continue;
         };
-        let Some(n) = notes.of(&q) else { return };
-        if !qp::native_feed(&q, idx, &mut inner.conn, n) {
-            close(inner, idx);
+        let Some(n) = notes.of(&q) else {
+            // No room to note more QPs: the rest waits for the next transmission.
+            peer.feed.fetch_or(bits, Ordering::AcqRel);
+            return;
+        };
+        bits &= bits - 1;
+        match qp::native_feed(&q, idx, &mut inner.conn, n) {
+            Some(false) => {}
+            Some(true) => want_feed(peer, idx),
+            None => close(inner, idx),
         }
     }
 }
@@ -546,9 +580,11 @@ fn local_error(
     }
 }
 
-/// Pulls up to `out.len()` packets from the connection of the native RC QP `qp` (its own and
-/// those of every QP sharing the connection) and hands out the completions that became
-/// ready. Returns the number of packets. Any context (GFP_ATOMIC skbs).
+/// Pulls up to `out.len()` packets from `peer`'s connection (those of every QP sharing it)
+/// and hands out the completions that became ready; `via`, a QP bound to the connection that
+/// transmits them, gets its timer armed if the connection then waits for a deadline (a QP
+/// with nothing fed or completed is not among the notified ones). Returns the number of
+/// packets. Any context (GFP_ATOMIC skbs).
 ///
 /// The connection's lock (interrupts off) is held only to poll [`POLL_CHUNK`] packet
 /// descriptors at a time and for the completion bookkeeping; skbs are allocated and payloads
@@ -556,6 +592,7 @@ fn local_error(
 pub(crate) fn pull_tx(
     dev: &Device<MetaRoceDriver>,
     peer: &Arc<Peer>,
+    via: Option<&Qp<MetaRoceDriver>>,
     headroom: usize,
     out: &mut [Option<OutPacket>],
     pull: Pull,
@@ -563,7 +600,7 @@ pub(crate) fn pull_tx(
     let mut notes = Notes::new();
     let mut got = 0;
     // New messages are taken in once, before the first poll; not for control packets only.
-    let mut feed_first = pull == Pull::All;
+    let mut feed_first = pull != Pull::Control;
     loop {
         let mut polled: [Option<Polled>; POLL_CHUNK] = [const { None }; POLL_CHUNK];
         let want = POLL_CHUNK.min(out.len() - got);
@@ -573,7 +610,7 @@ pub(crate) fn pull_tx(
             let mut g = peer.inner.lock();
             let inner = &mut *g;
             if feed_first {
-                feed(dev, inner, &mut notes);
+                feed(dev, peer, inner, &mut notes);
                 feed_first = false;
             }
             let now = dev.now_ns();
@@ -582,6 +619,7 @@ pub(crate) fn pull_tx(
                 let mut hdr = [0u8; MAX_HDR_LEN];
                 let next = match pull {
                     Pull::All => inner.conn.poll_transmit(now, &mut hdr),
+                    Pull::Receive => inner.conn.poll_receive_path(now, &mut hdr),
                     Pull::Control => inner.conn.poll_control(now, &mut hdr),
                 };
                 let Some(t) = next else {
@@ -616,7 +654,7 @@ pub(crate) fn pull_tx(
             }
             if n < want || got + n == out.len() {
                 reap(dev, inner, &mut notes);
-                feed(dev, inner, &mut notes);
+                feed(dev, peer, inner, &mut notes);
                 account(dev, inner);
                 timed = Some(inner.conn.next_deadline().is_some());
             }
@@ -643,6 +681,9 @@ pub(crate) fn pull_tx(
         drop(polled);
         if let Some(timed) = timed {
             notes.deliver(timed);
+            if let (true, Some(q)) = (timed, via) {
+                timer::arm(q);
+            }
             return got;
         }
     }
@@ -739,6 +780,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     let sport = u16::from_be_bytes([udp[0], udp[1]]);
     let mut notes = Notes::new();
     let timed;
+    let coalesced;
     let mut kick: Option<ARef<Qp<MetaRoceDriver>>> = None;
     let take = |c: &mut NativeConn| match &sealed {
         Some(s) => c.on_sealed(now, s, ce(ip), sport, hint),
@@ -815,13 +857,14 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         }
         account(dev, inner);
         timed = inner.conn.next_deadline().is_some();
+        coalesced = inner.conn.acks_coalesced();
     }
     notes.deliver(timed);
     if let Some(q) = kick {
         if timed {
             timer::arm(&q);
         }
-        xmit::from_receive(&q);
+        xmit::from_receive(&q, coalesced);
     } else if let Some(q) = dev.any_qp() {
         // No QP is bound to the connection any more (a ping-pong client exits after its last
         // receive), yet it owes the ACK: the peer retransmits when that message's ACK was lost
@@ -854,7 +897,8 @@ pub(crate) fn pull_orphans(
         let Some(peer) = dev.peers.lock().peers.get(slot).cloned() else {
             continue;
         };
-        got += pull_tx(dev, &peer, headroom, &mut out[got..], Pull::All);
+        // No QP is bound to an orphan: its deadlines wait for one (its ACKs need none).
+        got += pull_tx(dev, &peer, None, headroom, &mut out[got..], Pull::All);
         if got == out.len() {
             dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
         }

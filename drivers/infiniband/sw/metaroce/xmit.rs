@@ -276,17 +276,21 @@ pub(crate) fn post_doorbell(qp: &Qp<MetaRoceDriver>) {
 pub(crate) enum Pull {
     /// Everything due, in the core's order.
     All,
+    /// As `All`, but a native connection's coalesced ACKs wait for the worker (the receive
+    /// path, `rx_transmit=2`).
+    Receive,
     /// A native connection's control packets only (ACKs, CHALLENGE/PROOF); nothing from a
     /// RoCEv2 QP.
     Control,
 }
 
 /// Sends from the receive path what a packet made due for `qp`, as the `rx_transmit` module
-/// parameter says: nothing (0), the native ACKs and proofs (1), or one batch of anything (2),
-/// so that an ACK need not wait for the worker to be scheduled; the worker sends the rest. If
-/// another context is transmitting for the QP, that one sends them. Any context (the receive
-/// path's softirq).
-pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>) {
+/// parameter says: nothing (0), the native ACKs due at once and proofs (1), or one batch of
+/// anything but coalesced ACKs (2), so that an ACK need not wait for the worker to be
+/// scheduled; the worker sends the rest, `coalesced` ACKs of a native connection
+/// (`native_ack_every`) included. If another context is transmitting for the QP, that one
+/// sends them. Any context (the receive path's softirq).
+pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>, coalesced: bool) {
     match crate::module_parameters::rx_transmit.value() {
         0 => schedule(qp),
         1 => {
@@ -295,7 +299,7 @@ pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>) {
             schedule(qp);
         }
         _ => {
-            if transmit(qp, 1, Pull::All) {
+            if transmit(qp, 1, Pull::Receive) || coalesced {
                 schedule(qp);
             }
         }
@@ -340,7 +344,7 @@ fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice, pull: Pull) ->
     let dev = qp.device();
     let mut batch: [Option<OutPacket>; BATCH] = [const { None }; BATCH];
     let mut n = pull_tx(qp, HEADROOM, &mut batch, pull);
-    if dev.native && n < BATCH && pull == Pull::All {
+    if dev.native && n < BATCH && pull != Pull::Control {
         // What native connections without a QP owe their peers travels with this QP's batch.
         n += crate::native::pull_orphans(dev, HEADROOM, &mut batch[n..]);
     }

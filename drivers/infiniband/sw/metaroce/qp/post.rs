@@ -220,6 +220,10 @@ pub(crate) fn post_send<'a>(
                 break;
             }
         }
+        // A native QP's requests wait for its connection to take them.
+        if let Some((peer, Some(idx))) = g.transport.native().map(|s| (&s.peer, s.stream)) {
+            native::want_feed(peer, idx);
+        }
     }
     n.deliver(qp);
     if user {

@@ -366,7 +366,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
     }
     // Acknowledgements and responses leave from here, or through the transmit worker.
     if qp.service() != Service::Ud {
-        xmit::from_receive(qp);
+        xmit::from_receive(qp, false);
     }
     ok
 }

@@ -171,14 +171,15 @@ pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut
 }
 
 /// Hands the requests posted to `qp` (stream `idx`) to the connection, as far as it takes
-/// them, and reports those done. Returns `false` if the QP is not on that stream any more
+/// them, and reports those done. Returns whether requests are left that the connection did
+/// not take (its message window is full), or `None` if the QP is not on that stream any more
 /// (or broke now): the caller closes the stream. Called under the connection's lock.
 pub(crate) fn native_feed(
     qp: &Qp<MetaRoceDriver>,
     idx: usize,
     conn: &mut native::NativeConn,
     n: &mut Notify,
-) -> bool {
+) -> Option<bool> {
     let mut g = qp.inner.lock();
     let inner = &mut *g;
     if inner
@@ -186,20 +187,16 @@ pub(crate) fn native_feed(
         .native()
         .is_none_or(|s| s.stream != Some(idx))
     {
-        return false;
+        return None;
     }
     if inner.sq.user.is_some() {
         drain_user_sq(qp, inner, n);
     }
     let mut broke = false;
+    let left;
     {
         let QpInner { transport, sq, .. } = &mut *inner;
-        let Some(s) = transport.native_mut() else {
-            return false;
-        };
-        if s.stream != Some(idx) {
-            return false;
-        }
+        let s = transport.native_mut().filter(|s| s.stream == Some(idx))?;
         // After a local error nothing more goes to the connection (the rest is flushed).
         while s.posted != sq.tail && !s.local_error {
             let slot = sq.slot(s.posted);
@@ -225,12 +222,13 @@ pub(crate) fn native_feed(
             }
             s.posted = s.posted.wrapping_add(1);
         }
+        left = s.posted != sq.tail && !s.local_error;
     }
     if native_retire(qp, inner, n) || broke {
         enter_error(qp, inner, n);
-        return false;
+        return None;
     }
-    true
+    Some(left)
 }
 
 /// Copies `out.len()` bytes at `offset` of message `msn` of `qp` (stream `idx`) into `out`.

@@ -16,7 +16,7 @@ pub(crate) fn pull_tx(
     pull: Pull,
 ) -> usize {
     if let Some(peer) = native_peer(qp) {
-        return native::pull_tx(qp.device(), &peer, headroom, out, pull);
+        return native::pull_tx(qp.device(), &peer, Some(qp), headroom, out, pull);
     }
     if pull == Pull::Control {
         return 0;

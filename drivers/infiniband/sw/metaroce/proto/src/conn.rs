@@ -157,6 +157,12 @@ pub struct ConnConfig {
     /// DATA with a new ConnId starts a restart proof only once the peer sent no DATA for
     /// this long (section 7); until then it is dropped as [`RxDrop::WrongConn`].
     pub restart_idle_ns: u64,
+    /// ACK coalescing of the receive path (section 4, step 5, **our choice**):
+    /// [`Conn::poll_control`] sends a path's ACK once this many DATA packets
+    /// wait on it, or at once for a packet that ends a message, comes out of
+    /// order, is a retransmission or leaves a gap behind it; the rest wait for
+    /// [`Conn::poll_transmit`]. 1 (default): every owed ACK at once.
+    pub ack_every: u16,
     /// Authenticated mode (section 13.1): every packet is sealed ([`Conn::poll_transmit`]
     /// writes the AUTH flag and gives each packet its Seq; the caller adds the trailer) and only
     /// sealed packets whose tag the caller verified are taken ([`Conn::on_sealed`]).
@@ -184,6 +190,7 @@ impl ConnConfig {
             pace_burst_ns: 0,
             restart_key: [0; 2],
             restart_idle_ns: 1_000_000_000,
+            ack_every: 1,
             auth: false,
         }
     }
@@ -1284,12 +1291,23 @@ impl<
         }
         self.peer = Some(h.conn);
         self.rx_hint = hint;
+        // Due at once (section 4, step 5): anything but the next packet in order
+        // (reordering, a duplicate), a retransmission, a packet that leaves a gap
+        // behind it or closes one, or the end of a message (its sender's completion
+        // waits for this ACK).
+        let in_order = h.path_seq == win.cum();
+        let mut gap = win.bits().iter().any(|&b| b != 0);
         win.mark(h.path_seq);
+        gap |= win.bits().iter().any(|&b| b != 0);
+        let ends = h.offset.saturating_add(u32::from(h.len)) >= h.msg_len || h.op.is_request();
+        let urgent = !in_order || gap || h.retx || ends;
         if let Some(rxp) = self.rx_paths.get_mut(path) {
             rxp.win = win;
             if ce {
                 rxp.ce_count = rxp.ce_count.wrapping_add(1);
             }
+            rxp.unacked = rxp.unacked.saturating_add(1);
+            rxp.ack_now |= urgent || rxp.unacked >= self.cfg.ack_every;
             rxp.ack_pending = true;
             rxp.ack_seq = h.path_seq;
             rxp.port = src_port;
@@ -1716,17 +1734,26 @@ impl<
     /// In the authenticated mode the packet carries the AUTH flag and [`Transmit::seq`] its Seq;
     /// the caller appends the trailer (`super::auth::seal`) after the payload and tags it.
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        let t = self.poll_any(now, buf)?;
+        let t = self.poll_any(now, buf, false)?;
+        Some(self.sealed(t, buf))
+    }
+
+    /// As [`Conn::poll_transmit`], but of the owed ACKs only those due at once
+    /// ([`ConnConfig::ack_every`]): what a receive path sends, the data an ACK made room for
+    /// included, while the coalesced ACKs wait for the transmitter.
+    pub fn poll_receive_path(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let t = self.poll_any(now, buf, true)?;
         Some(self.sealed(t, buf))
     }
 
     /// As [`Conn::poll_transmit`], but only the control packets due now: a PROOF or CHALLENGE
-    /// (section 7.1), else an ACK. No DATA, no retransmission, no probe: what a receive path
-    /// may send at once while the data waits for the transmitter.
+    /// (section 7.1), else an ACK due at once ([`ConnConfig::ack_every`]). No DATA, no
+    /// retransmission, no probe: what a receive path may send at once while the data and the
+    /// coalesced ACKs wait for the transmitter.
     pub fn poll_control(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
         let t = match self.poll_probe(now, buf) {
             Some(t) => t,
-            None => self.poll_ack(buf)?,
+            None => self.poll_ack(buf, true)?,
         };
         Some(self.sealed(t, buf))
     }
@@ -1742,11 +1769,11 @@ impl<
         t
     }
 
-    fn poll_any(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
+    fn poll_any(&mut self, now: u64, buf: &mut [u8], acks_due: bool) -> Option<Transmit> {
         if let Some(t) = self.poll_probe(now, buf) {
             return Some(t);
         }
-        if let Some(t) = self.poll_ack(buf) {
+        if let Some(t) = self.poll_ack(buf, acks_due) {
             return Some(t);
         }
         if self.state != ConnState::Active {
@@ -1785,18 +1812,31 @@ impl<
         })
     }
 
-    fn poll_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    /// Whether an owed ACK is not due at once: coalesced ([`ConnConfig::ack_every`]), it waits
+    /// for [`Conn::poll_transmit`].
+    pub fn acks_coalesced(&self) -> bool {
+        self.rx_paths
+            .iter()
+            .take(self.npaths())
+            .any(|p| p.ack_pending && !p.ack_now)
+    }
+
+    /// The next owed ACK, round-robin over the paths; with `due`, only one due at once
+    /// ([`RxPath::ack_now`]).
+    fn poll_ack(&mut self, buf: &mut [u8], due: bool) -> Option<Transmit> {
         let n = self.npaths();
         let peer = self.peer?;
         for k in 0..n {
             let pi = (self.rr_ack.wrapping_add(k)) % n;
             let rxp = self.rx_paths.get_mut(pi)?;
-            if !rxp.ack_pending {
+            if !rxp.ack_pending || (due && !rxp.ack_now) {
                 continue;
             }
             let path = u8::try_from(pi).ok()?;
             let hdr_len = rxp.ack(path, peer, self.rx_hint).write(buf)?;
             rxp.ack_pending = false;
+            rxp.ack_now = false;
+            rxp.unacked = 0;
             self.rr_ack = pi.wrapping_add(1);
             self.stats.acks_sent = self.stats.acks_sent.saturating_add(1);
             return Some(Transmit {

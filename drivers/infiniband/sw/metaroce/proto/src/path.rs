@@ -808,6 +808,11 @@ pub struct RxPath {
     pub ce_count: u32,
     /// An ACK is owed.
     pub ack_pending: bool,
+    /// The owed ACK is due at once, also from a receive path that coalesces ACKs
+    /// ([`crate::conn::Conn::poll_control`]; transport.rst section 4, step 5).
+    pub ack_now: bool,
+    /// DATA packets taken on this path since its last ACK.
+    pub unacked: u16,
     /// Newest sequence number to acknowledge.
     pub ack_seq: u32,
     /// UDP source port of the newest DATA packet (the ACK's source port).
@@ -820,6 +825,8 @@ impl RxPath {
         win: SeqWindow::new(0),
         ce_count: 0,
         ack_pending: false,
+        ack_now: false,
+        unacked: 0,
         ack_seq: 0,
         port: 0,
     };

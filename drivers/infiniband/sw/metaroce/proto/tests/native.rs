@@ -1833,3 +1833,73 @@ fn send_naming_a_completed_receive_is_dropped() {
         "{done:?}"
     );
 }
+
+/// A one-path pair whose receiver coalesces ACKs ([`ConnConfig::ack_every`]).
+fn coalescing_pair(ack_every: u16) -> (Box<C>, Box<C>) {
+    let mut cfg = ConnConfig::new(11);
+    cfg.mss = 1024;
+    cfg.paths = 1;
+    cfg.init_cwnd_path = 64;
+    cfg.init_cwnd_conn = 64;
+    cfg.ack_every = ack_every;
+    let mut a = Box::new(C::new(cfg));
+    cfg.conn_id = 22;
+    let mut b = Box::new(C::new(cfg));
+    assert!(a.open_stream(0, 100, 200));
+    assert!(b.open_stream(0, 200, 100));
+    (a, b)
+}
+
+/// Feeds `pkts` to `b` in the order of `order`; returns after which packets (indices into
+/// `order`) `poll_control` had an ACK due.
+fn control_acks(b: &mut C, pkts: &[Vec<u8>], order: &[usize]) -> Vec<usize> {
+    let mut buf = [0u8; MAX_HDR_LEN];
+    let mut due = Vec::new();
+    for (k, &i) in order.iter().enumerate() {
+        assert!(b.on_packet(1, &pkts[i], false, 9, 0).is_ok());
+        while b.poll_control(1, &mut buf).is_some() {
+            due.push(k);
+        }
+    }
+    due
+}
+
+#[test]
+fn receive_path_coalesces_acks_but_not_the_end_of_a_message_or_reordering() {
+    // In order: every 4th packet's ACK is due at once, and the message's last one.
+    let (mut a, mut b) = coalescing_pair(4);
+    assert_eq!(a.post(0, msg(MrcOp::Write, 10 * 1024)), Ok(0));
+    let pkts = drain(&mut a, 0);
+    assert_eq!(pkts.len(), 10);
+    let order: Vec<usize> = (0..10).collect();
+    assert_eq!(control_acks(&mut b, &pkts, &order), [3, 7, 9]);
+    // Reordered: the packet that leaves a gap behind it and every one until the gap
+    // closes is due at once.
+    let (mut a, mut b) = coalescing_pair(4);
+    assert_eq!(a.post(0, msg(MrcOp::Write, 10 * 1024)), Ok(0));
+    let pkts = drain(&mut a, 0);
+    assert_eq!(
+        control_acks(&mut b, &pkts, &[0, 2, 3, 1, 4, 5, 6, 7, 8, 9]),
+        [1, 2, 3, 7, 9]
+    );
+    // What poll_control leaves waits for poll_transmit, which sends it.
+    let (mut a, mut b) = coalescing_pair(4);
+    assert_eq!(a.post(0, msg(MrcOp::Write, 10 * 1024)), Ok(0));
+    let pkts = drain(&mut a, 0);
+    assert_eq!(control_acks(&mut b, &pkts, &[0, 1]), []);
+    assert!(b.acks_coalesced());
+    let mut buf = [0u8; MAX_HDR_LEN];
+    assert!(b.poll_receive_path(1, &mut buf).is_none());
+    let acks = drain(&mut b, 1);
+    assert_eq!(acks.len(), 1);
+    assert!(matches!(
+        parse(&acks[0]),
+        Ok(MrcPacket::Ack(AckPkt { ack_seq: 1, .. }))
+    ));
+    assert!(!b.acks_coalesced());
+    // 1 (the default): every ACK at once.
+    let (mut a, mut b) = coalescing_pair(1);
+    assert_eq!(a.post(0, msg(MrcOp::Write, 3 * 1024)), Ok(0));
+    let pkts = drain(&mut a, 0);
+    assert_eq!(control_acks(&mut b, &pkts, &[0, 1, 2]), [0, 1, 2]);
+}
