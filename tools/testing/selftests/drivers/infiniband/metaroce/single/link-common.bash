@@ -90,6 +90,13 @@ mr_ns_gid() {
 # mr_two_namespaces plus, for RDMA traffic between them: lo up in both (loopback traffic), MetaRoCE
 # devices mra0 on va and mrb0 on vb (link type $1, default metaroce), and ga/gb set to the RoCE v2
 # GID indices of $MR_ADDR_A on mra0 and $MR_ADDR_B on mrb0.
+# Counter COUNTER of device DEV's port 1 in namespace NS (0 if the device does not report it).
+mr_stat() { # NS DEV COUNTER
+  local v
+  v=$(ip netns exec "$1" rdma statistic show link "$2/1" | tr ' ' '\n' | awk -v n="$3" 'p { print; exit } $0 == n { p = 1 }')
+  echo "${v:-0}"
+}
+
 mr_two_devices() {
   local type=${1:-metaroce}
   mr_two_namespaces
