@@ -158,10 +158,11 @@ pub struct ConnConfig {
     /// this long (section 7); until then it is dropped as [`RxDrop::WrongConn`].
     pub restart_idle_ns: u64,
     /// ACK coalescing of the receive path (section 4, step 5, **our choice**):
-    /// [`Conn::poll_control`] sends a path's ACK once this many DATA packets
-    /// wait on it, or at once for a packet that ends a message, comes out of
-    /// order, is a retransmission or leaves a gap behind it; the rest wait for
-    /// [`Conn::poll_transmit`]. 1 (default): every owed ACK at once.
+    /// [`Conn::poll_control`] and [`Conn::poll_receive_path`] send a path's ACK
+    /// once this many DATA packets wait on it, or at once for a packet that ends
+    /// a message or carries a request, comes out of order, is a retransmission,
+    /// or leaves or closes a gap; the rest wait for [`Conn::poll_transmit`].
+    /// 1 (default): every owed ACK at once.
     pub ack_every: u16,
     /// Authenticated mode (section 13.1): every packet is sealed ([`Conn::poll_transmit`]
     /// writes the AUTH flag and gives each packet its Seq; the caller adds the trailer) and only
@@ -1293,8 +1294,8 @@ impl<
         self.rx_hint = hint;
         // Due at once (section 4, step 5): anything but the next packet in order
         // (reordering, a duplicate), a retransmission, a packet that leaves a gap
-        // behind it or closes one, or the end of a message (its sender's completion
-        // waits for this ACK).
+        // behind it or closes one, or the last packet of a message, a request
+        // included (nothing behind it would make the ACK due).
         let in_order = h.path_seq == win.cum();
         let mut gap = win.bits().iter().any(|&b| b != 0);
         win.mark(h.path_seq);
