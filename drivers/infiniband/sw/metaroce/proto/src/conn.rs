@@ -1309,7 +1309,6 @@ impl<
             }
             rxp.unacked = rxp.unacked.saturating_add(1);
             rxp.ack_now |= urgent || rxp.unacked >= self.cfg.ack_every;
-            rxp.ack_pending = true;
             rxp.ack_seq = h.path_seq;
             rxp.port = src_port;
         }
@@ -1819,7 +1818,7 @@ impl<
         self.rx_paths
             .iter()
             .take(self.npaths())
-            .any(|p| p.ack_pending && !p.ack_now)
+            .any(|p| p.ack_pending() && !p.ack_now)
     }
 
     /// The next owed ACK, round-robin over the paths; with `due`, only one due at once
@@ -1830,12 +1829,11 @@ impl<
         for k in 0..n {
             let pi = (self.rr_ack.wrapping_add(k)) % n;
             let rxp = self.rx_paths.get_mut(pi)?;
-            if !rxp.ack_pending || (due && !rxp.ack_now) {
+            if !rxp.ack_pending() || (due && !rxp.ack_now) {
                 continue;
             }
             let path = u8::try_from(pi).ok()?;
             let hdr_len = rxp.ack(path, peer, self.rx_hint).write(buf)?;
-            rxp.ack_pending = false;
             rxp.ack_now = false;
             rxp.unacked = 0;
             self.rr_ack = pi.wrapping_add(1);

@@ -806,12 +806,11 @@ pub struct RxPath {
     pub win: SeqWindow<4>,
     /// CE-marked DATA packets received, wrapping.
     pub ce_count: u32,
-    /// An ACK is owed.
-    pub ack_pending: bool,
     /// The owed ACK is due at once, also from a receive path that coalesces ACKs
     /// ([`crate::conn::Conn::poll_control`]; transport.rst section 4, step 5).
     pub ack_now: bool,
-    /// DATA packets taken on this path since its last ACK.
+    /// DATA packets taken on this path since its last ACK (saturating): an ACK is owed
+    /// while it is not 0 ([`Self::ack_pending`]).
     pub unacked: u16,
     /// Newest sequence number to acknowledge.
     pub ack_seq: u32,
@@ -824,12 +823,16 @@ impl RxPath {
     pub const EMPTY: RxPath = RxPath {
         win: SeqWindow::new(0),
         ce_count: 0,
-        ack_pending: false,
         ack_now: false,
         unacked: 0,
         ack_seq: 0,
         port: 0,
     };
+
+    /// Whether an ACK is owed.
+    pub const fn ack_pending(&self) -> bool {
+        self.unacked != 0
+    }
 
     /// Builds the ACK owed on `path` for connection `conn`.
     pub fn ack(&self, path: u8, conn: u32, rate_hint_kbps: u32) -> AckPkt {
