@@ -39,6 +39,9 @@ debs=(
   flex bison bc libelf-dev libssl-dev cpio kmod xz-utils zstd make rsync
   qemu-system-x86 busybox-static
   rdma-core ibverbs-utils perftest rdmacm-utils python3-pyverbs iproute2 iperf3 tshark python3-docutils
+  # The engines on top (pair/70-ucx, the cluster shape): UCX, Open MPI over UCX, libfabric, and
+  # vde_switch, the guests' local L2 segment.
+  ucx-utils openmpi-bin libopenmpi-dev libfabric-bin vde2
 )
 missing=()
 for d in "${debs[@]}"; do
@@ -74,7 +77,7 @@ if [ "$(bindgen --version 2>/dev/null)" != "bindgen $BINDGEN_VERSION" ]; then
   log "cargo install bindgen-cli $BINDGEN_VERSION (about 2 minutes)"
   cargo install bindgen-cli --locked --version "$BINDGEN_VERSION" || die "cargo install bindgen-cli $BINDGEN_VERSION failed"
 fi
-for t in clang-19 ld.lld-19 llvm-ar-19 rustc bindgen qemu-system-x86_64 busybox ibv_rc_pingpong ib_write_bw rdma tshark; do
+for t in clang-19 ld.lld-19 llvm-ar-19 rustc bindgen qemu-system-x86_64 busybox ibv_rc_pingpong ib_write_bw rdma tshark ucx_perftest mpicc mpirun fi_info vde_switch; do
   command -v "$t" >/dev/null || die "tool $t not found after install"
 done
 log "all dependencies present"

@@ -156,6 +156,19 @@ pub(super) fn grh_area(ip: &[u8]) -> Option<([u8; GRH_LEN as usize], u8)> {
 pub(super) const RDMA_NETWORK_IPV4: u8 = 2;
 pub(super) const RDMA_NETWORK_IPV6: u8 = 3;
 
+/// The `sl` of a UD receive completion: RoCE carries no service level, so the field reports the
+/// packet's type as ConnectX adapters do (bits 2:0 the network header, 1 IPv6 or 2 IPv4; bit 3 set
+/// for a UDP-encapsulated, RoCEv2 packet). A user-space `ibv_wc` has no `network_hdr_type`, and
+/// engines read this instead: UCX's UD transport takes the GRH area's destination as an IPv4
+/// address only when `sl & 7 == 2`, and drops every packet whose destination it does not own.
+pub(super) fn roce_packet_type(network_type: u8) -> u8 {
+    const UDP: u8 = 1 << 3;
+    match network_type {
+        RDMA_NETWORK_IPV4 => UDP | 2,
+        _ => UDP | 1,
+    }
+}
+
 /// Delivers one received packet (ICRC verified) to `qp`. Softirq context.
 ///
 /// Returns `false` if the packet was dropped without effect (the caller counts it).
@@ -333,6 +346,7 @@ pub(crate) fn receive(qp: &Qp<MetaRoceDriver>, pkt: &Packet<'_>, ip: &[u8]) -> b
                     }
                     wc.flags = WcFlags::GRH | WcFlags::WITH_NETWORK_HDR_TYPE;
                     wc.network_hdr_type = network_type;
+                    wc.sl = roce_packet_type(network_type);
                 }
             }
             // The buffers go before the completion: its ticket retires them as it is polled.

@@ -424,7 +424,12 @@ pub(crate) fn native_place(
             // The whole message's range, on every packet: a message that does not fit is refused
             // by each of its packets, whatever order they come in, and nothing of it is written
             // (this packet's bytes lie within it: the parser checked offset + len <= msg_len).
+            // A zero-length WRITE names no memory: its key and address are not checked (IBTA
+            // C9-88, as the RoCEv2 responder does; UCX flushes an RC QP with one, key 0).
             let whole = usize::try_from(p.msg_len).map_err(|_| EINVAL)?;
+            if whole == 0 {
+                return Ok(());
+            }
             mem.dev
                 .mr_check(p.rkey, kind, pd, p.va, whole, AccessFlags::REMOTE_WRITE)
                 .map_err(|_| EACCES)?;
@@ -625,6 +630,8 @@ pub(crate) fn native_request(
     let dev = qp.device();
     let kind = KeyKind::Remote { qpn: qp.qpn };
     match r.op {
+        // A zero-length READ names no memory (C9-88): answered without a key check.
+        MrcOp::Read if r.len == 0 => NativeResponse::Read,
         MrcOp::Read => match dev.mr_check(r.rkey, kind, pd, r.va, r.len as usize, need) {
             Ok(()) => NativeResponse::Read,
             Err(_) => NativeResponse::Nak(NakCode::RemoteAccess),

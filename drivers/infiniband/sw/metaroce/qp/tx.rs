@@ -150,6 +150,8 @@ pub(super) fn copy_payload(
                 }
             }),
         },
+        // A zero-length READ's one response reads nothing (its key was never checked: C9-88).
+        PayloadSrc::Mr { .. } if out.is_empty() => Ok(()),
         PayloadSrc::Mr { rkey, va } => {
             let pd = mem.pd.ok_or(EINVAL)?;
             let kind = KeyKind::Remote { qpn: qp.qpn };

@@ -127,6 +127,32 @@ mr_cm_pair() {
   return $rc
 }
 
+# Both guests of a pair run UCX's ucx_perftest (UCP API) over RDMA device $4 with transports $5
+# (UCX_TLS): the server on role $2, the client connecting to it over eth0 (UCX's out-of-band TCP
+# exchange on port $3, which also hands the server the client's test parameters). The client is
+# released once the server listens. The output is left in MR_OUT, the exit status returned.
+# Usage: mr_ucx_pair NAME SERVER_ROLE PORT DEV TLS PERFTEST-ARGS...
+mr_ucx_pair() {
+  local name=$1 srole=$2 port=$3 dev=$4 tls=$5 t=${MR_UCX_TIMEOUT:-${MR_FULL:+600}} pid i rc; shift 5
+  t=${t:-150}
+  if [ "$MR_ROLE" = "$srole" ]; then
+    UCX_TLS=$tls UCX_NET_DEVICES=$dev:1 timeout "$t" ucx_perftest -p "$port" >/tmp/ucx-pair.out 2>&1 & pid=$!
+    for ((i = 0; i < 300; i++)); do
+      [ -n "$(ss -Hltn "sport = :$port")" ] && break
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.2
+    done
+    mr_barrier "$name" || echo "$name: the client never came" >>/tmp/ucx-pair.out
+    wait $pid; rc=$?
+  else
+    mr_barrier "$name" || { MR_OUT="$name: the server never reported"; return 1; }
+    UCX_TLS=$tls UCX_NET_DEVICES=$dev:1 timeout "$t" ucx_perftest "$(mr_peer)" -p "$port" "$@" \
+      >/tmp/ucx-pair.out 2>&1; rc=$?
+  fi
+  MR_OUT=$(cat /tmp/ucx-pair.out)
+  return $rc
+}
+
 # This guest's eth0 rx bytes (MR_RX) and its device's successful receive completions (MR_RECVS,
 # `rdma statistic` rdma_recvs: MetaRoCE's counters carry rdma_rxe's names).
 mr_cm_counts() {
