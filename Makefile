@@ -11,7 +11,7 @@
 FLAVOUR ?= test
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile patches sim fuzz clean-cache
+.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile cluster patches sim fuzz clean-cache
 
 all: demo
 
@@ -51,6 +51,9 @@ bench:
 
 profile:
 	@scripts/profile.sh
+
+cluster:
+	@scripts/cluster.sh
 
 patches: deps
 	@scripts/patches.sh

@@ -5,7 +5,7 @@
 #
 # run-guest.sh --name N --kernel BZIMAGE --modules DIR --out DIR --cmd SCRIPT
 #              [--initrd CPIO] [--smp 1] [--mem 2048] [--timeout 900] [--append "ARGS"]
-#              [--net listen:PORT|connect:PORT|unix-listen:PATH|unix-connect:PATH --mac MAC]
+#              [--net listen:PORT|connect:PORT|unix-listen:PATH|unix-connect:PATH|vde:DIR --mac MAC]
 # Exit status: the command's own; 124 if the guest was killed at the timeout; 125 if it stopped
 # without recording a status (panic, crash). The console log is OUT/console.log.
 set -euo pipefail
@@ -64,6 +64,8 @@ case "$net" in
   unix-listen:*|unix-connect:*)
     server=off; [ "${net%%:*}" = unix-listen ] && server=on
     qargs+=(-netdev "stream,id=n0,server=$server,addr.type=unix,addr.path=${net#*:}" -device "virtio-net-pci,netdev=n0,mac=$mac");;
+  # A port of a vde_switch whose control socket directory is DIR (the cluster shape's segment).
+  vde:*) qargs+=(-netdev "vde,id=n0,sock=${net#*:}" -device "virtio-net-pci,netdev=n0,mac=$mac");;
   *) echo "run-guest: bad --net $net" >&2; exit 2;;
 esac
 rc=0

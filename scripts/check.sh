@@ -164,6 +164,11 @@ elif [ -n "${METAROCE_FULL:-}" ]; then
   run_pair peer peer rxe rxe-pair; collect "$OUT/rxe-a"; collect "$OUT/rxe-b"
   step "full: release kernel and Debian's rdma_rxe, full size range"
   run_pair release peer rel-peer interop; collect "$OUT/rel-peer-a"; collect "$OUT/rel-peer-b"
+  # Issue 35: Open MPI across four guests on one vde_switch segment (make cluster's shape), up to
+  # 1 MiB, RoCEv2 mode, TCP and native mode, every result checked (~6 min).
+  step "full: cluster shape, four release-kernel guests, Open MPI collectives"
+  MR_GUEST_ENV="MR_MPI_MAX=1048576" run_cluster release 4 rel-clu cluster
+  for i in 1 2 3 4; do collect "$OUT/rel-clu-$i"; done
 fi
 if [ -n "${METAROCE_FULL:-}" ]; then
   # After every guest of the test kernel: a CLIPPY=1 rebuild of its Rust objects (~6 min, which

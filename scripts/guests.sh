@@ -27,7 +27,7 @@ guest_kernel() {
 # with the kernel's own `make -C tools/testing/selftests install` (kselftest_install.sh's tree:
 # run_kselftest.sh, kselftest-list.txt, the collections) into $OUT/ksft, once per run; the guests
 # run them from there with kselftest's runner (qemu/ksft-run.sh).
-MR_KSFT_COLLECTIONS="single pair interop rxe-pair soak bench profile kmemleak"
+MR_KSFT_COLLECTIONS="single pair interop rxe-pair soak bench profile kmemleak cluster"
 ksft_install() {
   MR_KSFT=$OUT/ksft
   [ -f "$MR_KSFT/kselftest-list.txt" ] && return 0
@@ -51,7 +51,7 @@ guest_script() { # FILE SUITE [FIRST-LAST] [ROLE]
   rm -rf "$(dirname "$f")/ksft"; cp -a "$MR_KSFT" "$(dirname "$f")/ksft"
   { echo "export MR_FULL=${METAROCE_FULL:-}"
     [ -n "${MR_GUEST_ENV:-}" ] && echo "export $MR_GUEST_ENV"
-    [ -n "$role" ] && echo "export MR_ROLE=$role; . $g/drivers/infiniband/metaroce/lib.sh; mr_link_up"
+    [ -n "$role" ] && echo "export MR_ROLE=$role${MR_NODES:+ MR_NODES=$MR_NODES}; . $g/drivers/infiniband/metaroce/lib.sh; mr_link_up"
     echo "bash $g/ksft-run.sh $g $suite $range"
   } >"$f"
 }
@@ -103,6 +103,27 @@ run_pair() { # KIND_A KIND_B NAME SUITE
   wait "$pa" || rc_a=$?
   [ -z "$LINK_SOCK" ] || rm -f "$LINK_SOCK"
   [ "$rc_a" = 0 ] && [ "$rc_b" = 0 ]
+}
+
+# The cluster shape: N guests (one vCPU each) on one L2 segment, a vde_switch whose sockets live
+# in a private directory under /tmp (nothing leaves the machine). Guest I (MR_ROLE nI, address
+# 192.0.2.I) runs SUITE with MR_NODES=N; node 1 launches the jobs (cluster/*). Waits for all.
+run_cluster() { # KIND N NAME SUITE
+  local kind=$1 n=$2 name=$3 suite=$4 i rc=0 sw pids=()
+  sw=$(mktemp -d /tmp/mr-vde-XXXXXX)
+  vde_switch --sock "$sw/ctl" --daemon --pidfile "$sw/pid" --mod 700 || { rm -rf "$sw"; return 1; }
+  guest_kernel "$kind"
+  for ((i = 1; i <= n; i++)); do
+    mkdir -p "$OUT/$name-$i"
+    MR_NODES=$n guest_script "$OUT/$name-$i/cmd.in" "$suite" "" "n$i" || { rc=1; break; }
+    "$repo/qemu/run-guest.sh" --name "$name-$i" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
+      --out "$OUT/$name-$i" --cmd "$OUT/$name-$i/cmd.in" --timeout "$MR_TIMEOUT" \
+      --net "vde:$sw/ctl" --mac "$(printf '52:54:00:00:01:%02x' "$i")" ${MR_GUEST_APPEND:+--append "$MR_GUEST_APPEND"} &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  kill "$(cat "$sw/pid")" 2>/dev/null; rm -rf "$sw"
+  return $rc
 }
 
 # Lines of a console log that mean the kernel found a bug, whatever the tests said.

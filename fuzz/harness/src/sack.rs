@@ -519,6 +519,7 @@ pub fn run_input(input: &Input) {
                     rate_hint_kbps: 0,
                     ce_count: *ce,
                     sack: *sack,
+                    rnr: false,
                 };
                 ack(&mut p, &mut pm, &a, now, false, mss);
             }

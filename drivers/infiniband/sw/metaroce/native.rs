@@ -829,8 +829,13 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                                 }
                                 r.map_err(Some)
                             }
+                            // Receiver not ready (an admitted packet: an unadmitted one
+                            // is ready above): dropped, and the sender told at once by an
+                            // RNR ACK, so that it resends without counting towards its
+                            // retransmission limit (section 5.6).
                             _ => {
                                 inner.rnr_drops += 1;
+                                inner.conn.not_ready(&h, sport);
                                 Err(None)
                             }
                         };

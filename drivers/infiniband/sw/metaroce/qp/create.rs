@@ -54,13 +54,16 @@ pub(crate) fn create_qp(
     if !user && cap.max_inline_data != 0 {
         return Err(EINVAL);
     }
-    // The private ring of a QP with an SRQ holds the requests it took and has not completed.
+    let datagram = !matches!(qp_type, QpType::Rc | QpType::Uc);
+    let native = qp.device().native && qp_type == QpType::Rc;
+    // The private ring of a QP with an SRQ holds the requests it took and has not completed:
+    // in native mode every message a stream may have outstanding (packets sprayed over paths
+    // arrive out of order, and receives complete in order), else the one being received.
     let (rq_depth, rq_sge) = match srq_sge {
+        Some(sge) if native => (crate::native::MSGS as u32, sge),
         Some(sge) => (SRQ_IN_PROGRESS, sge),
         None => (cap.max_recv_wr, cap.max_recv_sge),
     };
-    let datagram = !matches!(qp_type, QpType::Rc | QpType::Uc);
-    let native = qp.device().native && qp_type == QpType::Rc;
     let (mut rq, mut sq) = if user {
         // A send slot holds the SGEs or the inline data, whichever is larger (as rdma_rxe
         // sizes it); report what fits.

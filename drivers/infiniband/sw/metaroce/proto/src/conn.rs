@@ -412,6 +412,11 @@ pub struct ConnStats {
     pub retransmits: u64,
     /// ACKs sent.
     pub acks_sent: u64,
+    /// DATA packets refused because their receive was not posted, answered by RNR ACKs.
+    pub rnr_refused: u64,
+    /// RNR ACKs received: our transmissions the peer refused, resent without counting
+    /// towards `max_retx`.
+    pub rnr_acks: u64,
     /// DATA packets placed.
     pub data_placed: u64,
     /// Payload bytes placed.
@@ -440,6 +445,8 @@ impl ConnStats {
         data_sent: 0,
         retransmits: 0,
         acks_sent: 0,
+        rnr_refused: 0,
+        rnr_acks: 0,
         data_placed: 0,
         bytes_placed: 0,
         duplicates: 0,
@@ -1495,6 +1502,27 @@ impl<
                 }
             })
             .ok_or(RxDrop::BadAck)?;
+        // The peer refused transmission `ack_seq` for want of a posted receive (section 5.6):
+        // its retransmissions so far are not losses and do not count towards `max_retx`, so
+        // a receiver that is slow to post fails nothing (RNR retries are unlimited).
+        let rnr = a.rnr
+            && p.unacked_dsn(a.ack_seq).is_some_and(|dsn| {
+                let d = descs.get_mut(Self::desc_index(dsn));
+                match d {
+                    Some(d)
+                        if in_dsn_window(dsn)
+                            && usize::from(d.path) == pi
+                            && d.seq == a.ack_seq =>
+                    {
+                        d.tx_count = 0;
+                        true
+                    }
+                    _ => false,
+                }
+            });
+        if rnr {
+            self.stats.rnr_acks = self.stats.rnr_acks.saturating_add(1);
+        }
         let conn_rtt = p.rtt.srtt();
         if p.rtt.min() != 0 && (self.min_rtt == 0 || p.rtt.min() < self.min_rtt) {
             self.min_rtt = p.rtt.min();
@@ -1812,6 +1840,20 @@ impl<
         })
     }
 
+    /// DATA packet `h`, which [`Self::admits`], arrived from UDP source port `src_port` for a
+    /// receive not posted yet: the caller drops it (nothing of it is taken) and this owes the
+    /// sender an ACK at once with the RNR flag naming it (section 5.6). The sender resends it
+    /// without counting that towards `max_retx`.
+    pub fn not_ready(&mut self, h: &DataHdr, src_port: u16) {
+        let Some(rxp) = self.rx_paths.get_mut(usize::from(h.path)) else {
+            return;
+        };
+        rxp.rnr = Some(h.path_seq);
+        rxp.port = src_port;
+        rxp.ack_now = true;
+        self.stats.rnr_refused = self.stats.rnr_refused.saturating_add(1);
+    }
+
     /// Whether an owed ACK is not due at once: coalesced ([`ConnConfig::ack_every`]), it waits
     /// for [`Conn::poll_transmit`].
     pub fn acks_coalesced(&self) -> bool {
@@ -1836,6 +1878,7 @@ impl<
             let hdr_len = rxp.ack(path, peer, self.rx_hint).write(buf)?;
             rxp.ack_now = false;
             rxp.unacked = 0;
+            rxp.rnr = None;
             self.rr_ack = pi.wrapping_add(1);
             self.stats.acks_sent = self.stats.acks_sent.saturating_add(1);
             return Some(Transmit {

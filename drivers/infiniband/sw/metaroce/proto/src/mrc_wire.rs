@@ -38,6 +38,8 @@ const TYPE_CHALLENGE: u8 = 3;
 const TYPE_PROOF: u8 = 4;
 const FLAG_RETX: u8 = 0x80;
 const FLAG_SE: u8 = 0x40;
+/// ACK flag: the DATA packet `ack_seq` names was refused, its receive not posted (section 5.6).
+const FLAG_RNR: u8 = 0x40;
 
 /// Why a packet was not decoded.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -263,6 +265,10 @@ pub struct AckPkt {
     pub ce_count: u32,
     /// Bit `i` (word `i / 64`, bit `i % 64`): `cum + 1 + i` received.
     pub sack: [u64; 4],
+    /// RNR flag: the packet `ack_seq` names arrived but was refused, its receive not posted
+    /// (section 5.6); it is not acknowledged, and its sender resends it without counting that
+    /// towards its retransmission limit.
+    pub rnr: bool,
 }
 
 /// Which restart-proof packet (section 7.1).
@@ -337,7 +343,7 @@ fn parse_mode(buf: &[u8], auth: bool) -> Result<MrcPacket<'_>, MrcError> {
     match ty {
         TYPE_DATA => parse_data(&mut r, flags, path, op, conn),
         TYPE_ACK => {
-            if flags != 0 || op != 0 {
+            if flags & !FLAG_RNR != 0 || op != 0 {
                 return Err(MrcError::Reserved);
             }
             let t = MrcError::Truncated;
@@ -357,6 +363,7 @@ fn parse_mode(buf: &[u8], auth: bool) -> Result<MrcPacket<'_>, MrcError> {
                 rate_hint_kbps,
                 ce_count,
                 sack,
+                rnr: flags & FLAG_RNR != 0,
             }))
         }
         TYPE_CHALLENGE | TYPE_PROOF => {
@@ -518,7 +525,7 @@ impl AckPkt {
     pub fn write(&self, buf: &mut [u8]) -> Option<usize> {
         let mut w = Writer::new(buf);
         w.u8(VERSION << 4 | TYPE_ACK)?;
-        w.u8(0)?;
+        w.u8(if self.rnr { FLAG_RNR } else { 0 })?;
         w.u8(self.path)?;
         w.u8(0)?;
         w.u32(self.conn)?;
@@ -705,10 +712,19 @@ mod tests {
             rate_hint_kbps: 25_000_000,
             ce_count: 17,
             sack: [1, 0, u64::MAX, 1 << 63],
+            rnr: false,
         };
         let mut buf = [0u8; ACK_LEN];
         assert_eq!(a.write(&mut buf), Some(ACK_LEN));
         assert_eq!(parse(&buf), Ok(MrcPacket::Ack(a)));
+        // The RNR flag (section 5.6) is the one flag an ACK may carry.
+        let r = AckPkt { rnr: true, ..a };
+        assert_eq!(r.write(&mut buf), Some(ACK_LEN));
+        assert_eq!(buf[1], FLAG_RNR);
+        assert_eq!(parse(&buf), Ok(MrcPacket::Ack(r)));
+        buf[1] = FLAG_RNR | 0x20;
+        assert_eq!(parse(&buf), Err(MrcError::Reserved));
+        assert_eq!(a.write(&mut buf), Some(ACK_LEN));
         assert_eq!(&buf[24..32], &1u64.to_be_bytes());
         assert_eq!(parse(&buf[..ACK_LEN - 1]), Err(MrcError::Truncated));
     }

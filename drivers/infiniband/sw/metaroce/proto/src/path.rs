@@ -445,6 +445,15 @@ impl<C: CongestionEngine> TxPath<C> {
         seq
     }
 
+    /// The Dsn that transmission `seq` carried, while it is not acknowledged.
+    pub fn unacked_dsn(&self, seq: u32) -> Option<u32> {
+        if !self.in_window(seq) {
+            return None;
+        }
+        let s = self.slots.get(slot_index(seq))?;
+        (s.state != SlotState::Acked).then_some(s.dsn)
+    }
+
     fn in_window(&self, seq: u32) -> bool {
         seq.wrapping_sub(self.base) < self.next.wrapping_sub(self.base)
     }
@@ -694,7 +703,8 @@ impl<C: CongestionEngine> TxPath<C> {
             }
         }
         self.advance_base();
-        if any {
+        // An RNR ACK acknowledges nothing new but proves the receiver alive and the path good.
+        if any || ack.rnr {
             self.probe = Probe::Armed;
             self.backoff = 0;
             self.rto_in_row = 0;
@@ -816,6 +826,9 @@ pub struct RxPath {
     pub ack_seq: u32,
     /// UDP source port of the newest DATA packet (the ACK's source port).
     pub port: u16,
+    /// A DATA packet refused because its receive was not posted, owed an ACK with the RNR
+    /// flag naming it ([`crate::conn::Conn::not_ready`]).
+    pub rnr: Option<u32>,
 }
 
 impl RxPath {
@@ -827,11 +840,12 @@ impl RxPath {
         unacked: 0,
         ack_seq: 0,
         port: 0,
+        rnr: None,
     };
 
     /// Whether an ACK is owed.
     pub const fn ack_pending(&self) -> bool {
-        self.unacked != 0
+        self.unacked != 0 || self.rnr.is_some()
     }
 
     /// Builds the ACK owed on `path` for connection `conn`.
@@ -840,10 +854,11 @@ impl RxPath {
             path,
             conn,
             cum: self.win.cum(),
-            ack_seq: self.ack_seq,
+            ack_seq: self.rnr.unwrap_or(self.ack_seq),
             rate_hint_kbps,
             ce_count: self.ce_count,
             sack: *self.win.bits(),
+            rnr: self.rnr.is_some(),
         }
     }
 }

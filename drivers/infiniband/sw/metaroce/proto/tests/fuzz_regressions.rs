@@ -388,6 +388,7 @@ fn native_forged_cum_half_space_away_is_judged_per_seq() {
         rate_hint_kbps: 0,
         ce_count: 0,
         sack: [0; 4],
+        rnr: false,
     };
     let mut ev = Vec::new();
     assert_eq!(p.on_ack(&ack, 10, |e| ev.push(e)), Some(false));

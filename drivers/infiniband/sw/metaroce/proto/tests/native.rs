@@ -1645,8 +1645,21 @@ fn pump(
     a: &mut C,
     b: &mut C,
     now: &mut u64,
+    posts: std::collections::VecDeque<(usize, MsgDesc)>,
+    lost: impl Fn(&metaroce_proto::mrc_wire::DataHdr) -> bool,
+) -> Vec<(usize, u32, SendStatus)> {
+    pump_refusing(a, b, now, posts, lost, |_, _| false)
+}
+
+/// As [`pump`], and `b` refuses each arriving DATA packet that `refuse(header, now)` names, as
+/// the glue does for a receive not posted (`Conn::not_ready`: an RNR ACK, nothing taken).
+fn pump_refusing(
+    a: &mut C,
+    b: &mut C,
+    now: &mut u64,
     mut posts: std::collections::VecDeque<(usize, MsgDesc)>,
     lost: impl Fn(&metaroce_proto::mrc_wire::DataHdr) -> bool,
+    refuse: impl Fn(&metaroce_proto::mrc_wire::DataHdr, u64) -> bool,
 ) -> Vec<(usize, u32, SendStatus)> {
     let mut wire: Vec<(u64, bool, Vec<u8>)> = Vec::new();
     let mut sends = Vec::new();
@@ -1687,6 +1700,14 @@ fn pump(
         let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= *now);
         wire = rest;
         for (_, to_b, p) in due {
+            if to_b {
+                if let Ok(MrcPacket::Data(h, _)) = parse(&p) {
+                    if b.admits(*now, &h).is_ok() && refuse(&h, *now) {
+                        b.not_ready(&h, 50_000);
+                        continue;
+                    }
+                }
+            }
             let c = if to_b { &mut *b } else { &mut *a };
             let _ = c.on_packet(*now, &p, false, 50_000, 0);
         }
@@ -1775,6 +1796,57 @@ fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
     let sends = pump(&mut a, &mut b, &mut now, writes(1, 20, 8 * 1024), |_| false);
     assert_eq!(sends.len(), 20);
     assert!(sends.iter().all(|s| s.2 == SendStatus::Ok), "{sends:?}");
+}
+
+/// As above, but the receiver answers each refused packet with an RNR ACK
+/// (`Conn::not_ready`, section 5.6) and posts its receives only after 2 s, far
+/// longer than `max_retx` retransmissions take: stream 1's SENDs are resent
+/// without failing (RNR retries are unlimited) and complete once the receives
+/// are there; stream 0 completes meanwhile, the connection stays up. Without
+/// the RNR ACKs (the test above) stream 1 fails.
+#[test]
+fn receiver_not_ready_is_retried_without_limit() {
+    let (mut a, mut b) = pair();
+    let mut now = 0;
+    let mut posts = writes(0, 40, 8 * 1024);
+    for i in 0..3 {
+        posts.insert(i * 5, (1, msg(MrcOp::Send, 2000)));
+    }
+    let ready_at = 2_000_000_000;
+    let sends = pump_refusing(
+        &mut a,
+        &mut b,
+        &mut now,
+        posts,
+        |_| false,
+        |h, t| h.stream == 201 && t < ready_at,
+    );
+    let one: Vec<_> = sends
+        .iter()
+        .filter(|s| s.0 == 1)
+        .map(|s| (s.1, s.2))
+        .collect();
+    assert_eq!(
+        one,
+        [
+            (0, SendStatus::Ok),
+            (1, SendStatus::Ok),
+            (2, SendStatus::Ok)
+        ],
+        "{sends:?}"
+    );
+    assert_eq!(
+        sends
+            .iter()
+            .filter(|s| s.0 == 0 && s.2 == SendStatus::Ok)
+            .count(),
+        40
+    );
+    assert!(now >= ready_at);
+    assert_eq!(a.state(), ConnState::Active);
+    let max_retx = u64::from(ConnConfig::new(1).max_retx);
+    assert!(b.stats.rnr_refused > max_retx, "{:?}", b.stats);
+    assert!(a.stats.rnr_acks > max_retx, "{:?}", a.stats);
 }
 
 /// A SEND's Rsn names the receive it fills. Once a receive completed (its

@@ -6,15 +6,18 @@ MR_ADDR6_A=2001:db8::1 MR_ADDR6_B=2001:db8::2
 skip() { echo "SKIP: $*"; exit 4; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-# This guest's and the peer's addresses in a two-guest shape (MR_ROLE a or b).
-mr_self() { [ "$MR_ROLE" = a ] && echo $MR_ADDR_A || echo $MR_ADDR_B; }
+# This guest's and the peer's addresses in a two-guest shape (MR_ROLE a or b). In the cluster
+# shape MR_ROLE is nI, node I of MR_NODES (1 is the launcher), at 192.0.2.I and 2001:db8::I.
+mr_self() {
+  case $MR_ROLE in a) echo $MR_ADDR_A;; n*) echo "192.0.2.${MR_ROLE#n}";; *) echo $MR_ADDR_B;; esac
+}
 mr_peer() { [ "$MR_ROLE" = a ] && echo $MR_ADDR_B || echo $MR_ADDR_A; }
 
-# Configures eth0, the QEMU socket link between the two guests.
+# Configures eth0, the QEMU link between the two guests (the segment of the cluster shape).
 mr_link_up() {
   ip link set eth0 up
   ip addr add "$(mr_self)/24" dev eth0
-  ip -6 addr add "$([ "$MR_ROLE" = a ] && echo $MR_ADDR6_A || echo $MR_ADDR6_B)/64" dev eth0 nodad
+  ip -6 addr add "$(mr_self6)/64" dev eth0 nodad
 }
 
 # Both guests of a pair wait here until the other arrives with the same name.
@@ -83,7 +86,9 @@ mr_pair_run() {
 }
 
 # This guest's and the peer's IPv6 addresses in a two-guest shape.
-mr_self6() { [ "$MR_ROLE" = a ] && echo $MR_ADDR6_A || echo $MR_ADDR6_B; }
+mr_self6() {
+  case $MR_ROLE in a) echo $MR_ADDR6_A;; n*) echo "2001:db8::${MR_ROLE#n}";; *) echo $MR_ADDR6_B;; esac
+}
 mr_peer6() { [ "$MR_ROLE" = a ] && echo $MR_ADDR6_B || echo $MR_ADDR6_A; }
 
 # True while an rdma_cm ID of this guest listens on port $1 (bound or wildcard, any port space).
@@ -240,14 +245,15 @@ mr_cm_verdict() {
 }
 
 # Sourced by a test that kselftest's runner started (SUITE/NN-name.sh): in a two-guest shape
-# (MR_ROLE set) both guests meet here before the test starts, so that a test never talks to the
+# (MR_ROLE a or b) both guests meet here before the test starts, so that a test never talks to the
 # peer's previous one; a test another test runs (an interop wrapper calling the pair suite's
 # script) does not meet again. MR_TRACE=1 (a development aid) traces every command with the test's
 # elapsed seconds and its file:line, to find where a test spends its time.
 if [[ $0 == *[0-9][0-9]-*.sh ]] && [ -z "${MR_TEST_NAME:-}" ]; then
   MR_TEST_NAME=$(basename "$(cd "$(dirname "$0")" && pwd)")/$(basename "$0" .sh)
   export MR_TEST_NAME
-  if [ -n "${MR_ROLE:-}" ] && ! mr_barrier "start-$MR_TEST_NAME"; then
+  # (The cluster shape's nodes, MR_ROLE nI, meet in their tests: node 1 waits for the others.)
+  if [[ ${MR_ROLE:-} == [ab] ]] && ! mr_barrier "start-$MR_TEST_NAME"; then
     fail "the peer guest never reached $MR_TEST_NAME"
   fi
   if [ -n "${MR_TRACE:-}" ]; then PS4='+${SECONDS}s ${BASH_SOURCE##*/}:${LINENO} '; set -x; fi

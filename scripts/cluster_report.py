@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Summary of a `make cluster` run (scripts/cluster.sh): results.md and results.json in OUT and,
+where matplotlib is installed (make bench-deps), allreduce.png (bus bandwidth against size).
+
+Usage: cluster_report.py OUT SHAPE... (SHAPE clu: MetaRoCE's modes roce, tcp, native from node 1's
+mpi-MODE.txt; rxe: the baseline kernel's rdma_rxe). Exits 1 if no job left a result.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+ROW = re.compile(r"^(allreduce|alltoall|bcast)\s+(\d+) B x\s*(\d+):\s+([\d.]+) us/op, bus ([\d.]+) Gb/s, (\w+)")
+BARRIER = re.compile(r"^barrier\s+x 100: ([\d.]+) us/op")
+MODES = {"clu": ["roce", "native", "tcp"], "rxe": ["rxe"]}
+LABEL = {"roce": "MetaRoCE RoCEv2", "native": "MetaRoCE native", "tcp": "TCP (Open MPI tcp btl)",
+         "rxe": "rdma_rxe"}
+
+
+def parse(path):
+    rows, barrier = {}, None
+    for line in path.read_text(errors="replace").splitlines():
+        m = ROW.match(line)
+        if m:
+            rows[(m[1], int(m[2]))] = {"iters": int(m[3]), "us": float(m[4]), "bus_gbps": float(m[5]),
+                                       "checked": m[6] == "checked"}
+        m = BARRIER.match(line)
+        if m:
+            barrier = float(m[1])
+    return {"rows": rows, "barrier_us": barrier}
+
+
+def main():
+    out = Path(sys.argv[1])
+    res = {}
+    for shape in sys.argv[2:]:
+        for mode in MODES.get(shape, []):
+            f = out / f"{shape}-1" / f"mpi-{mode}.txt"
+            if f.exists():
+                res[mode] = parse(f)
+    if not any(r["rows"] for r in res.values()):
+        print("cluster_report: no results", file=sys.stderr)
+        return 1
+    modes = [m for m in ["native", "roce", "rxe", "tcp"] if m in res]
+    keys = sorted({k for r in res.values() for k in r["rows"]}, key=lambda k: (k[0], k[1]))
+    lines = ["| op | bytes | " + " | ".join(LABEL[m] + " Gb/s" for m in modes) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in modes) + " |"]
+    for op, size in keys:
+        cells = []
+        for m in modes:
+            r = res[m]["rows"].get((op, size))
+            cells.append("-" if r is None else f"{r['bus_gbps']:.3f}" + ("" if r["checked"] else " WRONG"))
+        lines.append(f"| {op} | {size} | " + " | ".join(cells) + " |")
+    lines.append("| barrier | us/op | " + " | ".join(
+        "-" if res[m]["barrier_us"] is None else f"{res[m]['barrier_us']:.0f}" for m in modes) + " |")
+
+    def bus(mode, size):
+        r = res.get(mode, {}).get("rows", {}).get(("allreduce", size))
+        return r["bus_gbps"] if r else None
+    size = max((k[1] for k in keys if k[0] == "allreduce" and k[1] <= 1 << 20), default=None)
+    ratios = []
+    for a, b in [("native", "rxe"), ("native", "tcp"), ("roce", "rxe"), ("native", "roce")]:
+        x, y = bus(a, size), bus(b, size)
+        if x is not None and y:
+            ratios.append(f"{LABEL[a]} / {LABEL[b]}: {x / y:.2f}x")
+    text = "\n".join(lines) + "\n"
+    if ratios:
+        text += f"\nAllreduce bus bandwidth at {size} B: " + "; ".join(ratios) + ".\n"
+    (out / "results.md").write_text(text)
+    (out / "results.json").write_text(json.dumps(
+        {m: {"barrier_us": r["barrier_us"],
+             "rows": [{"op": k[0], "bytes": k[1], **v} for k, v in sorted(r["rows"].items())]}
+         for m, r in res.items()}, indent=1))
+    print(text, end="")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("cluster_report: no matplotlib (make bench-deps): no plot")
+        return 0
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for m in modes:
+        pts = sorted((k[1], v["bus_gbps"]) for k, v in res[m]["rows"].items() if k[0] == "allreduce")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[m])
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size per rank (bytes)")
+    ax.set_ylabel("allreduce bus bandwidth (Gb/s)")
+    ax.set_title("MPI_Allreduce, 4 guests on one segment (TCG)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "allreduce.png", dpi=110)
+    print(f"cluster_report: plot {out / 'allreduce.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
