@@ -37,8 +37,9 @@ mr_dmesg_clean() {
   fail "kernel reported problems (see above)"
 }
 
-# True when running on MetaRoCE's own kernel (its release carries the -mr suffix).
-mr_our_kernel() { uname -r | grep -q -- '-mr'; }
+# True when running on MetaRoCE's own kernel (release 7.3.4-mr, test 7.3.4-mr-test; not the
+# baseline kernel, 7.3.4-mr-rxe, the same source with rdma_rxe instead).
+mr_our_kernel() { [[ $(uname -r) == *-mr || $(uname -r) == *-mr-test ]]; }
 
 # The index of the RoCE v2 GID of IPv4 address $2 in device $1's table (empty if none yet). An
 # IPv6 address is given in full (2001:0db8:0000:...:0001), as sysfs prints GIDs. The table has
