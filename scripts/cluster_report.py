@@ -17,17 +17,30 @@ LABEL = {"roce": "MetaRoCE RoCEv2", "native": "MetaRoCE native", "tcp": "TCP (Op
          "rxe": "rdma_rxe"}
 
 
+RANKS = re.compile(r"^(\d+) ranks: ")
+
+
 def parse(path):
-    rows, barrier = {}, None
-    for line in path.read_text(errors="replace").splitlines():
+    """The rows of one mpi_coll report, the bus bandwidth recomputed in Mb/s from the time per
+    operation (mpi_coll prints Gb/s to 3 decimals, too coarse at these speeds)."""
+    rows, barrier, ranks = {}, None, 4
+    text = path.read_text(errors="replace").splitlines()
+    for line in text:
+        m = RANKS.match(line)
+        if m:
+            ranks = int(m[1])
+    factor = {"allreduce": 2 * (ranks - 1) / ranks, "alltoall": (ranks - 1) / ranks, "bcast": 1.0}
+    for line in text:
         m = ROW.match(line)
         if m:
-            rows[(m[1], int(m[2]))] = {"iters": int(m[3]), "us": float(m[4]), "bus_gbps": float(m[5]),
-                                       "checked": m[6] == "checked"}
+            size, us = int(m[2]), float(m[4])
+            rows[(m[1], size)] = {"iters": int(m[3]), "us": us,
+                                  "bus_mbps": factor[m[1]] * size * 8 / us if us > 0 else 0.0,
+                                  "checked": m[6] == "checked"}
         m = BARRIER.match(line)
         if m:
             barrier = float(m[1])
-    return {"rows": rows, "barrier_us": barrier}
+    return {"rows": rows, "barrier_us": barrier, "ranks": ranks}
 
 
 def main():
@@ -43,20 +56,20 @@ def main():
         return 1
     modes = [m for m in ["native", "roce", "rxe", "tcp"] if m in res]
     keys = sorted({k for r in res.values() for k in r["rows"]}, key=lambda k: (k[0], k[1]))
-    lines = ["| op | bytes | " + " | ".join(LABEL[m] + " Gb/s" for m in modes) + " |",
+    lines = ["| op | bytes | " + " | ".join(LABEL[m] + " Mb/s" for m in modes) + " |",
              "| --- | ---: | " + " | ".join("---:" for _ in modes) + " |"]
     for op, size in keys:
         cells = []
         for m in modes:
             r = res[m]["rows"].get((op, size))
-            cells.append("-" if r is None else f"{r['bus_gbps']:.3f}" + ("" if r["checked"] else " WRONG"))
+            cells.append("-" if r is None else f"{r['bus_mbps']:.2f}" + ("" if r["checked"] else " WRONG"))
         lines.append(f"| {op} | {size} | " + " | ".join(cells) + " |")
     lines.append("| barrier | us/op | " + " | ".join(
         "-" if res[m]["barrier_us"] is None else f"{res[m]['barrier_us']:.0f}" for m in modes) + " |")
 
     def bus(mode, size):
         r = res.get(mode, {}).get("rows", {}).get(("allreduce", size))
-        return r["bus_gbps"] if r else None
+        return r["bus_mbps"] if r else None
     size = max((k[1] for k in keys if k[0] == "allreduce" and k[1] <= 1 << 20), default=None)
     ratios = []
     for a, b in [("native", "rxe"), ("native", "tcp"), ("roce", "rxe"), ("native", "roce")]:
@@ -81,11 +94,11 @@ def main():
         return 0
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for m in modes:
-        pts = sorted((k[1], v["bus_gbps"]) for k, v in res[m]["rows"].items() if k[0] == "allreduce")
+        pts = sorted((k[1], v["bus_mbps"]) for k, v in res[m]["rows"].items() if k[0] == "allreduce")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=LABEL[m])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size per rank (bytes)")
-    ax.set_ylabel("allreduce bus bandwidth (Gb/s)")
+    ax.set_ylabel("allreduce bus bandwidth (Mb/s)")
     ax.set_title("MPI_Allreduce, 4 guests on one segment (TCG)")
     ax.grid(True, alpha=0.3)
     ax.legend()
