@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job (README): builds the release kernel with MetaRoCE, boots two guests on it joined by
 # a QEMU socket link, runs RDMA traffic between their MetaRoCE devices with rdma-core's own tools
-# and shows the counters, then runs the RoCEv2 protocol core in the deterministic simulator.
+# and shows the counters, ends with Open MPI collectives across both guests over the native
+# transport, then runs the RoCEv2 protocol core in the deterministic simulator.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${METAROCE_OUT:-$repo/out}/demo
@@ -19,6 +20,11 @@ for r in a b; do
   mkdir -p "$OUT/guest-$r"
   printf 'export MR_SELFTESTS=%s/tools/testing/selftests/drivers/infiniband/metaroce MR_ROLE=%s\nbash %s/qemu/demo-guest.sh\n' \
     "$repo" $r "$repo" >"$OUT/guest-$r/cmd.in"
+done
+# The MPI program both guests run at the end (qemu/demo-guest.sh), in each one's output share.
+for r in a b; do
+  mpicc -O2 -o "$OUT/guest-$r/mpi_coll" "$repo/tools/testing/selftests/drivers/infiniband/metaroce/cluster/mpi_coll.c" \
+    || { echo "mpicc failed (Debian's libopenmpi-dev; make deps)"; exit 1; }
 done
 rc_a=0 rc_b=0
 "$repo/qemu/run-guest.sh" --name demo-a --kernel "${K[0]}" --modules "${K[1]}" --out "$OUT/guest-a" \

@@ -73,6 +73,38 @@ mr_rdma_dev() {
   echo "no active port with a RoCE v2 GID for $(mr_self) on $MR_DEV"; return 1
 }
 
+# Replaces this guest's RoCEv2 device mr0 by a native one, mn0, and waits for its port: tests that
+# run both modes; mr_roce_back (their EXIT trap) puts mr0 back for the tests that follow.
+mr_native_dev() {
+  local i
+  if [ -e /sys/class/infiniband/mr0 ]; then rdma link delete mr0 || return 1; fi
+  rdma link add mn0 type metaroce-native netdev eth0 || return 1
+  for ((i = 0; i < 100; i++)); do ibv_devinfo -d mn0 2>/dev/null | grep -q PORT_ACTIVE && return 0; sleep 0.1; done
+  echo "mn0: no active port"; return 1
+}
+mr_roce_back() { rdma link delete mn0 2>/dev/null; mr_rdma_dev >/dev/null || echo "mr0 could not be restored"; }
+
+# Open MPI's mpirun (Debian's 4.1) across guests of this machine's private segment, one rank per
+# host: HOSTS is a comma-separated list of addresses (this guest's among them), whose other hosts
+# serve node_agent.py, Open MPI's remote launcher here (the guests have no ssh). DEV is the RDMA
+# device UCX uses (pml ucx: RC, with UD for UCX's set-up; Open MPI 4.1 takes only mlx* devices
+# unless told otherwise), or "tcp" for Open MPI's own TCP transport. rdma_rxe (rxe*) also needs
+# UCX_UD_ETH_DGID_CHECK=n: it reports sl 0 in UD completions, and UCX then drops every UD packet.
+# The job is ended after MR_MPI_TIMEOUT seconds (900). Usage: mr_mpirun HOSTS DEV PROGRAM ARGS...
+mr_mpirun() {
+  local hosts=$1 dev=$2; shift 2
+  local -a net
+  case $dev in
+    tcp) net=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0);;
+    *) net=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca btl ^openib,uct --mca osc ^ucx
+            -x UCX_TLS=rc_verbs,ud_verbs,self -x "UCX_NET_DEVICES=$dev:1")
+       [[ $dev == rxe* ]] && net+=(-x UCX_UD_ETH_DGID_CHECK=n);;
+  esac
+  timeout "${MR_MPI_TIMEOUT:-900}" mpirun --allow-run-as-root --host "${hosts//,/:1,}:1" -np "$(tr ',' '\n' <<<"$hosts" | wc -l)" --map-by node \
+    --mca plm_rsh_agent "python3 -S $MR_SELFTESTS/node_agent.py" --mca plm_rsh_no_tree_spawn 1 \
+    --mca oob_tcp_if_include eth0 "${net[@]}" "$@"
+}
+
 # Both guests of a pair run one rdma-core/perftest tool: the server on role $2, the client on the
 # other role connecting to it. Usage: mr_pair_run NAME SERVER_ROLE PORT TOOL ARGS...; the tool's
 # output is left in $MR_OUT. The client retries while the server is not listening yet.

@@ -32,16 +32,14 @@ stat() { rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { prin
 for ((i = 2; i <= MR_NODES; i++)); do
   python3 -S "$agent" wait "192.0.2.$i" 300 || fail "node $i never served"
 done
-hosts=/tmp/hostfile
-for ((i = 1; i <= MR_NODES; i++)); do echo "192.0.2.$i slots=1"; done >$hosts
+hosts=$(seq -s, -f '192.0.2.%g' 1 "$MR_NODES")
 max=${MR_MPI_MAX:-4194304}
 failed=0
-mpi() { # MODE MPIRUN-ARGS...
-  local mode=$1 rc t0; shift
+mpi() { # MODE DEV
+  local mode=$1 dev=$2 rc t0
   t0=$(date +%s)
-  timeout ${MR_MPI_TIMEOUT:-900} mpirun --allow-run-as-root --hostfile $hosts --map-by node -np "$MR_NODES" \
-    --mca plm_rsh_agent "python3 -S $agent" --mca plm_rsh_no_tree_spawn 1 \
-    --mca oob_tcp_if_include eth0 "$@" "$MR_SELFTESTS/cluster/mpi_coll" "$max" >/tmp/out/mpi-$mode.txt 2>&1
+  mr_mpirun "$hosts" "$dev" "$MR_SELFTESTS/cluster/mpi_coll" "$max" \
+    >/tmp/out/mpi-$mode.txt 2>&1
   rc=$?
   echo "== $mode: exit $rc after $(( $(date +%s) - t0 )) s"
   grep -E '^(allreduce|alltoall|bcast|barrier|[0-9]+ ranks)' /tmp/out/mpi-$mode.txt
@@ -50,8 +48,6 @@ mpi() { # MODE MPIRUN-ARGS...
     echo "FAILED $mode"; failed=1
   fi
 }
-ucx=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca btl ^openib,uct --mca osc ^ucx
-     -x UCX_TLS=rc_verbs,ud_verbs,self)
 # Every node's non-zero device counters and eth0's packet counts (through the agents), after a job.
 counters() {
   local show="rdma statistic show link $1/1 | tr ' ' '\\n' | awk 'NF' | paste - - | awk '\$1 != \"link\" && \$2 != 0 { printf \"%s %s \", \$1, \$2 }'"
@@ -72,13 +68,13 @@ modes=${MR_MPI_MODES:-roce tcp native}
 mr_our_kernel || modes=rxe
 for mode in $modes; do
   case $mode in
-    roce) mpi roce "${ucx[@]}" -x UCX_NET_DEVICES=mr0:1; counters mr0;;
-    rxe) mpi rxe "${ucx[@]}" -x UCX_NET_DEVICES=rxe0:1 -x UCX_UD_ETH_DGID_CHECK=n; counters rxe0;;
-    tcp) mpi tcp --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0;;
+    roce) mpi roce mr0; counters mr0;;
+    rxe) mpi rxe rxe0; counters rxe0;;
+    tcp) mpi tcp tcp;;
     native)
       to_native
       data0=$(stat mn0 native_data_sent)
-      mpi native "${ucx[@]}" -x UCX_NET_DEVICES=mn0:1; counters mn0
+      mpi native mn0; counters mn0
       data=$(( $(stat mn0 native_data_sent) - data0 ))
       [ "$data" -ge 1000 ] || { echo "FAILED native: only $data native DATA packets from node 1"; failed=1; };;
     *) fail "MR_MPI_MODES: roce, tcp, native or rxe, not $mode";;

@@ -11,17 +11,10 @@
 mr_our_kernel || skip "peer runs $(uname -r), not MetaRoCE's kernel"
 command -v ucx_perftest >/dev/null || skip "ucx_perftest not installed (Debian's ucx-utils)"
 stat() { rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'; }
-restore() { rdma link delete mn0 2>/dev/null; mr_rdma_dev >/dev/null || echo "mr0 could not be restored"; }
-trap restore EXIT
+trap mr_roce_back EXIT
 port=18800 failed=0
 for dev in mr0 mn0; do
-  if [ $dev = mn0 ]; then
-    rdma link delete mr0 || fail "delete mr0"
-    rdma link add mn0 type metaroce-native netdev eth0 || fail "add mn0 (native)"
-    for ((i = 0; i < 100; i++)); do ibv_devinfo -d mn0 2>/dev/null | grep -q PORT_ACTIVE && break; sleep 0.1; done
-  else
-    mr_rdma_dev || fail "RDMA device"
-  fi
+  if [ $dev = mn0 ]; then mr_native_dev || fail "mn0 (native)"; else mr_rdma_dev || fail "RDMA device"; fi
   data0=$(stat $dev native_data_sent)
   # NAME TLS ARGS...
   for run in "ud ud_verbs -t tag_lat -n 200" "rc rc_verbs,ud_verbs -t tag_bw -s 65536 -n 100"; do

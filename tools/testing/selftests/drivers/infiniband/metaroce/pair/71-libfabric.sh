@@ -8,9 +8,11 @@
 # limit too), and fi_enable fails with EINVAL. Expected: every run reports its 100 transfers.
 . "$(dirname "$0")/../lib.sh"
 mr_our_kernel || skip "peer runs $(uname -r), not MetaRoCE's kernel"
+# About 2 minutes on the test kernel; make check keeps pair/70-ucx, which takes the same RC and UD
+# paths through an engine.
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (pair/70-ucx covers an engine in make check)"
 command -v fi_pingpong >/dev/null || skip "fi_pingpong not installed (Debian's libfabric-bin)"
-restore() { rdma link delete mn0 2>/dev/null; mr_rdma_dev >/dev/null || echo "mr0 could not be restored"; }
-trap restore EXIT
+trap mr_roce_back EXIT
 # Both guests run one fi_pingpong (guest a serves on control port $2, b connects, retrying while
 # a does not listen yet); the output is left in MR_OUT. Usage: fi_pair NAME PORT COMMAND...
 fi_pair() {
@@ -24,13 +26,7 @@ fi_pair() {
 }
 port=47600 failed=0
 for dev in mr0 mn0; do
-  if [ $dev = mn0 ]; then
-    rdma link delete mr0 || fail "delete mr0"
-    rdma link add mn0 type metaroce-native netdev eth0 || fail "add mn0 (native)"
-    for ((i = 0; i < 100; i++)); do ibv_devinfo -d mn0 2>/dev/null | grep -q PORT_ACTIVE && break; sleep 0.1; done
-  else
-    mr_rdma_dev || fail "RDMA device"
-  fi
+  if [ $dev = mn0 ]; then mr_native_dev || fail "mn0 (native)"; else mr_rdma_dev || fail "RDMA device"; fi
   fi_info -p verbs -d $dev >/tmp/fi_info.out 2>&1 && grep -q "domain: $dev" /tmp/fi_info.out \
     || { head -5 /tmp/fi_info.out; echo "FAILED fi_info lists no verbs domain $dev"; failed=1; }
   # NAME PROVIDER ENDPOINT ENV...
