@@ -10,37 +10,25 @@ import re
 import sys
 from pathlib import Path
 
-ROW = re.compile(r"^(allreduce|alltoall|bcast)\s+(\d+) B x\s*(\d+):\s+([\d.]+) us/op, bus ([\d.]+) Gb/s, (\w+)")
+ROW = re.compile(r"^(allreduce|alltoall|bcast)\s+(\d+) B x\s*(\d+):\s+([\d.]+) us/op, bus ([\d.]+) Mb/s, (\w+)")
 BARRIER = re.compile(r"^barrier\s+x 100: ([\d.]+) us/op")
 MODES = {"clu": ["roce", "native", "tcp"], "rxe": ["rxe"]}
 LABEL = {"roce": "MetaRoCE RoCEv2", "native": "MetaRoCE native", "tcp": "TCP (Open MPI tcp btl)",
          "rxe": "rdma_rxe"}
 
 
-RANKS = re.compile(r"^(\d+) ranks: ")
-
-
 def parse(path):
-    """The rows of one mpi_coll report, the bus bandwidth recomputed in Mb/s from the time per
-    operation (mpi_coll prints Gb/s to 3 decimals, too coarse at these speeds)."""
-    rows, barrier, ranks = {}, None, 4
-    text = path.read_text(errors="replace").splitlines()
-    for line in text:
-        m = RANKS.match(line)
-        if m:
-            ranks = int(m[1])
-    factor = {"allreduce": 2 * (ranks - 1) / ranks, "alltoall": (ranks - 1) / ranks, "bcast": 1.0}
-    for line in text:
+    """The rows of one mpi_coll report (bus bandwidth in Mb/s as mpi_coll computed it)."""
+    rows, barrier = {}, None
+    for line in path.read_text(errors="replace").splitlines():
         m = ROW.match(line)
         if m:
-            size, us = int(m[2]), float(m[4])
-            rows[(m[1], size)] = {"iters": int(m[3]), "us": us,
-                                  "bus_mbps": factor[m[1]] * size * 8 / us if us > 0 else 0.0,
-                                  "checked": m[6] == "checked"}
+            rows[(m[1], int(m[2]))] = {"iters": int(m[3]), "us": float(m[4]), "bus_mbps": float(m[5]),
+                                       "checked": m[6] == "checked"}
         m = BARRIER.match(line)
         if m:
             barrier = float(m[1])
-    return {"rows": rows, "barrier_us": barrier, "ranks": ranks}
+    return {"rows": rows, "barrier_us": barrier}
 
 
 def main():

@@ -1739,6 +1739,15 @@ fn writes(stream: usize, n: usize, len: u32) -> std::collections::VecDeque<(usiz
     (0..n).map(|_| (stream, msg(MrcOp::Write, len))).collect()
 }
 
+/// Stream 0: 40 WRITEs of 8 KiB; stream 1: 3 SENDs of 2000 bytes among them.
+fn sends_among_writes() -> std::collections::VecDeque<(usize, MsgDesc)> {
+    let mut posts = writes(0, 40, 8 * 1024);
+    for i in 0..3 {
+        posts.insert(i * 5, (1, msg(MrcOp::Send, 2000)));
+    }
+    posts
+}
+
 /// A stream closed with packets lost on the way leaves Dsns the receiver
 /// never gets (never resent): more than a Dsn window of later traffic on
 /// the connection still passes (the receiver's Dsn window moves past
@@ -1770,10 +1779,7 @@ fn dsns_abandoned_unreceived_do_not_block_the_connection() {
 fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
     let (mut a, mut b) = pair();
     let mut now = 0;
-    let mut posts = writes(0, 40, 8 * 1024);
-    for i in 0..3 {
-        posts.insert(i * 5, (1, msg(MrcOp::Send, 2000)));
-    }
+    let posts = sends_among_writes();
     let sends = pump(&mut a, &mut b, &mut now, posts, |h| h.stream == 201);
     let one: Vec<_> = sends
         .iter()
@@ -1808,10 +1814,7 @@ fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
 fn receiver_not_ready_is_retried_without_limit() {
     let (mut a, mut b) = pair();
     let mut now = 0;
-    let mut posts = writes(0, 40, 8 * 1024);
-    for i in 0..3 {
-        posts.insert(i * 5, (1, msg(MrcOp::Send, 2000)));
-    }
+    let posts = sends_among_writes();
     let ready_at = 2_000_000_000;
     let sends = pump_refusing(
         &mut a,

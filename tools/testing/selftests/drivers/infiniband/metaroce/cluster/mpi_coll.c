@@ -4,7 +4,7 @@
  * (sum of int32), alltoall and bcast at sizes from 8 B to a maximum (default 4 MiB), then a
  * barrier loop. Rank 0 prints one line per operation and size:
  *
- *   allreduce 1048576 B x 4: 12345.6 us/op, bus 1.234 Gb/s, checked
+ *   allreduce 1048576 B x 4: 12345.6 us/op, bus 123.45 Mb/s, checked
  *
  * Bus bandwidth as NCCL's tests define it: allreduce 2(n-1)/n x size / time, alltoall (n-1)/n x
  * size / time, bcast size / time. The byte counts are per rank (alltoall: the whole send buffer).
@@ -34,13 +34,13 @@ static void check(const char *op, size_t bytes, size_t i, int32_t got, int32_t w
 static void report(const char *op, size_t bytes, int iters, double secs, double factor)
 {
 	double us = secs / iters * 1e6;
-	double gbps = factor * (double)bytes * 8 / (secs / iters) / 1e9;
+	double mbps = factor * (double)bytes * 8 / (secs / iters) / 1e6;
 	int total_bad;
 
 	MPI_Reduce(&bad, &total_bad, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0)
-		printf("%-9s %8zu B x %2d: %10.1f us/op, bus %.3f Gb/s, %s\n", op, bytes, iters, us,
-		       gbps, total_bad ? "WRONG" : "checked");
+		printf("%-9s %8zu B x %2d: %10.1f us/op, bus %.2f Mb/s, %s\n", op, bytes, iters, us,
+		       mbps, total_bad ? "WRONG" : "checked");
 	fflush(stdout);
 }
 
