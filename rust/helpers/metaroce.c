@@ -317,6 +317,41 @@ __rust_helper void rust_helper_skb_set_ip_out(struct sk_buff *skb, struct dst_en
 	}
 }
 
+/*
+ * Appends @skb to @head's frag_list after @tail (NULL while the list is empty) and counts its
+ * bytes and memory in @head, as GRO does when it chains received datagrams.
+ */
+__rust_helper void rust_helper_skb_frag_list_append(struct sk_buff *head, struct sk_buff *tail,
+						    struct sk_buff *skb)
+{
+	skb->next = NULL;
+	if (tail)
+		tail->next = skb;
+	else
+		skb_shinfo(head)->frag_list = skb;
+	head->len += skb->len;
+	head->data_len += skb->len;
+	head->truesize += skb->truesize;
+}
+
+/*
+ * Marks @head, an IP/UDP datagram whose frag_list holds more complete datagrams of the same
+ * flow, as one fraglist UDP GSO packet of @segs datagrams, the first of them carrying @gso_size
+ * bytes of UDP payload (what __udp_gso_segment_list expects). Every datagram's checksums are
+ * final (CHECKSUM_UNNECESSARY): segmentation only splits the list.
+ */
+__rust_helper void rust_helper_skb_set_udp_fraglist_gso(struct sk_buff *head,
+							unsigned int gso_size,
+							unsigned int segs)
+{
+	struct skb_shared_info *shinfo = skb_shinfo(head);
+
+	shinfo->gso_size = gso_size;
+	shinfo->gso_type = SKB_GSO_UDP_L4 | SKB_GSO_FRAGLIST;
+	shinfo->gso_segs = segs;
+	head->ip_summed = CHECKSUM_UNNECESSARY;
+}
+
 __rust_helper struct net *rust_helper_sock_net(const struct sock *sk)
 {
 	return sock_net(sk);

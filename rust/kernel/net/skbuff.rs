@@ -71,6 +71,11 @@ impl SkBuff {
         self.ptr.as_ptr()
     }
 
+    /// The skb, for the networking abstractions' C calls; it stays owned by `self`.
+    pub(crate) fn as_raw(&self) -> *mut bindings::sk_buff {
+        self.raw()
+    }
+
     /// Total bytes of data, linear part and fragments (`skb->len`).
     pub fn len(&self) -> usize {
         // SAFETY: The skb is valid (type invariant).

@@ -190,6 +190,123 @@ impl IpPacket {
     pub fn ip_header_len(&self) -> usize {
         self.ip_len
     }
+
+    /// Bytes of UDP payload.
+    fn udp_payload_len(&self) -> usize {
+        self.skb.len().saturating_sub(self.ip_len + UDP_HLEN)
+    }
+
+    fn skb_raw(&self) -> *mut bindings::sk_buff {
+        self.skb.as_raw()
+    }
+}
+
+/// Most datagrams in one [`IpBatch`] (the kernel's `UDP_MAX_SEGMENTS` for a UDP GSO send).
+pub const BATCH_MAX_SEGS: usize = 64;
+
+/// Datagrams of one flow (the same addresses, UDP ports and IP traffic class) handed to the
+/// output path as one packet: a fraglist UDP GSO skb (`SKB_GSO_UDP_L4 | SKB_GSO_FRAGLIST`),
+/// which is routed, queued and given to the device once, and split back into the datagrams as
+/// built (each with its own headers, checksums and trailer) by the GSO layer in front of a
+/// device that cannot take it whole, or by the receive path of a local socket (veth, loopback).
+/// A device then sees the datagrams back to back (`xmit_more`), as TCP's segments.
+///
+/// Each datagram's checksums must be final when it is pushed (a UDP checksum computed, or zero);
+/// the IPv4 header fields the GSO layer writes per datagram (total length, IP ID counted up from
+/// the first datagram's, header checksum) are the only ones that change, so a trailer over the
+/// headers (RoCEv2's ICRC) is not offered here.
+///
+/// # Invariants
+///
+/// `head`'s skb has no frag_list of its own except the `segs - 1` datagrams appended by
+/// [`IpBatch::push`], every one an [`IpPacket`] of the same flow whose UDP payload is at most
+/// `first` bytes; `tail` is the last of them (owned through the head's frag_list, valid while
+/// `head` is), `None` while there is none.
+pub struct IpBatch {
+    head: IpPacket,
+    tail: Option<NonNull<bindings::sk_buff>>,
+    segs: usize,
+    /// UDP payload bytes of the first datagram.
+    first: usize,
+}
+
+// SAFETY: `tail` points into the skbs the batch owns through `head`; nothing else refers to
+// them, and skbs may move between threads.
+unsafe impl Send for IpBatch {}
+// SAFETY: Shared references only read the length fields.
+unsafe impl Sync for IpBatch {}
+
+impl IpBatch {
+    /// A batch holding `first`.
+    pub fn new(first: IpPacket) -> Self {
+        let payload = first.udp_payload_len();
+        // INVARIANT: One datagram, no list.
+        Self {
+            head: first,
+            tail: None,
+            segs: 1,
+            first: payload,
+        }
+    }
+
+    /// Datagrams in the batch.
+    pub fn len(&self) -> usize {
+        self.segs
+    }
+
+    /// Whether the batch holds nothing but its first datagram's headers (never: a batch holds
+    /// at least one datagram).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Appends `pkt` if it belongs to the batch's flow (same IP family, addresses, traffic
+    /// class, UDP ports), its UDP payload is no longer than the first datagram's, and the batch
+    /// stays within [`BATCH_MAX_SEGS`] datagrams and a UDP length field; else gives it back.
+    pub fn push(&mut self, pkt: IpPacket) -> core::result::Result<(), IpPacket> {
+        if !self.accepts(&pkt) {
+            return Err(pkt);
+        }
+        let raw = pkt.skb.into_raw();
+        let tail = self.tail.map_or(core::ptr::null_mut(), |t| t.as_ptr());
+        // SAFETY: The head skb is ours and has no frag_list but the datagrams appended before,
+        // `tail` the last of them (type invariant); `raw` is a linear datagram whose reference
+        // we hand to the head's frag_list (freed with the head, or split off by segmentation).
+        unsafe {
+            bindings::skb_frag_list_append(self.head.skb_raw(), tail, raw.as_ptr());
+        }
+        // INVARIANT: `raw` is the list's new last datagram, of the batch's flow (checked).
+        self.tail = Some(raw);
+        self.segs += 1;
+        Ok(())
+    }
+
+    fn accepts(&self, pkt: &IpPacket) -> bool {
+        let (h, p) = (self.head.data(), pkt.data());
+        let ip_len = self.head.ip_len;
+        // IPv4: TOS (1), addresses (12..20); IPv6: version, class, flow (0..4), addresses
+        // (8..40); then the UDP ports.
+        let same = |r: core::ops::Range<usize>| {
+            let mine = h.get(r.clone());
+            mine.is_some() && mine == p.get(r)
+        };
+        let flow = if self.head.v6 {
+            same(0..4) && same(8..40)
+        } else {
+            same(1..2) && same(12..20)
+        };
+        let udp = ip_len..ip_len + 4;
+        let total = self.head.skb.len() - ip_len + pkt.skb.len() - pkt.ip_len;
+        pkt.v6 == self.head.v6
+            && pkt.ip_len == ip_len
+            && flow
+            && same(udp)
+            && self.segs < BATCH_MAX_SEGS
+            && pkt.udp_payload_len() <= self.first
+            && !pkt.skb.is_cloned()
+            && pkt.skb.headlen() == pkt.skb.len()
+            && total <= usize::from(u16::MAX)
+    }
 }
 
 /// Address family of a tunnel socket.
@@ -465,6 +582,33 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
             1 => Err(ENOBUFS),
             _ => Ok(()),
         }
+    }
+
+    /// Transmits the datagrams of `batch` as one packet (see [`IpBatch`]); a batch of one is
+    /// sent as [`UdpTunnelSocket::send`] sends it. Consumed whatever the result, which is the
+    /// whole batch's. May be called from any context.
+    pub fn send_batch(&self, mut batch: IpBatch) -> Result {
+        if batch.segs > 1 {
+            let ip_len = batch.head.ip_len;
+            let udp_len = u16::try_from(batch.head.skb.len() - ip_len).map_err(|_| EINVAL)?;
+            // The UDP length field spans the whole batch until segmentation gives each
+            // datagram its own (the receive path of a local socket trims to it before that).
+            let data = batch.head.skb.data_mut()?;
+            data.get_mut(ip_len + 4..ip_len + 6)
+                .ok_or(EINVAL)?
+                .copy_from_slice(&udp_len.to_be_bytes());
+            // SAFETY: The head is ours, an IP/UDP datagram whose frag_list holds the batch's
+            // other datagrams of the same flow, none longer than the first (`IpBatch`
+            // invariant): what fraglist segmentation splits.
+            unsafe {
+                bindings::skb_set_udp_fraglist_gso(
+                    batch.head.skb_raw(),
+                    batch.first as u32,
+                    batch.segs as u32,
+                )
+            };
+        }
+        self.send(batch.head)
     }
 
     /// # Safety

@@ -103,6 +103,8 @@ pub struct Scenario {
     pub pto_min_ns: u64,
     /// MetaRoCE pacer credit (`ConnConfig::pace_burst_ns`).
     pub pace_burst_ns: u64,
+    /// MetaRoCE packets per path in a row (`ConnConfig::path_run`).
+    pub path_run: u8,
 }
 
 impl Scenario {
@@ -138,6 +140,7 @@ impl Scenario {
             rto_max_ns: 0,
             pto_min_ns: 0,
             pace_burst_ns: 0,
+            path_run: 1,
         }
     }
 
@@ -685,6 +688,7 @@ fn run_inner(sc: Scenario) -> Report {
                     cfg.pto_min_ns = sc.pto_min_ns;
                 }
                 cfg.pace_burst_ns = sc.pace_burst_ns;
+                cfg.path_run = sc.path_run;
                 cfg.port_seed = (sc.seed as u32).wrapping_mul(0x9E37_79B9) ^ id;
                 snd.push(Snd::Meta(MetaSender::new(cfg, sc.wl)));
                 let mut rcfg = ConnConfig::new(0x8000 + i as u32);

@@ -171,9 +171,12 @@ pub(crate) enum Counter {
     /// Native packets refused by the authenticated mode: a tag that does not verify, no
     /// trailer or AUTH flag (a plain packet), a key that cannot be found (section 13.1).
     NativeAuthErrors,
+    /// Packets of two or more native datagrams handed to the network stack as one GSO packet
+    /// (`tx_gso`; their datagrams are in `sent_pkts`).
+    SentGsoBatches,
 }
 
-const NUM_COUNTERS: usize = Counter::NativeAuthErrors as usize + 1;
+const NUM_COUNTERS: usize = Counter::SentGsoBatches as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -226,6 +229,7 @@ static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_bad_proofs"),
     StatDesc::new(c"native_restarts"),
     StatDesc::new(c"native_auth_errors"),
+    StatDesc::new(c"sent_gso_batches"),
 ];
 
 /// The MetaRoCE driver's ib_core operations.

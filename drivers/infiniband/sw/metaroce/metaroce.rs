@@ -115,5 +115,19 @@ kernel::prelude::module! {
                 (nice -20, like a NIC's transmit engine beside the applications), 0: at normal \
                 priority; read when a device is added",
         },
+        tx_gso: u32 {
+            default: 0,
+            description: "1: consecutive native packets of one path in a transmit batch leave \
+                as one fraglist UDP GSO packet (routed, queued and handed to the netdev once, \
+                split back into the packets in front of it; counted in sent_gso_batches), 0 \
+                (default): each packet alone",
+        },
+        native_path_run: u32 {
+            default: 1,
+            description: "New DATA packets a native connection sends on one path in a row while \
+                its window allows, before it picks the least loaded path again (1..=64, default \
+                1: every packet; Documentation/metaroce/transport.rst section 10): the runs \
+                tx_gso hands over as one GSO packet; read when a connection is created",
+        },
     },
 }

@@ -305,6 +305,10 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
         .value()
         .clamp(1, u32::from(u16::MAX)) as u16;
     cfg.restart_idle_ns = RESTART_IDLE_NS;
+    // Runs of packets per path that the transmit batch hands the stack as one GSO packet.
+    cfg.path_run = crate::module_parameters::native_path_run
+        .value()
+        .clamp(1, 64) as u8;
     let key = || {
         u64::from(kernel::rdma::get_random_u32()) << 32 | u64::from(kernel::rdma::get_random_u32())
     };

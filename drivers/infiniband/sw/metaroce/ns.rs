@@ -21,7 +21,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;
 use kernel::net::udp_tunnel::{
-    Family, IpAddr, IpPacket, Route, RxPacket, UdpHeader, UdpTunnelReceiver, UdpTunnelSocket,
+    Family, IpAddr, IpBatch, IpPacket, Route, RxPacket, UdpHeader, UdpTunnelReceiver,
+    UdpTunnelSocket, BATCH_MAX_SEGS,
 };
 use kernel::prelude::*;
 use kernel::rdma::device::{Device, DeviceRef};
@@ -342,70 +343,175 @@ fn route<'c, T: UdpTunnelReceiver>(
 
 /// Puts a batch of packets on the wire from `netdev`'s namespace: route, IP/UDP headers,
 /// integrity fields, send. The namespace's sockets are found once per batch (under RCU), and
-/// packets between the same addresses share a route lookup. `done` hears each packet's length
-/// and result, in order. Any context.
+/// packets between the same addresses share a route lookup. Consecutive native packets of one
+/// path leave as one fraglist GSO packet ([`IpBatch`]) unless the `tx_gso` module parameter is
+/// 0. `done` hears each packet's length and result, in order. Returns the GSO packets of two or
+/// more datagrams sent. Any context.
 pub(crate) fn send_batch(
     netdev: &NetDevice,
     pkts: impl Iterator<Item = OutPacket>,
     mut done: impl FnMut(usize, Result),
-) {
+) -> u64 {
     let net = netdev.net();
     let state = net.as_ref().and_then(|n| PERNET.get(n));
     let rcu = rcu::read_lock();
     let s = state
         .as_ref()
         .and_then(|st| st.sockets.try_access_with_guard(&rcu));
+    let Some(s) = s else {
+        pkts.for_each(|p| done(p.skb.len(), Err(ENODEV)));
+        return 0;
+    };
+    let gso = crate::module_parameters::tx_gso.value() != 0;
     let mut cache = None;
+    let mut held = Held::new();
     for p in pkts {
         let len = p.skb.len();
-        let res = match s {
-            Some(s) => send_one(netdev, s, &mut cache, p),
-            None => Err(ENODEV),
+        if p.native.is_none() {
+            // RoCEv2 packets leave one by one: their ICRC covers the IP ID, which
+            // segmentation counts up.
+            held.flush(&mut done);
+            done(len, send_roce(netdev, s, &mut cache, p));
+            continue;
+        }
+        match build_native(netdev, s, &mut cache, p) {
+            Ok((sock, pkt)) => held.add(sock, pkt, len, gso, &mut done),
+            Err(e) => {
+                held.flush(&mut done);
+                done(len, Err(e));
+            }
+        }
+    }
+    held.flush(&mut done);
+    held.gso_sent
+}
+
+/// Native packets held back to leave together: their socket, the batch and each packet's
+/// length (for [`send_batch`]'s `done`, in order).
+struct Held<'s> {
+    batch: Option<(&'s UdpTunnelSocket<NativeRx>, IpBatch)>,
+    lens: [usize; BATCH_MAX_SEGS],
+    n: usize,
+    /// Batches of two or more datagrams sent.
+    gso_sent: u64,
+}
+
+impl<'s> Held<'s> {
+    fn new() -> Self {
+        Self {
+            batch: None,
+            lens: [0; BATCH_MAX_SEGS],
+            n: 0,
+            gso_sent: 0,
+        }
+    }
+
+    /// Adds `pkt` (`len` bytes of MetaRoCE header and payload) to the held batch if `gso` and
+    /// it is of the batch's flow; else sends what is held and holds `pkt` alone.
+    fn add(
+        &mut self,
+        sock: &'s UdpTunnelSocket<NativeRx>,
+        pkt: IpPacket,
+        len: usize,
+        gso: bool,
+        done: &mut impl FnMut(usize, Result),
+    ) {
+        let pkt = match &mut self.batch {
+            Some((_, b)) if gso => match b.push(pkt) {
+                Ok(()) => {
+                    // `push` keeps a batch within `BATCH_MAX_SEGS` packets.
+                    if let Some(l) = self.lens.get_mut(self.n) {
+                        *l = len;
+                    }
+                    self.n += 1;
+                    return;
+                }
+                Err(pkt) => pkt,
+            },
+            _ => pkt,
         };
-        done(len, res);
+        self.flush(done);
+        self.batch = Some((sock, IpBatch::new(pkt)));
+        self.lens[0] = len;
+        self.n = 1;
+    }
+
+    /// Sends the held batch, if any; each of its packets hears the batch's result.
+    fn flush(&mut self, done: &mut impl FnMut(usize, Result)) {
+        if let Some((sock, b)) = self.batch.take() {
+            let gso = b.len() > 1;
+            let res = sock.send_batch(b);
+            if gso && res.is_ok() {
+                self.gso_sent += 1;
+            }
+            for &len in self.lens.iter().take(self.n) {
+                done(len, res);
+            }
+        }
+        self.n = 0;
     }
 }
 
-/// Puts one packet on the wire through the namespace's sockets `s`.
-fn send_one(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPacket) -> Result {
-    let roce = s.roce.as_ref().ok_or(ENODEV)?;
+/// The native socket of `dst`'s family.
+fn native_socket(s: &Sockets, dst: IpAddr) -> Result<&UdpTunnelSocket<NativeRx>> {
+    let (n4, n6) = s.native.as_ref().ok_or(ENODEV)?;
+    Ok(match dst {
+        IpAddr::V4(_) => n4,
+        IpAddr::V6(_) => n6,
+    })
+}
+
+/// The route of `p` leaving through `netdev`: packets to the device's own GID are looked up
+/// unbound (a lookup bound to the netdev would send them onto the wire, as IPv6 does; an
+/// unbound one delivers them through the loopback device, after which the receive path maps
+/// them back).
+fn addresses<'n>(netdev: &'n NetDevice, p: &OutPacket) -> (IpAddr, IpAddr, Option<&'n NetDevice>) {
     let (src, dst) = (gid_ip(&p.av.sgid), gid_ip(&p.av.dgid));
+    let oif = if src == dst { None } else { Some(netdev) };
+    (src, dst, oif)
+}
+
+/// A native packet, headers and UDP checksum in place, and the socket it leaves through.
+fn build_native<'s>(
+    netdev: &NetDevice,
+    s: &'s Sockets,
+    cache: &mut RouteCache,
+    p: OutPacket,
+) -> Result<(&'s UdpTunnelSocket<NativeRx>, IpPacket)> {
+    let (src_port, ect) = p.native.ok_or(EINVAL)?;
+    let (src, dst, oif) = addresses(netdev, &p);
+    let sock = native_socket(s, dst)?;
+    let route = route(cache, sock, true, oif, src, dst)?;
+    let hdr = UdpHeader {
+        src_port,
+        dst_port: native_port(),
+        // ECT(0) on DATA (section 3.3), Not-ECT on ACKs.
+        dscp_ecn: if ect { 0b10 } else { 0 },
+        ttl: 64,
+    };
+    let mut pkt = IpPacket::build(p.skb, route, &hdr)?;
+    let ip_len = pkt.ip_header_len();
+    let data = pkt.data_mut()?;
+    let udp = data.get_mut(ip_len..).ok_or(EINVAL)?;
+    // The UDP checksum is mandatory on the native port (section 2), over the addresses the IP
+    // header was built with; computed here (no checksum offload is asked for).
+    let sealed = match (route.src(), route.dst()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => KernelIntegrity::default().seal_udp(&s, &d, udp),
+        (IpAddr::V6(s), IpAddr::V6(d)) => KernelIntegrity::default().seal_udp(&s, &d, udp),
+        _ => return Err(EINVAL),
+    };
+    sealed.map_err(|_| EINVAL)?;
+    Ok((sock, pkt))
+}
+
+/// Puts one RoCEv2 packet on the wire through the namespace's sockets `s`.
+fn send_roce(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPacket) -> Result {
+    let roce = s.roce.as_ref().ok_or(ENODEV)?;
+    let (src, dst, oif) = addresses(netdev, &p);
     let sock = match dst {
         IpAddr::V4(_) => &roce.v4,
         IpAddr::V6(_) => &roce.v6,
     };
-    // Packets leave through the device's netdev, except those to the device's own GID: a
-    // lookup bound to the netdev would send them onto the wire (IPv6 does), an unbound one
-    // delivers them through the loopback device, after which the receive path maps them back.
-    let oif = if src == dst { None } else { Some(netdev) };
-    if let Some((src_port, ect)) = p.native {
-        let (n4, n6) = s.native.as_ref().ok_or(ENODEV)?;
-        let sock = match dst {
-            IpAddr::V4(_) => n4,
-            IpAddr::V6(_) => n6,
-        };
-        let route = route(cache, sock, true, oif, src, dst)?;
-        let hdr = UdpHeader {
-            src_port,
-            dst_port: native_port(),
-            // ECT(0) on DATA (section 3.3), Not-ECT on ACKs.
-            dscp_ecn: if ect { 0b10 } else { 0 },
-            ttl: 64,
-        };
-        let mut pkt = IpPacket::build(p.skb, route, &hdr)?;
-        let ip_len = pkt.ip_header_len();
-        let data = pkt.data_mut()?;
-        let udp = data.get_mut(ip_len..).ok_or(EINVAL)?;
-        // The UDP checksum is mandatory on the native port (section 2), over the addresses
-        // the IP header was built with; computed here (no checksum offload is asked for).
-        let sealed = match (route.src(), route.dst()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => KernelIntegrity::default().seal_udp(&s, &d, udp),
-            (IpAddr::V6(s), IpAddr::V6(d)) => KernelIntegrity::default().seal_udp(&s, &d, udp),
-            _ => return Err(EINVAL),
-        };
-        sealed.map_err(|_| EINVAL)?;
-        return sock.send(pkt);
-    }
     let route = route(cache, sock, false, oif, src, dst)?;
     let hdr = UdpHeader {
         src_port: udp_sport(p.src_qpn, p.dst_qpn),

@@ -349,12 +349,15 @@ fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice, pull: Pull) ->
         n += crate::native::pull_orphans(dev, HEADROOM, &mut batch[n..]);
     }
     let pkts = batch.iter_mut().take(n).filter_map(Option::take);
-    ns::send_batch(netdev, pkts, |len, res| match res {
+    let gso = ns::send_batch(netdev, pkts, |len, res| match res {
         Ok(()) => {
             dev.count(Counter::SentPkts, 1);
             dev.count(Counter::SentBytes, len as u64);
         }
         Err(_) => dev.count(Counter::SendErr, 1),
     });
+    if gso > 0 {
+        dev.count(Counter::SentGsoBatches, gso);
+    }
     n == BATCH
 }

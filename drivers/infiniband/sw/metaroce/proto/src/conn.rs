@@ -168,6 +168,11 @@ pub struct ConnConfig {
     /// writes the AUTH flag and gives each packet its Seq; the caller adds the trailer) and only
     /// sealed packets whose tag the caller verified are taken ([`Conn::on_sealed`]).
     pub auth: bool,
+    /// New DATA packets sent on one path in a row while its window allows (section 10,
+    /// **our choice**; 1, the default: every packet on the least loaded path): runs of
+    /// packets a host stack can hand its network layer as one segmentation batch (the
+    /// kernel's fraglist UDP GSO), at the cost of coarser spraying.
+    pub path_run: u8,
 }
 
 impl ConnConfig {
@@ -193,6 +198,7 @@ impl ConnConfig {
             restart_idle_ns: 1_000_000_000,
             ack_every: 1,
             auth: false,
+            path_run: 1,
         }
     }
 }
@@ -541,6 +547,8 @@ pub struct Conn<
     pace_ai_at: u64,
     pace_blocked: bool,
     rr_path: usize,
+    /// New DATA packets sent in a row on the path before `rr_path` ([`ConnConfig::path_run`]).
+    run: u8,
     rr_stream: usize,
     rr_ack: usize,
     rr_done: usize,
@@ -676,6 +684,7 @@ impl<
             pace_ai_at: 0,
             pace_blocked: false,
             rr_path: 0,
+            run: 0,
             rr_stream: 0,
             rr_ack: 0,
             rr_done: 0,
@@ -1916,8 +1925,17 @@ impl<
             return best
                 .or_else(|| (0..n).find(|&i| self.paths.get(i).is_some_and(|p| p.can_send(len))));
         }
-        // New data: of the paths whose window allows it, the one with the
-        // fewest bytes in flight, ties in round-robin order.
+        // New data: the path of the current run while it is shorter than
+        // `path_run` and the window allows, else of the paths whose window
+        // allows it, the one with the fewest bytes in flight, ties in
+        // round-robin order.
+        let last = self.rr_path.wrapping_add(n.wrapping_sub(1)) % n.max(1);
+        if self.run > 0
+            && self.run < self.cfg.path_run
+            && self.paths.get(last).is_some_and(|p| p.can_send(len))
+        {
+            return Some(last);
+        }
         let mut best: Option<(usize, u32)> = None;
         for k in 0..n {
             let i = self.rr_path.wrapping_add(k) % n;
@@ -2066,6 +2084,12 @@ impl<
             }
             self.dsn_next = dsn.wrapping_add(1);
             self.rr_stream = si.wrapping_add(1);
+            let last = self.rr_path.wrapping_add(self.npaths().wrapping_sub(1)) % self.npaths();
+            self.run = if pi == last && self.run > 0 {
+                self.run.saturating_add(1)
+            } else {
+                1
+            };
             self.rr_path = pi.wrapping_add(1);
             return self.transmit(now, buf, dsn, pi, false);
         }
@@ -2674,5 +2698,34 @@ mod tests {
         a.on_timer(now + slow);
         assert_eq!(a.paths[1].stats.timeouts, 1);
         assert!(a.paths[1].new_route());
+    }
+
+    /// The paths 16 packets of new data leave on, with windows that never stop a run.
+    fn first_paths(path_run: u8) -> std::vec::Vec<u8> {
+        let (mut a, _b) = pair_with(|c| {
+            c.path_run = path_run;
+            c.init_cwnd_path = 16;
+            c.init_cwnd_conn = 64;
+        });
+        assert!(a.post(0, write_at_0x1000(16 * u32::from(MSS))).is_ok());
+        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
+        (0..16)
+            .map(|_| a.poll_transmit(0, &mut buf).expect("a packet").path)
+            .collect()
+    }
+
+    #[test]
+    fn new_data_runs_on_one_path_up_to_path_run() {
+        // Default: every packet on the least loaded path, so never twice in a row.
+        let one = first_paths(1);
+        assert!(one.windows(2).all(|w| w[0] != w[1]), "{one:?}");
+        // Runs of 4: each path once, four packets in a row.
+        let four = first_paths(4);
+        for run in four.chunks(4) {
+            assert!(run.iter().all(|&p| p == run[0]), "{four:?}");
+        }
+        let mut firsts: std::vec::Vec<u8> = four.chunks(4).map(|r| r[0]).collect();
+        firsts.sort_unstable();
+        assert_eq!(firsts, [0, 1, 2, 3], "{four:?}");
     }
 }
