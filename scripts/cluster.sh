@@ -3,7 +3,9 @@
 # the release kernel, one vCPU and one MetaRoCE device each, on one vde_switch segment that exists
 # only on this machine, run the kselftest collection cluster: Open MPI jobs across all of them
 # (allreduce, alltoall, bcast 8 B - CLUSTER_MAX bytes and a barrier loop, every result checked) in
-# RoCEv2 mode, over TCP and in native mode (CLUSTER_MODES picks some of roce, tcp, native). Results: out/cluster/clu-1/mpi-{roce,tcp,native}.txt
+# RoCEv2 mode, over TCP and in native mode, then native and TCP again with 1 % of one guest's packets
+# lost (CLUSTER_MODES picks some of roce, tcp, native, native-loss, tcp-loss). Results:
+# out/cluster/clu-1/mpi-MODE.txt
 # and the summary printed at the end. Then (CLUSTER_RXE=0 leaves it out) the same shape on the baseline
 # kernel with rdma_rxe. scripts/cluster_report.py writes out/cluster/results.{md,json} and, with
 # matplotlib (make bench-deps), allreduce.png. Exit status 0 when every job passed and every console
@@ -21,7 +23,7 @@ echo "== release kernel"
 "$repo/scripts/kernel.sh" release >"$OUT/kernel-release.log" 2>&1 || { tail -30 "$OUT/kernel-release.log"; exit 1; }
 echo "== $nodes guests on one segment, MetaRoCE (started $(date -u +%H:%M:%S))"
 t0=$(date +%s)
-MR_GUEST_ENV="MR_MPI_MAX=${CLUSTER_MAX:-4194304} MR_MPI_MODES='${CLUSTER_MODES:-roce tcp native}'" run_cluster release "$nodes" clu cluster; rc=$?
+MR_GUEST_ENV="MR_MPI_MAX=${CLUSTER_MAX:-4194304} MR_MPI_MODES='${CLUSTER_MODES:-roce tcp native native-loss tcp-loss}'" run_cluster release "$nodes" clu cluster; rc=$?
 echo "== finished after $(( $(date +%s) - t0 )) s"
 cat "$OUT/clu-1/output.log" 2>/dev/null
 shapes=clu

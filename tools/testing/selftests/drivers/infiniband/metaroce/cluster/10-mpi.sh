@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 # Open MPI 4.1 (Debian's, unmodified) across the cluster shape's MR_NODES guests, one rank per
 # guest: mpi_coll runs allreduce, alltoall and bcast from 8 B to MR_MPI_MAX bytes (default 4 MiB)
-# and a barrier loop, every element of every result checked, over
+# and a barrier loop, then concurrent flows between every pair of ranks (their fairness), every
+# element of every result checked, over
 #   - roce:   pml ucx on MetaRoCE devices in RoCEv2 mode (UCX rc_verbs, ud_verbs for set-up),
 #   - tcp:    pml ob1 with Open MPI's tcp btl (the baseline on the same segment),
 #   - native: pml ucx on metaroce-native devices (RC over the native transport),
+#   - native-loss, tcp-loss: native and tcp again with 1 % of node 2's packets lost (netem on its
+#             eth0 egress: one guest's link),
 # in that order (MR_MPI_MODES picks some); on a kernel without MetaRoCE (the baseline kernel, the
 # same source with rdma_rxe built in) the one mode is
 #   - rxe:    pml ucx on rdma_rxe devices, with UCX_UD_ETH_DGID_CHECK=n: rdma_rxe reports sl 0 in
@@ -42,9 +45,9 @@ mpi() { # MODE DEV
     >/tmp/out/mpi-$mode.txt 2>&1
   rc=$?
   echo "== $mode: exit $rc after $(( $(date +%s) - t0 )) s"
-  grep -E '^(allreduce|alltoall|bcast|barrier|[0-9]+ ranks)' /tmp/out/mpi-$mode.txt
+  grep -E '^(allreduce|alltoall|bcast|flows|barrier|[0-9]+ ranks)' /tmp/out/mpi-$mode.txt
   if [ $rc != 0 ] || ! grep -q "^$MR_NODES ranks: every result checked" /tmp/out/mpi-$mode.txt; then
-    grep -vE '^(allreduce|alltoall|bcast|barrier)' /tmp/out/mpi-$mode.txt | tail -n 25
+    grep -vE '^(allreduce|alltoall|bcast|flows|barrier)' /tmp/out/mpi-$mode.txt | tail -n 25
     echo "FAILED $mode"; failed=1
   fi
 }
@@ -64,7 +67,13 @@ to_native() {
   done
   sh -c "$switch" || fail "node 1: no native device"
 }
-modes=${MR_MPI_MODES:-roce tcp native}
+# 1 % loss on node 2's egress (netem) while the jobs of the modes named *-loss run.
+lossy() { # add | del
+  local cmd="tc qdisc replace dev eth0 root netem loss 1%"
+  [ "$1" = add ] || cmd="tc qdisc del dev eth0 root"
+  python3 -S "$agent" "192.0.2.2" "$cmd" || fail "node 2: $cmd"
+}
+modes=${MR_MPI_MODES:-roce tcp native native-loss tcp-loss}
 mr_our_kernel || modes=rxe
 for mode in $modes; do
   case $mode in
@@ -77,7 +86,11 @@ for mode in $modes; do
       mpi native mn0; counters mn0
       data=$(( $(stat mn0 native_data_sent) - data0 ))
       [ "$data" -ge 1000 ] || { echo "FAILED native: only $data native DATA packets from node 1"; failed=1; };;
-    *) fail "MR_MPI_MODES: roce, tcp, native or rxe, not $mode";;
+    native-loss)
+      [ -e /sys/class/infiniband/mn0 ] || to_native
+      lossy add; mpi native-loss mn0; counters mn0; lossy del;;
+    tcp-loss) lossy add; mpi tcp-loss tcp; lossy del;;
+    *) fail "MR_MPI_MODES: roce, tcp, native, native-loss, tcp-loss or rxe, not $mode";;
   esac
 done
 mr_dmesg_clean

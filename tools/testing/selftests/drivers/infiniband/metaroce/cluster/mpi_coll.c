@@ -6,6 +6,7 @@
  *
  *   allreduce 1048576 B x 4: 12345.6 us/op, bus 123.45 Mb/s, checked
  *
+ * and then the fairness of concurrent flows (flows()).
  * Bus bandwidth as NCCL's tests define it: allreduce 2(n-1)/n x size / time, alltoall (n-1)/n x
  * size / time, bcast size / time. The byte counts are per rank (alltoall: the whole send buffer).
  * Usage: mpi_coll [MAX_BYTES] [BUDGET_BYTES]; each size runs max(2, min(50, BUDGET/size))
@@ -135,6 +136,94 @@ static void bcast(size_t bytes, int iters)
 	free(buf);
 }
 
+/*
+ * All-to-all fairness of concurrent flows: every rank sends FLOW_MSGS messages of FLOW_BYTES to
+ * every other rank at once (all posted together) and notes when the last one from each source
+ * arrived; a flow's rate is its bytes over that time. Rank 0 prints every flow's rate and Jain's
+ * index over the n(n-1) flows (1.0: equal shares), the data checked:
+ *
+ *   flows     65536 B x 16: 12.34 ... Mb/s, min 11.90, max 12.80, jain 0.999, checked
+ */
+#define FLOW_MSGS 16
+#define FLOW_BYTES 65536
+
+static void flows(void)
+{
+	size_t n = FLOW_BYTES / 4, per = (size_t)FLOW_MSGS * nranks;
+	int32_t *sbuf = malloc((size_t)FLOW_BYTES * nranks), *rbuf = malloc(FLOW_BYTES * per);
+	MPI_Request *req = malloc(sizeof(*req) * 2 * per);
+	int *got = calloc(nranks, sizeof(*got)), nreq = 0, idx, r, m;
+	double *done = calloc(nranks, sizeof(*done)), *rate = malloc(sizeof(*rate) * nranks);
+	double *all = NULL, t0, sum = 0, sq = 0, lo = 0, hi = 0;
+	size_t i;
+
+	for (r = 0; r < nranks; r++)
+		for (i = 0; i < n; i++)
+			sbuf[r * n + i] = pattern(rank, r, i);
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	for (r = 0; r < nranks; r++)
+		for (m = 0; r != rank && m < FLOW_MSGS; m++)
+			MPI_Irecv(rbuf + (r * FLOW_MSGS + m) * n, (int)n, MPI_INT32_T, r, 7,
+				  MPI_COMM_WORLD, &req[nreq++]);
+	int nrecv = nreq;
+
+	for (m = 0; m < FLOW_MSGS; m++)
+		for (r = 0; r < nranks; r++)
+			if (r != rank)
+				MPI_Isend(sbuf + r * n, (int)n, MPI_INT32_T, r, 7, MPI_COMM_WORLD,
+					  &req[nreq++]);
+	for (int k = 0; k < nrecv; k++) {
+		MPI_Status st;
+
+		MPI_Waitany(nrecv, req, &idx, &st);
+		if (++got[st.MPI_SOURCE] == FLOW_MSGS)
+			done[st.MPI_SOURCE] = MPI_Wtime() - t0;
+	}
+	MPI_Waitall(nreq - nrecv, req + nrecv, MPI_STATUSES_IGNORE);
+	for (r = 0; r < nranks; r++) {
+		rate[r] = r == rank ? 0 : (double)FLOW_BYTES * FLOW_MSGS * 8 / done[r] / 1e6;
+		for (m = 0; r != rank && m < FLOW_MSGS; m++)
+			for (i = 0; i < n; i += 97)
+				check("flows", FLOW_BYTES, i, rbuf[(r * FLOW_MSGS + m) * n + i],
+				      pattern(r, rank, i));
+	}
+	if (rank == 0)
+		all = malloc(sizeof(*all) * nranks * nranks);
+	MPI_Gather(rate, nranks, MPI_DOUBLE, all, nranks, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+	int total_bad;
+
+	MPI_Reduce(&bad, &total_bad, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
+		printf("flows     %d B x %d:", FLOW_BYTES, FLOW_MSGS);
+		/* all[dst * nranks + src]: the rate dst saw from src */
+		for (int d = 0; d < nranks; d++)
+			for (r = 0; r < nranks; r++) {
+				double x = all[d * nranks + r];
+
+				if (r == d)
+					continue;
+				printf(" %.2f", x);
+				sum += x;
+				sq += x * x;
+				lo = lo == 0 || x < lo ? x : lo;
+				hi = x > hi ? x : hi;
+			}
+		int nf = nranks * (nranks - 1);
+
+		printf(" Mb/s, min %.2f, max %.2f, jain %.3f, %s\n", lo, hi,
+		       sq > 0 ? sum * sum / (nf * sq) : 0.0, total_bad ? "WRONG" : "checked");
+		fflush(stdout);
+		free(all);
+	}
+	free(sbuf);
+	free(rbuf);
+	free(req);
+	free(got);
+	free(done);
+	free(rate);
+}
+
 int main(int argc, char **argv)
 {
 	size_t max = argc > 1 ? strtoull(argv[1], NULL, 0) : 4 << 20;
@@ -161,6 +250,8 @@ int main(int argc, char **argv)
 		alltoall(bytes, iters);
 		bcast(bytes, iters);
 	}
+	if (nranks > 1)
+		flows();
 	double t0 = MPI_Wtime();
 	for (i = 0; i < 100; i++)
 		MPI_Barrier(MPI_COMM_WORLD);
