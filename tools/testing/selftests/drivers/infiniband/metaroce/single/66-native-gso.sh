@@ -5,28 +5,15 @@
 # batch gives each run to the stack as one fraglist UDP GSO packet (sent_gso_batches). Over
 # veth the batch reaches the peer namespace whole and the UDP receive path splits it: the
 # received data is validated (ibv_rc_pingpong -c, 1 MiB and 64 KiB with events) and READ
-# responses batch as well. With tx_gso=0 nothing is batched. The module is unloaded at the end
-# (the next test loads it with its defaults).
+# responses batch as well. (65-native-rx-transmit checks that nothing is batched with the default
+# tx_gso=0.) The module is unloaded at the end (the next test loads it with its defaults).
 . "$(dirname "$0")/../lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 trap 'mr_teardown; rmmod metaroce 2>/dev/null' EXIT
 
-# Loads the module with tx_gso=$1, makes the two devices and runs 64 KiB WRITEs from mrb0 to
-# mra0; sets DATA (mrb0's native DATA packets) and GSO (mrb0's batches).
-writes() {
-  mr_fresh
-  modprobe metaroce tx_gso=$1 native_path_run=8 || fail "modprobe metaroce tx_gso=$1 native_path_run=8"
-  mr_two_devices metaroce-native
-  local g0 d0
-  g0=$(mr_stat mrb mrb0 sent_gso_batches); d0=$(mr_stat mrb mrb0 native_data_sent)
-  mr_perf "write_bw 64 KiB x 100, tx_gso=$1" ib_write_bw -s 65536 -n 100 -F
-  GSO=$(( $(mr_stat mrb mrb0 sent_gso_batches) - g0 )); DATA=$(( $(mr_stat mrb mrb0 native_data_sent) - d0 ))
-  echo "tx_gso=$1: $DATA native DATA packets in $GSO GSO batches"
-  [ "$DATA" -ge 4500 ] || fail "only $DATA native DATA packets for 6.25 MiB of WRITEs"
-}
+# 64 KiB WRITEs from mrb0 to mra0 with tx_gso=$1 (mr_native_writes sets DATA and GSO).
+writes() { MR_WRITES=100 mr_native_writes tx_gso="$1" native_path_run=8; }
 
-writes 0
-[ "$GSO" -eq 0 ] || fail "tx_gso=0: $GSO GSO batches sent"
 writes 1
 # Runs of 8 in batches of 16 packets: about one GSO packet per 8 DATA packets while the window
 # is open; at least one per 16 (each batch of two or more counts once).

@@ -97,6 +97,23 @@ mr_stat() { # NS DEV COUNTER
   echo "${v:-0}"
 }
 
+# Loads the module with the parameters "$@", makes two native devices (mr_two_devices) and runs
+# $MR_WRITES (default 200) 64 KiB WRITEs from mrb0 to mra0; sets DATA (mrb0's native DATA
+# packets), ACKS (mra0's native ACKs) and GSO (mrb0's GSO batches) for them.
+mr_native_writes() {
+  local a0 d0 g0
+  mr_fresh
+  modprobe metaroce "$@" || fail "modprobe metaroce $*"
+  mr_two_devices metaroce-native
+  a0=$(mr_stat mra mra0 native_acks_sent); d0=$(mr_stat mrb mrb0 native_data_sent)
+  g0=$(mr_stat mrb mrb0 sent_gso_batches)
+  mr_perf "write_bw 64 KiB x ${MR_WRITES:-200}, $*" ib_write_bw -s 65536 -n "${MR_WRITES:-200}" -F
+  ACKS=$(( $(mr_stat mra mra0 native_acks_sent) - a0 )); DATA=$(( $(mr_stat mrb mrb0 native_data_sent) - d0 ))
+  GSO=$(( $(mr_stat mrb mrb0 sent_gso_batches) - g0 ))
+  echo "$*: $DATA native DATA packets, $ACKS ACKs from the receiver, $GSO GSO batches"
+  [ "$DATA" -ge $(( ${MR_WRITES:-200} * 45 )) ] || fail "only $DATA native DATA packets for ${MR_WRITES:-200} WRITEs of 64 KiB"
+}
+
 mr_two_devices() {
   local type=${1:-metaroce}
   mr_two_namespaces
