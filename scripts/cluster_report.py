@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Summary of a `make cluster` run (scripts/cluster.sh): results.md and results.json in OUT and,
-where matplotlib is installed (make bench-deps), allreduce.png (bus bandwidth against size).
+where matplotlib is installed (make bench-deps), allreduce.png (bus bandwidth against size) and
+alltoall_flows.png (the all-to-all flows' rates).
 
 Usage: cluster_report.py OUT SHAPE... (SHAPE clu: MetaRoCE's modes roce, tcp, native and the
-lossy native-loss, tcp-loss from node 1's mpi-MODE.txt; rxe: the baseline kernel's rdma_rxe). Exits 1 if no job left a result.
+lossy native-loss, tcp-loss from node 1's mpi-MODE.txt; rxe: the baseline kernel's rdma_rxe).
+Exits 1 if no job left a result.
 """
 import json
 import re

@@ -254,15 +254,9 @@ impl IpBatch {
         }
     }
 
-    /// Datagrams in the batch.
-    pub fn len(&self) -> usize {
+    /// Datagrams in the batch (at least one).
+    pub fn datagrams(&self) -> usize {
         self.segs
-    }
-
-    /// Whether the batch holds nothing but its first datagram's headers (never: a batch holds
-    /// at least one datagram).
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Appends `pkt` if it belongs to the batch's flow (same IP family, addresses, traffic
@@ -779,7 +773,7 @@ mod tests {
         assert!(batch.push(packet(50000, 1)?).is_err());
         batch.push(packet(50000, 0)?).map_err(|_| EINVAL)?;
         batch.push(packet(50000, 0)?).map_err(|_| EINVAL)?;
-        assert_eq!(batch.len(), 3);
+        assert_eq!(batch.datagrams(), 3);
         let before = GOT.load(Ordering::Relaxed);
         sock.send_batch(batch)?;
         for _ in 0..100 {

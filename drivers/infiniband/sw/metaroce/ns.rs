@@ -439,7 +439,7 @@ impl<'s> Held<'s> {
     /// Sends the held batch, if any; each of its packets hears the batch's result.
     fn flush(&mut self, done: &mut impl FnMut(usize, Result)) {
         if let Some((sock, b)) = self.batch.take() {
-            let gso = b.len() > 1;
+            let gso = b.datagrams() > 1;
             let res = sock.send_batch(b);
             if gso && res.is_ok() {
                 self.gso_sent += 1;

@@ -1929,7 +1929,7 @@ impl<
         // `path_run` and the window allows, else of the paths whose window
         // allows it, the one with the fewest bytes in flight, ties in
         // round-robin order.
-        let last = self.rr_path.wrapping_add(n.wrapping_sub(1)) % n.max(1);
+        let last = self.last_new_path();
         if self.run > 0
             && self.run < self.cfg.path_run
             && self.paths.get(last).is_some_and(|p| p.can_send(len))
@@ -1947,6 +1947,12 @@ impl<
             }
         }
         best.map(|(i, _)| i)
+    }
+
+    /// The path the last new DATA packet left on (`rr_path` names the one after it).
+    fn last_new_path(&self) -> usize {
+        let n = self.npaths();
+        self.rr_path.wrapping_add(n - 1) % n
     }
 
     fn poll_retx(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
@@ -2084,8 +2090,7 @@ impl<
             }
             self.dsn_next = dsn.wrapping_add(1);
             self.rr_stream = si.wrapping_add(1);
-            let last = self.rr_path.wrapping_add(self.npaths().wrapping_sub(1)) % self.npaths();
-            self.run = if pi == last && self.run > 0 {
+            self.run = if pi == self.last_new_path() && self.run > 0 {
                 self.run.saturating_add(1)
             } else {
                 1
