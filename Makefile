@@ -4,6 +4,7 @@
 #   make check-full  check plus the longer matrices (simulator sweep, release-kernel shapes)
 #   make kernel      build the test kernel (FLAVOUR=release for the other); make -s kernel-paths
 #   make deps        install pinned dependencies (run by the others)
+#   make provider    build libmetaroce (providers/metaroce) and install it for libibverbs
 #   make bench       release-kernel guests: MetaRoCE vs rdma_rxe vs TCP, out/bench/ (BENCH_QUICK=1: short)
 #   make profile     perf profiles of both guests of each bench pair during a 64 KiB WRITE, out/profile/
 #   make patches     the overlay as a git format-patch series against the pinned 7.3.4, out/patches/
@@ -11,12 +12,15 @@
 FLAVOUR ?= test
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile cluster patches sim fuzz clean-cache
+.PHONY: all deps provider bench-deps kernel kernel-release kernel-paths host-test check check-full demo bench profile cluster patches sim fuzz clean-cache
 
 all: demo
 
 deps:
 	@scripts/deps.sh
+
+provider: deps
+	@$(MAKE) -s -C providers/metaroce install O=$(CURDIR)/out/provider
 
 kernel: deps
 	@scripts/kernel.sh $(FLAVOUR)

@@ -34,6 +34,12 @@ step "dependencies"
 if "$repo/scripts/deps.sh" >"$OUT/deps.log" 2>&1; then result ok deps; else
   tail -20 "$OUT/deps.log" | sed 's/^/# /'; result not-ok deps "see $OUT/deps.log"; finish; fi
 
+step "provider: libmetaroce build and install"
+# Guests share this root: the provider must be in place before any guest opens a MetaRoCE device
+# with its own driver id.
+if make -s -C "$repo/providers/metaroce" install O="$OUT/provider" >"$OUT/provider.log" 2>&1; then result ok "provider: libmetaroce"
+else tail -20 "$OUT/provider.log" | sed 's/^/# /'; result not-ok "provider: libmetaroce" "see $OUT/provider.log"; fi
+
 step "host: cargo test (protocol core, simulator)"
 (cd "$repo" && cargo test --workspace --locked 2>&1) >"$OUT/cargo-test.log"; crc=$?
 # Every cargo test is one result.

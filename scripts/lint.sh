@@ -54,7 +54,7 @@ check rustfmtcheck make -s -C "$src" LLVM="$LLVM_SUFFIX" rustfmtcheck
 cp_one() {
   local f ign bad=0
   for f in rust/helpers/metaroce.c rust/bindings/metaroce_helper.h include/trace/events/metaroce.h \
-           drivers/infiniband/sw/metaroce/metaroce_trace.c; do
+           include/uapi/rdma/metaroce-abi.h drivers/infiniband/sw/metaroce/metaroce_trace.c; do
     ign=; [ "${f##*/}" = metaroce_trace.c ] && ign=--ignore=EXPORT_SYMBOL
     perl "$src/scripts/checkpatch.pl" --strict --no-tree -q --show-types $ign -f "$f" || bad=1
   done

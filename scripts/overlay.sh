@@ -52,7 +52,8 @@ cp "$new_manifest" "$manifest"
 # a hook dropped from the repo disappears from the tree too.
 . "$repo/scripts/versions.env"
 hooked=(drivers/infiniband/Kconfig drivers/infiniband/sw/Makefile rust/bindings/bindings_helper.h
-        rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs rust/bindgen_parameters)
+        rust/helpers/helpers.c rust/kernel/lib.rs rust/kernel/net/mod.rs rust/bindgen_parameters
+        include/uapi/rdma/ib_user_ioctl_verbs.h)
 pristine=$tree.orig
 rm -rf "$tree/.metaroce-orig"   # where older versions of this script kept them
 missing=()
@@ -105,6 +106,9 @@ config RUST_RDMA
 	  into vmlinux, so everything they call must be built in too.
 KCONFIG
   hook rust/bindings/bindings_helper.h '#include <linux/xarray.h>' '#include "metaroce_helper.h"'
+  # MetaRoCE's driver id (user space picks libmetaroce by it), after the last one 7.3 knows:
+  # with the abstractions, whose `DriverId` names it.
+  hook include/uapi/rdma/ib_user_ioctl_verbs.h $'\tRDMA_DRIVER_IONIC,' $'\tRDMA_DRIVER_METAROCE,'
 fi
 if [ -f "$repo/rust/helpers/metaroce.c" ]; then
   hook rust/helpers/helpers.c '#include "xarray.c"' '#include "metaroce.c"'

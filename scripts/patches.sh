@@ -25,13 +25,15 @@ T=tools/testing/selftests/drivers/infiniband/metaroce
 subjects=() paths=() bodies=()
 part() { subjects+=("$1"); paths+=("$2"); bodies+=("$3"); }
 part "rust: add bindings and helpers for RDMA and networking abstractions" \
-  "rust/bindings/metaroce_helper.h rust/helpers/metaroce.c include" \
+  "rust/bindings/metaroce_helper.h rust/helpers/metaroce.c include/trace" \
 "Add the RUST_RDMA Kconfig symbol and the C side the Rust RDMA and
 networking abstractions need: the ib_core, UDP tunnel, route and
 sk_buff headers for bindgen, helpers for the static inline functions
 they call, kCFI encodings for the enums passed through the
-ib_device_ops callbacks the abstractions install, and the header of
-the tracepoints the RDMA abstractions wrap (bindgen reads it here).
+ib_device_ops callbacks the abstractions install, the header of the
+tracepoints the RDMA abstractions wrap (bindgen reads it here), and
+RDMA_DRIVER_METAROCE in enum rdma_driver_id, which the abstractions'
+DriverId names.
 
 RUST_RDMA needs ib_core and user access built in, as the abstractions
 live in the kernel crate, which is part of vmlinux."
@@ -74,12 +76,15 @@ The core does no I/O: the driver feeds it packets and timer ticks and
 sends what it returns. The same files build on the host, where they are
 unit, property and fuzz tested."
 part "RDMA/metaroce: add the MetaRoCE software RDMA provider" \
-  "$K" \
+  "$K include/uapi/rdma/metaroce-abi.h" \
 "'rdma link add NAME type metaroce netdev DEV' creates an RDMA device
 on any net device that carries RoCEv2, interoperable with rdma_rxe and
 RoCE NICs; 'type metaroce-native' carries RC QPs over the MetaRoCE
 multipath transport instead. User space drives the device through
-rdma-core's librxe provider (the driver speaks rdma_rxe's user ABI).
+the libmetaroce provider over the driver's own user ABI
+(include/uapi/rdma/metaroce-abi.h, driver id RDMA_DRIVER_METAROCE);
+CONFIG_RDMA_METAROCE_RXE_ABI keeps rdma_rxe's ABI and id, for the
+stock librxe, during the transition.
 
 The driver is safe Rust (#![deny(unsafe_code)]) over the abstractions
 of the previous patches, laid out as device data, verbs objects, data

@@ -328,6 +328,13 @@ impl WcFlags {
     pub const WITH_NETWORK_HDR_TYPE: Self = Self(bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE);
 }
 
+impl WcFlags {
+    /// Whether every flag of `other` is set in `self`.
+    pub fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
 impl core::ops::BitOr for WcFlags {
     type Output = Self;
     fn bitor(self, rhs: Self) -> Self {

@@ -115,6 +115,9 @@ impl DriverId {
     /// `RDMA_DRIVER_RXE`: the user ABI of `include/uapi/rdma/rdma_user_rxe.h`, driven by
     /// rdma-core's `librxe`.
     pub const RXE: Self = Self(bindings::rdma_driver_id_RDMA_DRIVER_RXE);
+    /// `RDMA_DRIVER_METAROCE`: the user ABI of `include/uapi/rdma/metaroce-abi.h`, driven by
+    /// the `libmetaroce` provider.
+    pub const METAROCE: Self = Self(bindings::rdma_driver_id_RDMA_DRIVER_METAROCE);
 }
 
 /// Legacy uverbs write commands a device enables beyond ib_core's default set
@@ -703,7 +706,11 @@ pub trait Driver: Sized + 'static {
     /// [`Driver::dealloc_ucontext`]) and `disassociate_ucontext` (calling
     /// [`Driver::disassociate_ucontext`]): with the latter present, unregistration revokes user
     /// contexts instead of waiting for processes to close their files.
-    fn alloc_ucontext(_dev: &Device<Self>) -> Result<Self::UcontextData> {
+    ///
+    /// `udata` carries the provider's request (the bytes after the core `get_context` command)
+    /// and takes the driver's response; a driver that exchanges nothing calls
+    /// [`Udata::expect_no_request`].
+    fn alloc_ucontext(_dev: &Device<Self>, _udata: &Udata<'_>) -> Result<Self::UcontextData> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -1592,12 +1599,13 @@ impl<T: Driver> Adapter<T> {
         udata: *mut bindings::ib_udata,
     ) -> c_int {
         from_result(|| {
-            // SAFETY: `udata` is the system call's valid udata (or null).
-            to_result(unsafe { bindings::ib_no_udata_io(udata) })?;
+            // SAFETY: `udata` is the system call's valid `driver_udata` for this call (ib_core
+            // allocates user contexts only from uverbs' get_context).
+            let udata = unsafe { Udata::from_raw(udata) }.ok_or(EINVAL)?;
             // SAFETY: `device` was set by ib_core to a live device of this driver.
             let dev = unsafe { Device::<T>::from_raw((*ibuc).device) };
             let maps = ContextMaps::new()?;
-            let data = T::alloc_ucontext(dev)?;
+            let data = T::alloc_ucontext(dev, &udata)?;
             // SAFETY: The allocation is `size_of::<Ucontext<T>>()` bytes (`size_ib_ucontext`)
             // and `ibuc` is its first field; `maps` and `data` are uninitialised until now.
             // INVARIANT: Both are initialised from here to `dealloc_ucontext`.

@@ -643,11 +643,14 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     type MwData = MetaRoceMw;
     type SrqData = MetaRoceSrq;
 
-    // MetaRoCE implements rdma_rxe's user ABI (include/uapi/rdma/rdma_user_rxe.h) so that the
-    // stock librxe provider drives it; Kconfig keeps RDMA_RXE out of the same kernel.
-    const DRIVER_ID: DriverId = DriverId::RXE;
-    const UVERBS_ABI_VER: u32 = 2;
-    // librxe arms CQs through the kernel (its rings carry no arming state).
+    // MetaRoCE's own id and ABI (libmetaroce), or, with CONFIG_RDMA_METAROCE_RXE_ABI,
+    // rdma_rxe's, so that the stock librxe provider drives it; Kconfig then keeps RDMA_RXE out
+    // of the same kernel.
+    const DRIVER_ID: DriverId = crate::uabi::DRIVER_ID;
+    // The version a provider's `match_*_abi_version` compare: METAROCE_ABI_VERSION, or
+    // rdma_rxe's RXE_UVERBS_ABI_VERSION.
+    const UVERBS_ABI_VER: u32 = if crate::uabi::OWN { 1 } else { 2 };
+    // Both providers arm CQs through the kernel (the rings carry no arming state).
     const USER_COMMANDS: UserCommands = UserCommands::REQ_NOTIFY_CQ.union(UserCommands::POST_SEND);
     const PORT_COUNTERS: &'static [StatDesc] = &COUNTER_DESCS;
 
@@ -796,7 +799,8 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         Ok(())
     }
 
-    fn alloc_ucontext(dev: &Device<Self>) -> Result<UserContext> {
+    fn alloc_ucontext(dev: &Device<Self>, udata: &Udata<'_>) -> Result<UserContext> {
+        crate::uabi::alloc_ucontext(udata, crate::qp::USER_MAX_INLINE, crate::qp::MAX_SGE)?;
         dev.ucontexts
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n < MAX_UCONTEXT).then_some(n + 1)

@@ -65,9 +65,9 @@ impl Drop for MetaRoceModule {
     fn drop(&mut self) {
         self.regs.link.unregister();
         self.regs.native_link.unregister();
-        // `ib_unregister_driver(RDMA_DRIVER_RXE)` removes every device with rdma_rxe's driver
-        // id, which is ours only because Kconfig keeps RDMA_RXE out of any kernel with
-        // MetaRoCE (`depends on RDMA_RXE=n`).
+        // `ib_unregister_driver` removes every device with our driver id: RDMA_DRIVER_METAROCE,
+        // or with CONFIG_RDMA_METAROCE_RXE_ABI rdma_rxe's, which is then ours only because
+        // Kconfig keeps RDMA_RXE out of that kernel.
         unregister_driver::<MetaRoceDriver>();
         pr_info!("unloaded\n");
         // The fields drop after this, in order: `regs` (the notifier), then `_pernet`.

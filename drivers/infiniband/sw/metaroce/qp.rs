@@ -13,9 +13,10 @@
 //!
 //! Kernel consumers address their buffers by kernel virtual address under the device's local
 //! DMA key ([`KernelBuf`], reachable only until the request's ticket is retired by its
-//! completion, `kernel::rdma::ticket`; the queues are in `qp/ring.rs`); user QPs (driven by the stock librxe through its rings, `uqueue.rs`)
-//! by address and L_Key of their registered memory regions (`mr.rs`). Remote operations
-//! (RDMA READ/WRITE/atomics targeting a QP) resolve R_Keys of user memory regions; kernel DMA
+//! completion, `kernel::rdma::ticket`; the queues are in `qp/ring.rs`); user QPs (driven by the
+//! provider library through their rings, `uqueue.rs`, `uabi.rs`) by address and L_Key of their
+//! registered memory regions (`mr.rs`). Remote operations (RDMA READ/WRITE/atomics targeting a
+//! QP) resolve R_Keys of user memory regions; kernel DMA
 //! MRs are not in that table, so a remote operation on kernel memory gets a remote access NAK.
 //! Whenever the core of an RC QP holds a deadline (local ACK timeout, RNR retry), the QP is on
 //! the device's timer list (`timer.rs`), whose tick runs the core's timers ([`on_tick`]);
@@ -98,12 +99,11 @@ pub(crate) const LOCAL_DMA_LKEY: u32 = 0;
 /// `max_dest_rd_atomic` accepts.
 pub(crate) const RESP_RES: usize = 16;
 /// Largest receive WQE slot read from a user ring (header and `MAX_SGE` SGEs).
-const RECV_WQE_MAX: usize =
-    crate::rxe_abi::RECV_WQE_HDR + MAX_SGE as usize * crate::rxe_abi::SGE_LEN;
+const RECV_WQE_MAX: usize = crate::uabi::RECV_WQE_HDR + MAX_SGE as usize * crate::uabi::SGE_LEN;
 /// Inline data a user QP's send WQE slot holds at least (the issue asks for 236 bytes or more).
 const USER_MIN_INLINE: u32 = 256;
 /// Most inline data (and SGE bytes) a user QP's send WQE slot holds.
-const USER_MAX_INLINE: u32 = 512;
+pub(crate) const USER_MAX_INLINE: u32 = 512;
 /// Requests a QP with an SRQ holds at once, taken from the SRQ and not yet completed: the
 /// message being received (RC, UC) and the one a UC QP keeps from a dropped message.
 const SRQ_IN_PROGRESS: u32 = 4;

@@ -17,7 +17,7 @@
 
 use crate::device::MetaRoceDriver;
 use crate::qp::{Seg, MAX_QP_WR, MAX_SGE};
-use crate::rxe_abi::{parse_recv, RECV_WQE_HDR, SGE_LEN};
+use crate::uabi::{parse_recv, RECV_WQE_HDR, SGE_LEN};
 use crate::uqueue::{Role, UQueue};
 use crate::verbs::{give, take};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -267,16 +267,12 @@ pub(crate) fn create_srq(
     let ring = match srq.udata() {
         None => Ring::Kernel(KernelRing::new(want.max_wr, max_sge)?),
         Some(udata) => {
-            // librxe sends no request and expects `struct rxe_create_srq_resp`: the ring's
-            // mminfo, `srq_num`, 4 reserved bytes.
+            // No request; the response is the ring's mapping, `srq_num`, 4 reserved bytes.
             udata.expect_no_request()?;
             let elem = RECV_WQE_HDR + max_sge as usize * SGE_LEN;
             let q = UQueue::new(udata, want.max_wr, elem, Role::KernelConsumes)?;
-            let mut resp = [0u8; 24];
-            resp[..16].copy_from_slice(&q.mminfo());
             let num = NEXT_SRQ_NUM.fetch_add(1, Ordering::Relaxed);
-            resp[16..20].copy_from_slice(&num.to_ne_bytes());
-            udata.write_response(&resp)?;
+            udata.write_response(crate::uabi::srq_resp(&q, num).as_bytes())?;
             Ring::User(q)
         }
     };
@@ -311,8 +307,8 @@ pub(crate) fn destroy_srq(srq: &Srq<MetaRoceDriver>) {
 }
 
 /// Resizes the SRQ to at least `max_wr` requests, keeping those posted (`EINVAL` if they do
-/// not fit). A user SRQ gets a new ring whose mminfo is written where librxe's
-/// `rxe_modify_srq_cmd.mmap_info_addr` points (rdma_rxe's ABI: not in the response); librxe
+/// not fit). A user SRQ gets a new ring whose mapping is written where the request's address
+/// points (both user ABIs: `modify_srq` has no driver response); the provider
 /// holds its SRQ lock across the command, so the process does not post meanwhile. Returns the
 /// new capacity.
 fn resize(srq: &Srq<MetaRoceDriver>, max_wr: u32, udata: Option<&Udata<'_>>) -> Result<u32> {
@@ -325,7 +321,7 @@ fn resize(srq: &Srq<MetaRoceDriver>, max_wr: u32, udata: Option<&Udata<'_>>) -> 
             let addr = u64::from_ne_bytes(cmd);
             let elem = RECV_WQE_HDR + max_sge as usize * SGE_LEN;
             let mut new = UQueue::new(udata, max_wr, elem, Role::KernelConsumes)?;
-            udata.write_user_at(addr, &new.mminfo())?;
+            udata.write_user_at(addr, crate::uabi::srq_resize_info(&new).as_bytes())?;
             let capacity = new.capacity();
             let old = {
                 let mut g = srq.inner.lock();

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! rdma_rxe's user queue layout, which the stock librxe provider reads and writes
-//! (`struct rxe_queue_buf` in include/uapi/rdma/rdma_user_rxe.h): a header followed by a
-//! power-of-two number of power-of-two-sized slots, shared with the process through `mmap`.
+//! A user queue: a header followed by a power-of-two number of power-of-two-sized slots,
+//! shared with the process through `mmap`, in the layout of the user ABI the driver serves
+//! ([`crate::uabi::RING_LAYOUT`]).
 //!
-//! The layout and its index arithmetic are the protocol core's [`crate::proto::ring`] (tested on
-//! the host with hostile indices and long wrapping runs).
+//! The layouts and their index arithmetic are the protocol core's [`crate::proto::ring`]
+//! (tested on the host with hostile indices and long wrapping runs).
 //!
 //! The kernel keeps a private copy of the index it owns (the producer of a CQ, the consumer of
 //! an SQ, RQ or SRQ) and never trusts the copy in shared memory; the other side's index is
@@ -19,7 +19,12 @@ use kernel::rdma::udata::Udata;
 use kernel::sync::Arc;
 
 use crate::proto::ring::Geometry;
-use crate::proto::ring::{OFF_CONSUMER, OFF_INDEX_MASK, OFF_LOG2_ELEM_SIZE, OFF_PRODUCER};
+use crate::proto::ring::{OFF_INDEX_MASK, OFF_LOG2_ELEM_SIZE};
+use crate::uabi::RING_LAYOUT;
+
+/// Offsets of the indices in the header.
+const OFF_PRODUCER: usize = RING_LAYOUT.producer;
+const OFF_CONSUMER: usize = RING_LAYOUT.consumer;
 
 /// Which side of the ring the kernel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +39,7 @@ pub(crate) enum Role {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RingFull;
 
-/// A queue in librxe's layout, mapped by the process that created its object.
+/// A queue in the user ABI's layout, mapped by the process that created its object.
 ///
 /// The `&mut self` methods change the kernel's index: call them under the owning object's
 /// lock.
@@ -56,10 +61,14 @@ impl UQueue {
         elem_size: usize,
         role: Role,
     ) -> Result<Self> {
-        let geo = Geometry::for_entries(entries, elem_size).ok_or(EINVAL)?;
+        let geo = Geometry::for_entries(entries, elem_size)
+            .ok_or(EINVAL)?
+            .in_layout(RING_LAYOUT);
         let buf = SharedBuf::new(geo.buf_len())?;
-        buf.store_relaxed_u32(OFF_LOG2_ELEM_SIZE, geo.log2_elem_size())?;
-        buf.store_relaxed_u32(OFF_INDEX_MASK, geo.mask())?;
+        if RING_LAYOUT.geometry_in_header {
+            buf.store_relaxed_u32(OFF_LOG2_ELEM_SIZE, geo.log2_elem_size())?;
+            buf.store_relaxed_u32(OFF_INDEX_MASK, geo.mask())?;
+        }
         // Indices start at 0 (the buffer is zeroed).
         let mapping = UserMapping::new(udata, buf.clone())?;
         Ok(Self {
@@ -81,14 +90,14 @@ impl UQueue {
         self.geo.capacity()
     }
 
-    /// librxe's `struct mminfo` for this queue (`__aligned_u64 offset; __u32 size; __u32
-    /// pad`), in the process's (native) byte order, for a create or resize response.
-    pub(crate) fn mminfo(&self) -> [u8; 16] {
-        let mut mi = [0u8; 16];
-        mi[..8].copy_from_slice(&self.mapping.offset().to_ne_bytes());
-        // `buf_len` fits `u32` (`SharedBuf::new` refuses larger buffers).
-        mi[8..12].copy_from_slice(&(self.mapping.size() as u32).to_ne_bytes());
-        mi
+    /// The offset the process passes to `mmap` for this queue.
+    pub(crate) fn mmap_offset(&self) -> u64 {
+        self.mapping.offset()
+    }
+
+    /// Bytes the process maps.
+    pub(crate) fn mmap_size(&self) -> usize {
+        self.mapping.size()
     }
 
     /// The producer index: the kernel's copy when it produces, else the process's (masked).

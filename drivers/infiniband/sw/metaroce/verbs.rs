@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Protection domains, completion queues (kernel rings and librxe's shared user rings),
+//! Protection domains, completion queues (kernel rings and the provider's shared user rings),
 //! address handles and DMA memory regions of a MetaRoCE device.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver};
@@ -12,9 +12,7 @@ use core::sync::atomic::{
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::ah::{GidType, NewAh};
-use kernel::rdma::cq::{
-    Cq, CqArm, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion, UVERBS_WC_LEN,
-};
+use kernel::rdma::cq::{Cq, CqArm, CqNotify, NewCq, WcArray, WcStatus, WorkCompletion};
 use kernel::rdma::device::Device;
 use kernel::rdma::mr::{AccessFlags, Mr, MrKeys};
 use kernel::rdma::pd::{Origin, Pd, PdId};
@@ -56,7 +54,7 @@ pub(crate) fn give(counter: &AtomicU32) {
 pub(crate) struct MetaRocePd;
 
 pub(crate) fn alloc_pd(dev: &Device<MetaRoceDriver>, _origin: Origin) -> Result<MetaRocePd> {
-    // A user PD exchanges no driver data with librxe, so both kinds are accepted.
+    // A user PD exchanges no driver data with the provider, so both kinds are accepted.
     take(&dev.objects.pds, MAX_PD)?;
     Ok(MetaRocePd)
 }
@@ -65,10 +63,8 @@ pub(crate) fn dealloc_pd(pd: &Pd<MetaRoceDriver>) {
     give(&pd.device().objects.pds);
 }
 
-/// Slot size of a user CQ ring: librxe reads it from the ring header and copies
-/// `struct ib_uverbs_wc` out of each slot, so it must be at least [`UVERBS_WC_LEN`].
-const USER_CQE_SLOT: usize = 64;
-const _: () = assert!(USER_CQE_SLOT >= UVERBS_WC_LEN);
+/// Slot size of a user CQ ring: one completion of the user ABI.
+const USER_CQE_SLOT: usize = crate::uabi::CQE_SLOT;
 
 /// Where a CQ keeps its completions.
 enum CqRing {
@@ -81,7 +77,7 @@ enum CqRing {
         /// Completions held.
         len: usize,
     },
-    /// A process's CQ: `struct ib_uverbs_wc` entries in librxe's shared ring, which the
+    /// A process's CQ: completions in the user ABI's form in a ring shared with it, which the
     /// process polls itself.
     User(UQueue),
 }
@@ -110,7 +106,7 @@ impl CqInner {
 }
 
 /// A completion queue: a bounded ring of completions, in driver memory for kernel consumers
-/// and in a ring shared with the process (librxe's layout) for user CQs.
+/// and in a ring shared with the process for user CQs.
 #[pin_data]
 pub(crate) struct MetaRoceCq {
     #[pin]
@@ -153,7 +149,10 @@ impl MetaRoceCq {
             }
             // `Err` (not a producer ring, entry too long) cannot happen for a CQ ring built by
             // `create_cq`; it is counted as an overflow rather than trusted.
-            CqRing::User(q) => matches!(q.produce(&wc.to_uverbs(qp_num)), Ok(Ok(()))),
+            CqRing::User(q) => matches!(
+                q.produce(crate::uabi::cqe(&wc, qp_num).as_bytes()),
+                Ok(Ok(()))
+            ),
         };
         if !queued {
             inner.overflows += 1;
@@ -223,10 +222,10 @@ pub(crate) fn create_cq(
             }
         }
         Some(udata) => {
-            // librxe sends no request and expects `struct rxe_create_cq_resp` (one mminfo).
+            // No request; the response is the ring's mapping.
             udata.expect_no_request()?;
             let q = UQueue::new(udata, want, USER_CQE_SLOT, Role::KernelProduces)?;
-            udata.write_response(&q.mminfo())?;
+            udata.write_response(crate::uabi::cq_resp(&q).as_bytes())?;
             CqRing::User(q)
         }
     };
@@ -261,7 +260,7 @@ pub(crate) fn destroy_cq(cq: &Cq<MetaRoceDriver>) {
 
 /// Resizes a user CQ: a new ring of at least `cqe` entries (`EINVAL` below the completions
 /// held), the pending completions moved over in order, the new ring's mminfo in the
-/// response (`struct rxe_resize_cq_resp`). librxe holds its CQ lock across the command, so the
+/// response. The providers hold their CQ lock across the command, so the
 /// process does not poll meanwhile; completions arriving meanwhile go to the old or new ring
 /// under the CQ lock.
 pub(crate) fn resize_cq(cq: &Cq<MetaRoceDriver>, cqe: u32, udata: &Udata<'_>) -> Result {
@@ -274,7 +273,7 @@ pub(crate) fn resize_cq(cq: &Cq<MetaRoceDriver>, cqe: u32, udata: &Udata<'_>) ->
         return Err(EINVAL);
     }
     let mut new = UQueue::new(udata, cqe, USER_CQE_SLOT, Role::KernelProduces)?;
-    udata.write_response(&new.mminfo())?;
+    udata.write_response(crate::uabi::cq_resp(&new).as_bytes())?;
     let capacity = new.capacity();
     let old = {
         let mut g = cq.inner.lock();
@@ -332,7 +331,7 @@ pub(crate) struct RoceAv {
     pub(crate) sl: u8,
 }
 
-/// An address handle: its RoCE v2 address vector, and for a user AH the number librxe puts in
+/// An address handle: its RoCE v2 address vector, and for a user AH the number the provider puts in
 /// its UD work requests (`ah_num`; 0 for kernel AHs, which are named by pointer).
 pub(crate) struct MetaRoceAh {
     pub(crate) av: RoceAv,
@@ -378,7 +377,7 @@ pub(crate) fn create_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaRoceAh
 }
 
 /// Creates a user AH (`create_user_ah`): numbered in the device's table and the number
-/// returned to librxe (`struct rxe_create_ah_resp`: `ah_num`, then 4 reserved bytes), which
+/// returned to the provider (`ah_num`, then 4 reserved bytes, in both user ABIs), which
 /// names the AH in every UD work request it writes to a send ring. Process context.
 pub(crate) fn create_user_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaRoceAh> {
     let udata = ah.udata().ok_or(EINVAL)?;
@@ -396,9 +395,7 @@ pub(crate) fn create_user_ah(ah: &mut NewAh<'_, MetaRoceDriver>) -> Result<MetaR
             return Err(e);
         }
     };
-    let mut resp = [0u8; 8];
-    resp[..4].copy_from_slice(&num.to_ne_bytes());
-    if let Err(e) = udata.write_response(&resp) {
+    if let Err(e) = udata.write_response(crate::uabi::ah_resp(num).as_bytes()) {
         dev.remove_user_ah(num);
         give(&dev.objects.ahs);
         return Err(e);

@@ -68,7 +68,7 @@ pub(crate) fn create_qp(
         // A send slot holds the SGEs or the inline data, whichever is larger (as rdma_rxe
         // sizes it); report what fits.
         let data = core::cmp::max(
-            cap.max_send_sge * crate::rxe_abi::SGE_LEN as u32,
+            cap.max_send_sge * crate::uabi::SGE_LEN as u32,
             cap.max_inline_data,
         );
         let data = core::cmp::max(data, USER_MIN_INLINE);
@@ -76,7 +76,7 @@ pub(crate) fn create_qp(
             return Err(EINVAL);
         }
         cap.max_inline_data = data;
-        cap.max_send_sge = core::cmp::min(data / crate::rxe_abi::SGE_LEN as u32, MAX_SGE);
+        cap.max_send_sge = core::cmp::min(data / crate::uabi::SGE_LEN as u32, MAX_SGE);
         (
             RecvRing::new(rq_depth, rq_sge, false)?,
             SendRing::new(cap.max_send_wr, cap.max_send_sge, data, datagram, native)?,
@@ -88,14 +88,13 @@ pub(crate) fn create_qp(
         )
     };
     if let Some(udata) = qp.udata() {
-        // librxe sends no request and expects `struct rxe_create_qp_resp`: the mminfo of the
-        // receive ring (zero for a QP with an SRQ, which librxe then does not map), then of
-        // the send ring.
+        // No request; the response maps the rings (the receive ring's record is zero for a QP
+        // with an SRQ, and the provider then maps none).
         udata.expect_no_request()?;
-        let sq_elem = crate::rxe_abi::SEND_WQE_HDR + cap.max_inline_data as usize;
+        let sq_elem = crate::uabi::SEND_WQE_HDR + cap.max_inline_data as usize;
         let urq = if srq_sge.is_none() {
             let rq_elem =
-                crate::rxe_abi::RECV_WQE_HDR + cap.max_recv_sge as usize * crate::rxe_abi::SGE_LEN;
+                crate::uabi::RECV_WQE_HDR + cap.max_recv_sge as usize * crate::uabi::SGE_LEN;
             Some(UQueue::new(
                 udata,
                 core::cmp::max(cap.max_recv_wr, 1),
@@ -111,12 +110,7 @@ pub(crate) fn create_qp(
             sq_elem,
             Role::KernelConsumes,
         )?;
-        let mut resp = [0u8; 32];
-        if let Some(urq) = &urq {
-            resp[..16].copy_from_slice(&urq.mminfo());
-        }
-        resp[16..].copy_from_slice(&usq.mminfo());
-        udata.write_response(&resp)?;
+        udata.write_response(crate::uabi::qp_resp(&usq, urq.as_ref()).as_bytes())?;
         // The rings may hold more than asked for; report their capacity.
         if let Some(urq) = &urq {
             cap.max_recv_wr = urq.capacity();

@@ -258,7 +258,7 @@ pub(super) fn drain_user_sq_into(
     n: &mut Notify,
     prefault: &mut bool,
 ) {
-    let mut raw = [0u8; crate::rxe_abi::SEND_WQE_HDR + USER_MAX_INLINE as usize];
+    let mut raw = [0u8; crate::uabi::SEND_WQE_HDR + USER_MAX_INLINE as usize];
     // At most one ring's worth of entries per call: the process may keep moving the producer
     // index (shared memory) while this runs under the QP's IRQ-off lock. What is left waits for
     // the next doorbell.
@@ -296,7 +296,7 @@ pub(super) fn drain_user_sq_into(
                 .data
                 .get_mut(slot * per..(slot + 1) * per)
                 .unwrap_or(&mut []);
-            crate::rxe_abi::parse_send(&raw[..len], qp.qp_type == QpType::Ud, max_sge, data)
+            crate::uabi::parse_send(&raw[..len], qp.qp_type == QpType::Ud, max_sge, data)
         };
         if let Some(q) = inner.sq.user.as_mut() {
             let _ = q.consume();
@@ -378,11 +378,11 @@ pub(super) fn drain_user_sq_into(
             let done = match (local, pd) {
                 _ if !matches!(qp.qp_type, QpType::Rc | QpType::Uc) => Err(WcStatus::LocQpOpErr),
                 (_, None) => Err(WcStatus::LocQpOpErr),
-                (crate::rxe_abi::LocalWqe::Invalidate { rkey }, Some(pd)) => qp
+                (crate::uabi::LocalWqe::Invalidate { rkey }, Some(pd)) => qp
                     .device()
                     .mr_invalidate(*rkey, pd)
                     .map_err(|_| WcStatus::LocQpOpErr),
-                (crate::rxe_abi::LocalWqe::Bind(b), Some(pd)) => qp
+                (crate::uabi::LocalWqe::Bind(b), Some(pd)) => qp
                     .device()
                     .mw_bind(qp.qpn, pd, b)
                     .map_err(|_| WcStatus::MwBindErr),

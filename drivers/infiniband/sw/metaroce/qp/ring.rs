@@ -154,7 +154,7 @@ impl RecvRing {
         q.peek(&mut raw[..n]).ok()?.ok()?;
         let _ = q.consume();
         let slot = self.slot(self.tail);
-        match crate::rxe_abi::parse_recv(&raw[..n], max_sge, self.bufs.slot_mut(slot)) {
+        match crate::uabi::parse_recv(&raw[..n], max_sge, self.bufs.slot_mut(slot)) {
             Some((wr_id, num_sge, len)) => {
                 self.append(slot, wr_id, num_sge, len);
                 Some(())
@@ -438,7 +438,7 @@ impl<'a> SqBufs<'a> {
         // (`Iterator::chain`: pin-init's `Init` has a `chain` too.)
         Iterator::chain(
             self.bufs.get(slot, n).iter().map(Seg::as_ref),
-            (0..n_user).map_while(move |i| crate::rxe_abi::sge_at(user, i)),
+            (0..n_user).map_while(move |i| crate::uabi::sge_at(user, i)),
         )
     }
 
@@ -455,7 +455,7 @@ pub(super) struct SendRing {
     /// Kernel QPs: `max_send_sge` buffers per slot (none for user QPs).
     pub(super) bufs: BufPool,
     /// User QPs: `per_slot` bytes per slot holding the request's inline data or its SGE
-    /// records as librxe wrote them (`rxe_abi::sge_at`), copied out of the ring when the
+    /// records as librxe wrote them (`uabi::sge_at`), copied out of the ring when the
     /// request was taken; as in librxe's slot, one or the other (empty for kernel QPs).
     pub(super) data: KVec<u8>,
     pub(super) per_slot: usize,

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Index arithmetic of rdma_rxe's user queues (`struct rxe_queue_buf` in
-//! include/uapi/rdma/rdma_user_rxe.h), which the stock librxe provider shares with the kernel.
+//! Index arithmetic of the user queues a provider shares with the kernel, in the two layouts
+//! the driver serves ([`Layout`]): rdma_rxe's (`struct rxe_queue_buf` in
+//! include/uapi/rdma/rdma_user_rxe.h, which the stock librxe provider reads) and MetaRoCE's own
+//! (include/uapi/rdma/metaroce-abi.h: producer at 0, consumer at 64, slots from 128, the
+//! geometry only in the create response). rdma_rxe's:
 //!
 //! ```text
 //! offset   0  log2_elem_size  (written once by the kernel)
@@ -32,12 +35,46 @@ pub const MAX_SLOTS: u32 = 1 << 20;
 /// Largest slot, in bytes.
 pub const MAX_ELEM_SIZE: usize = 1 << 16;
 
-/// The geometry of a queue: slot count and size, from which every offset follows.
+/// Where a queue's indices and its first slot lie, in one of the user ABIs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Offset of the producer index.
+    pub producer: usize,
+    /// Offset of the consumer index.
+    pub consumer: usize,
+    /// Offset of slot 0.
+    pub header_len: usize,
+    /// The header carries `log2_elem_size` and `index_mask` ([`OFF_LOG2_ELEM_SIZE`],
+    /// [`OFF_INDEX_MASK`]) for the process to read.
+    pub geometry_in_header: bool,
+}
+
+impl Layout {
+    /// rdma_rxe's `struct rxe_queue_buf`.
+    pub const RXE: Self = Self {
+        producer: OFF_PRODUCER,
+        consumer: OFF_CONSUMER,
+        header_len: HEADER_LEN,
+        geometry_in_header: true,
+    };
+    /// MetaRoCE's (`METAROCE_RING_*`): each index on a 64-byte line of its own.
+    pub const METAROCE: Self = Self {
+        producer: 0,
+        consumer: 64,
+        header_len: 128,
+        geometry_in_header: false,
+    };
+}
+
+/// The geometry of a queue: slot count and size and its header's length, from which every
+/// offset follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     log2_elem_size: u32,
     /// `slots - 1`; slots is a power of two.
     mask: u32,
+    /// Bytes before slot 0 ([`Layout::header_len`]; [`HEADER_LEN`] unless set).
+    header_len: u32,
 }
 
 impl Geometry {
@@ -57,7 +94,17 @@ impl Geometry {
         Some(Self {
             log2_elem_size: elem.trailing_zeros(),
             mask: slots - 1,
+            header_len: HEADER_LEN as u32,
         })
+    }
+
+    /// The same queue with the header of `layout` (at most 4 KiB, else [`HEADER_LEN`]).
+    pub fn in_layout(self, layout: Layout) -> Self {
+        let header_len = u32::try_from(layout.header_len)
+            .ok()
+            .filter(|h| *h <= 4096)
+            .unwrap_or(HEADER_LEN as u32);
+        Self { header_len, ..self }
     }
 
     /// `log2_elem_size` as the header carries it.
@@ -81,15 +128,15 @@ impl Geometry {
     }
 
     /// Bytes of the whole buffer (header and slots). No overflow: at most 2^20 slots of 2^16
-    /// bytes.
+    /// bytes after at most 4 KiB.
     pub fn buf_len(&self) -> usize {
-        HEADER_LEN + ((self.mask as usize + 1) << self.log2_elem_size)
+        self.header_len as usize + ((self.mask as usize + 1) << self.log2_elem_size)
     }
 
     /// Byte offset of the slot of `index` (masked first): the slot lies inside
     /// [`Geometry::buf_len`] whatever `index` is.
     pub fn slot_offset(&self, index: u32) -> usize {
-        HEADER_LEN + (((index & self.mask) as usize) << self.log2_elem_size)
+        self.header_len as usize + (((index & self.mask) as usize) << self.log2_elem_size)
     }
 
     /// Entries between `consumer` and `producer` (both masked first): at most
@@ -112,6 +159,27 @@ impl Geometry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metaroce_layout_puts_slots_after_two_lines() {
+        let g = Geometry::for_entries(3, 64)
+            .unwrap()
+            .in_layout(Layout::METAROCE);
+        assert_eq!(
+            (g.slot_offset(0), g.slot_offset(5), g.buf_len()),
+            (128, 192, 128 + 256)
+        );
+        // The rxe layout stays the default.
+        let r = Geometry::for_entries(3, 64).unwrap();
+        assert_eq!(r.in_layout(Layout::RXE), r);
+        assert_eq!(r.slot_offset(0), HEADER_LEN);
+        // A header beyond 4 KiB is not taken.
+        let huge = Layout {
+            header_len: 1 << 20,
+            ..Layout::METAROCE
+        };
+        assert_eq!(r.in_layout(huge), r);
+    }
 
     #[test]
     fn sizes_round_up_and_limits_hold() {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """The attack suite's verbs-side checks (issue 32): what a local process or a remote peer could do
 with the defects a source review found, each case written so that it fails on the code before the
-fix. Runs through the stock librxe provider (pyverbs), reusing hostile_user.py's ring and verbs
+fix. Runs through the libmetaroce provider (pyverbs), reusing hostile_user.py's ring and verbs
 helpers and its runner (each case in a forked child, watched for time, the kernel log checked).
 
 Local cases (usage: attack.py local DEV GID_INDEX [CASE-PREFIX...]):

@@ -1,20 +1,23 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""Hostile user space against a MetaRoCE device driven by the stock librxe provider (pyverbs).
+"""Hostile user space against a MetaRoCE device driven by its libmetaroce provider (pyverbs).
 
-A process owns the rings it shares with the kernel (librxe's `struct rxe_queue_buf`: header with
-log2_elem_size and index_mask, producer index at byte 128, consumer index at byte 256, slots from
-byte 384). It may write anything there; that must only hurt the process itself. This script finds
-its own ring mappings in /proc/self/maps (new mappings of /dev/infiniband/uverbs* after each create:
-a CQ or an SRQ maps one ring, a QP its receive ring and its send ring, told apart by the slot size:
-a send slot holds the 208-byte `rxe_send_wqe` header, a receive slot here at most 40 + 4 x 16
-bytes) and writes into them with ctypes. Every case runs in a forked child; the parent reports,
+A process owns the rings it shares with the kernel (include/uapi/rdma/metaroce-abi.h: producer
+index at byte 0, consumer index at byte 64, slots from byte 128; the geometry is only in the
+create responses). It may write anything there; that must only hurt the process itself. This
+script finds its own ring mappings in /proc/self/maps (new mappings of /dev/infiniband/uverbs*
+after each create: a CQ or an SRQ maps one ring, a QP its send ring and its receive ring, told
+apart by their sizes), learns each ring's geometry from what the verbs report (a ring holds one
+entry fewer than its slots, and the kernel reports that capacity: CQ cqe, QP max_send_wr and
+max_recv_wr, SRQ max_wr; slot sizes follow from the WQE sizes) and writes into them with ctypes.
+The doorbell without a new WQE is uverbs' post_send command written to the context's command
+file, with the QP's handle read out of pyverbs' object (checked against the QP number). Every case runs in a forked child; the parent reports,
 watches the child's time and checks the kernel log for new sanitizer/BUG lines after each case.
 
 Cases (outcome expected; any other fails the run):
 
 a. malformed send WQEs, each in a fresh loopback RC (or UD) pair, written at the producer index
-   and followed by a valid WRITE posted through librxe (which rings the doorbell): the bad WQE
+   and followed by a valid WRITE posted through libmetaroce (which rings the doorbell): the bad WQE
    completes with a local error (opcode, SGE count, length overflow, inline length, MR bounds,
    L_Keys incl. the kernel's local DMA key 0 with a kernel address, a message past the port's
    max_msg_sz (refused for kernel posts; rdma_rxe reports 2 GiB, MetaRoCE 8 MiB),
@@ -23,15 +26,15 @@ a. malformed send WQEs, each in a fresh loopback RC (or UD) pair, written at the
    receive ring (and an SRQ ring), then a SEND: no completion succeeds on either side and the
    bytes after the receive MR are untouched.
 b. index scribbling: the SQ producer index set to 0xffffffff (the kernel masks it and publishes a
-   consumer index inside the ring); the header's log2_elem_size/index_mask of the SQ, RQ and CQ
-   rewritten (the kernel keeps using its own geometry: the data still lands, the completion is in
-   the right slot); the CQ consumer index moved to make the ring look full (completions dropped or
+   consumer index inside the ring); the rest of the header of the SQ, RQ and CQ (every byte but
+   the two indices) rewritten (the kernel reads nothing else there: the data still lands, the
+   completion is in the right slot); the CQ consumer index moved to make the ring look full (completions dropped or
    delayed, the CQ keeps working once the index is sane); a thread writing random in-range indices
    while the main thread posts; a process (forked: it shares the mappings and runs truly in
    parallel) writing random values over every header field while this one writes valid WQEs into
-   random slots and rings the doorbell without librxe's ring code (it must survive); the same
-   racer while this one posts and polls through librxe (this child may die by a signal inside
-   librxe, which trusts the header it was given).
+   random slots and rings the doorbell without the provider's ring code (it must survive); the
+   same racer while this one posts and polls through libmetaroce (this child may only hurt
+   itself).
 c. destroy while work is in flight (16 x 1 MiB WRITEs, READs or SENDs, then at once): deregister
    the source, the target or the sink MR, deallocate a memory window, destroy the requester or
    responder QP, close the context, _exit the process. Every remaining completion arrives (none
@@ -84,10 +87,17 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 
 PORT = 1
 QKEY = 0x11111111
-# struct rxe_queue_buf
-OFF_LOG2, OFF_MASK, OFF_PROD, OFF_CONS, HDR = 0, 4, 128, 256, 384
-# struct rxe_send_wqe / rxe_recv_wqe (include/uapi/rdma/rdma_user_rxe.h)
-SEND_HDR, RECV_HDR, SGE_LEN = 208, 40, 16
+# Ring layout (METAROCE_RING_*); the bytes of the header between the indices are unused.
+OFF_PROD, OFF_CONS, HDR = 0, 64, 128
+UNUSED_HDR = [o for o in range(4, HDR, 4) if o != OFF_CONS]
+# struct metaroce_send_wqe / metaroce_recv_wqe / metaroce_sge / metaroce_cqe
+SEND_HDR, RECV_HDR, SGE_LEN, CQE_LEN = 64, 16, 16, 32
+# enum metaroce_wr_opcode, from enum ibv_wr_opcode (values not in the ABI stay as given, which
+# this script uses for "unknown opcode")
+WR = {e.IBV_WR_SEND: 1, e.IBV_WR_SEND_WITH_IMM: 2, e.IBV_WR_SEND_WITH_INV: 3, e.IBV_WR_RDMA_WRITE: 4,
+      e.IBV_WR_RDMA_WRITE_WITH_IMM: 5, e.IBV_WR_RDMA_READ: 6, e.IBV_WR_ATOMIC_CMP_AND_SWP: 7,
+      e.IBV_WR_ATOMIC_FETCH_AND_ADD: 8, 15: 9, e.IBV_WR_LOCAL_INV: 11, e.IBV_WR_BIND_MW: 12}
+ATOMIC_WRITE = 15  # IBV_WR_ATOMIC_WRITE
 # enum ibv_send_flags
 SIGNALED, INLINE = e.IBV_SEND_SIGNALED, e.IBV_SEND_INLINE
 KERNEL_VA = 0xFFFF888000000000  # x86_64 direct map: never a user address
@@ -106,6 +116,7 @@ BIND_ERR = {e.IBV_WC_MW_BIND_ERR, e.IBV_WC_LOC_QP_OP_ERR}
 ANY_ERR = set(STATUS) - {e.IBV_WC_SUCCESS, e.IBV_WC_WR_FLUSH_ERR}
 
 DEV = GIDX = None
+CMD_FD = None
 GID = None
 
 
@@ -140,15 +151,23 @@ def uverbs_maps():
     return out
 
 
-class Ring:
-    """One librxe ring mapped in this process; the geometry is read once, at creation."""
+def pow2(n):
+    """The smallest power of two >= n."""
+    return 1 << max(0, (n - 1).bit_length())
 
-    def __init__(self, addr, size):
+
+class Ring:
+    """One ring mapped in this process, of `slots` slots of `elem` bytes (what the kernel made)."""
+
+    def __init__(self, addr, size, slots=None, elem=None):
         self.addr, self.size = addr, size
-        self.log2, self.mask = self.get(OFF_LOG2), self.get(OFF_MASK)
-        expect(self.log2 < 17 and self.mask < (1 << 20) and HDR + ((self.mask + 1) << self.log2) <= size,
-               f"mapping {addr:#x}+{size:#x} has no ring header (log2 {self.log2}, mask {self.mask:#x})")
-        self.elem = 1 << self.log2
+        if slots is not None:
+            self.geometry(slots, elem)
+
+    def geometry(self, slots, elem):
+        expect(slots & (slots - 1) == 0 and elem & (elem - 1) == 0 and HDR + slots * elem <= self.size,
+               f"mapping {self.addr:#x}+{self.size:#x} cannot hold {slots} slots of {elem} bytes")
+        self.mask, self.elem = slots - 1, elem
 
     def get(self, off):
         return ctypes.c_uint32.from_address(self.addr + off).value
@@ -165,7 +184,7 @@ class Ring:
         return self.get(OFF_CONS)
 
     def slot(self, i):
-        return self.addr + HDR + ((i & self.mask) << self.log2)
+        return self.addr + HDR + (i & self.mask) * self.elem
 
     def write_slot(self, i, data):
         expect(len(data) <= self.elem, "WQE larger than a slot")
@@ -177,7 +196,7 @@ class Ring:
         return bytearray(ctypes.string_at(self.slot(i), self.elem))
 
     def push(self, data):
-        """Writes one entry at the producer index and advances it (as librxe does)."""
+        """Writes one entry at the producer index and advances it (as the provider does)."""
         p = self.prod
         self.write_slot(p, data)
         self.set(OFF_PROD, (p + 1) & self.mask)
@@ -185,40 +204,74 @@ class Ring:
 
 
 def with_rings(make):
-    """Runs make(); returns its result and the rings it mapped."""
+    """Runs make(); returns its result and the rings it mapped (geometry not yet set)."""
     before = uverbs_maps()
     obj = make()
     after = uverbs_maps()
     return obj, [Ring(a, after[a]) for a in sorted(set(after) - set(before))]
 
 
+def cq_ring(make):
+    """A CQ made by make() and its ring: cqe + 1 slots of one completion each."""
+    cq, rings = with_rings(make)
+    expect(len(rings) == 1, f"CQ: {len(rings)} new mappings")
+    rings[0].geometry(cq.cqe + 1, CQE_LEN)
+    return cq, rings[0]
+
+
+def srq_ring(make, max_sge):
+    """An SRQ made by make() and its ring (max_wr + 1 slots of a receive WQE of max_sge SGEs)."""
+    srq, rings = with_rings(make)
+    expect(len(rings) == 1, "SRQ: no ring mapping")
+    rings[0].geometry(srq.query().max_wr + 1, pow2(RECV_HDR + max(max_sge, 1) * SGE_LEN))
+    return srq, rings[0]
+
+
 def send_wqe(wr_id, opcode, flags=SIGNALED, ex=0, raddr=0, rkey=0, sges=(), num_sge=None,
-             length=None, inline=None, fields=()):
-    """A `struct rxe_send_wqe` as bytes; `fields` are extra (offset, struct format, value)."""
+             length=None, inline=None, compare_add=0, swap=0, ud=None, bind=None, op=None, fields=()):
+    """A `struct metaroce_send_wqe` as bytes, from verbs-style arguments: opcode an
+    IBV_WR_* value, flags IBV_SEND_* bits, ex the immediate (host order) or the R_Key to
+    invalidate, ud (ah_num, remote_qpn, remote_qkey), bind (length, mw_rkey, new_rkey, mr_lkey,
+    access; raddr is the window's start); op, if given, is the raw opcode byte written instead of
+    opcode's; `fields` are raw (offset, struct format, value) written last."""
     b = bytearray(SEND_HDR + max(len(sges) * SGE_LEN, len(inline or b"")))
-    struct.pack_into("<QII", b, 0, wr_id, 0, opcode)
-    struct.pack_into("<IIQI", b, 16, flags, ex, raddr, rkey)
+    wf = ((1 if flags & SIGNALED else 0) | (2 if flags & e.IBV_SEND_SOLICITED else 0)
+          | (4 if flags & e.IBV_SEND_FENCE else 0) | (8 if flags & INLINE else 0))
+    if opcode == ATOMIC_WRITE:
+        wf &= ~8  # its 8 bytes travel in the header
     total = sum(s[1] for s in sges) & 0xFFFFFFFF
-    if inline is not None:
+    if inline is not None and opcode != ATOMIC_WRITE:
         b[SEND_HDR:SEND_HDR + len(inline)] = inline
         total = len(inline)
-    for i, (addr, ln, key) in enumerate(sges):
-        struct.pack_into("<QII", b, SEND_HDR + i * SGE_LEN, addr, ln & 0xFFFFFFFF, key & 0xFFFFFFFF)
-    length = total if length is None else length
-    struct.pack_into("<II", b, 184, length & 0xFFFFFFFF, length & 0xFFFFFFFF)
-    struct.pack_into("<I", b, 196, (len(sges) if num_sge is None else num_sge) & 0xFFFFFFFF)
+    elif opcode == ATOMIC_WRITE:
+        compare_add = int.from_bytes((inline or bytes(8))[:8].ljust(8, b"\0"), "little")
+        total = len(inline or b"")
+    n = len(sges) if num_sge is None else num_sge
+    struct.pack_into("<QBBH", b, 0, wr_id, (WR[opcode] if op is None else op) & 0xFF, wf, n & 0xFFFF)
+    imm = ex if opcode in (e.IBV_WR_SEND_WITH_IMM, e.IBV_WR_RDMA_WRITE_WITH_IMM) else 0
+    if opcode in (e.IBV_WR_SEND_WITH_INV, e.IBV_WR_LOCAL_INV):
+        rkey = ex
+    length = (total if inline is not None or opcode == ATOMIC_WRITE else 0) if length is None else length
+    struct.pack_into(">I", b, 12, imm & 0xFFFFFFFF)
+    struct.pack_into("<IIQ", b, 16, length & 0xFFFFFFFF, rkey & 0xFFFFFFFF, raddr & (2**64 - 1))
+    struct.pack_into("<QQ", b, 32, compare_add & (2**64 - 1), swap & (2**64 - 1))
+    if ud is not None:
+        struct.pack_into("<III", b, 32, *(v & 0xFFFFFFFF for v in ud))
+    if bind is not None:
+        ln, mw_rkey, new_rkey, mr_lkey, access = bind
+        struct.pack_into("<QIIII", b, 32, ln, mw_rkey, new_rkey, mr_lkey, access)
+    if inline is None:
+        for i, (addr, ln, key) in enumerate(sges):
+            struct.pack_into("<QII", b, SEND_HDR + i * SGE_LEN, addr, ln & 0xFFFFFFFF, key & 0xFFFFFFFF)
     for off, fmt, v in fields:
         struct.pack_into("<" + fmt, b, off, v)
     return b
 
 
-def recv_wqe(wr_id, sges=(), num_sge=None, length=None):
-    """A `struct rxe_recv_wqe` as bytes."""
+def recv_wqe(wr_id, sges=(), num_sge=None):
+    """A `struct metaroce_recv_wqe` as bytes."""
     b = bytearray(RECV_HDR + len(sges) * SGE_LEN)
-    total = sum(s[1] for s in sges) & 0xFFFFFFFF
-    struct.pack_into("<Q", b, 0, wr_id)
-    struct.pack_into("<II", b, 16, (total if length is None else length) & 0xFFFFFFFF, total)
-    struct.pack_into("<I", b, 28, (len(sges) if num_sge is None else num_sge) & 0xFFFFFFFF)
+    struct.pack_into("<QI", b, 0, wr_id, (len(sges) if num_sge is None else num_sge) & 0xFFFFFFFF)
     for i, (addr, ln, key) in enumerate(sges):
         struct.pack_into("<QII", b, RECV_HDR + i * SGE_LEN, addr, ln & 0xFFFFFFFF, key & 0xFFFFFFFF)
     return b
@@ -237,13 +290,26 @@ class Q:
         if srq is not None:
             attr.srq = srq
         self.qp, rings = with_rings(lambda: QP(pd, attr))
-        sq = [r for r in rings if r.elem >= 256]
-        rq = [r for r in rings if r.elem < 256]
-        expect(len(sq) == 1 and len(rq) == (0 if srq else 1),
-               f"QP: new mappings {[(hex(r.addr), r.elem) for r in rings]}: no send/receive ring pair")
-        self.sq, self.rq = sq[0], (rq[0] if rq else None)
+        _, init = self.qp.query(e.IBV_QP_CAP)
+        c = init.cap
+        want = [(pow2(SEND_HDR + c.max_inline_data), pow2(c.max_send_wr + 1))]
+        if srq is None:
+            want.append((pow2(RECV_HDR + max(c.max_recv_sge, 1) * SGE_LEN), pow2(c.max_recv_wr + 1)))
+        expect(len(rings) == len(want),
+               f"QP: new mappings {[(hex(r.addr), r.size) for r in rings]}, expected {len(want)} rings")
+        # Told apart by size (page-rounded); of equal sizes the provider maps the send ring first,
+        # and mmap places later mappings below earlier ones.
+        size = [(HDR + slots * elem + 4095) // 4096 * 4096 for elem, slots in want]
+        rings.sort(key=lambda r: r.addr, reverse=True)
+        if len(rings) == 2 and size[0] != size[1]:
+            rings.sort(key=lambda r: r.size != size[0])
+        for r, (elem, slots) in zip(rings, want):
+            r.geometry(slots, elem)
+        self.sq, self.rq = rings[0], (rings[1] if srq is None else None)
         self.qpn = self.qp.qp_num
         self.type = qp_type
+        # The command file of the context the last Env opened (every Q is made from one).
+        self.cmd_fd = CMD_FD
 
     def state(self):
         attr, _ = self.qp.query(e.IBV_QP_STATE)
@@ -279,17 +345,44 @@ def ah(pd):
     return AH(pd, attr=AHAttr(port_num=PORT, is_global=1, gr=GlobalRoute(dgid=GID, sgid_index=GIDX)))
 
 
-def doorbell(q, mr):
-    """Rings the send doorbell without adding a WQE: librxe refuses an inline WR longer than the
-    QP's inline limit (EINVAL) before touching the ring, then issues the empty post_send command
-    anyway. Returns the errno."""
-    wr = SendWR(wr_id=0xD00B, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, 0x10000, mr.lkey)],
-                send_flags=INLINE)
+def rw_ranges():
+    """The [start, end) of this process's readable and writable private mappings."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1].startswith("rw"):
+                out.append(tuple(int(x, 16) for x in fields[0].split("-")))
+    return out
+
+
+def qp_handle(qp):
+    """The uverbs handle of a pyverbs QP. pyverbs does not expose it: the QP's `struct ibv_qp *`
+    is a field of the Cython object after its header, found as the pointer whose struct carries
+    this QP's number (struct ibv_qp: handle at byte 48, qp_num at 52)."""
+    rw = rw_ranges()
+    for off in range(16, 128, 8):
+        ptr = ctypes.c_uint64.from_address(id(qp) + off).value
+        if any(a <= ptr and ptr + 56 <= b for a, b in rw) and \
+                ctypes.c_uint32.from_address(ptr + 52).value == qp.qp_num:
+            return ctypes.c_uint32.from_address(ptr + 48).value
+    raise Expect("no struct ibv_qp with this QP's number in the pyverbs object")
+
+
+def doorbell(q, mr=None):
+    """Rings the send doorbell without adding a WQE: uverbs' post_send command with no work
+    request (what the provider writes after filling the ring) on the context's command file.
+    Returns the errno (0 on success)."""
+    resp = ctypes.create_string_buffer(4)
+    # struct ib_uverbs_cmd_hdr, then struct ib_uverbs_post_send (wqe_size at least
+    # sizeof(struct ib_uverbs_send_wr)).
+    cmd = struct.pack("<IHH", 28, 8, 1) + struct.pack("<QIIII", ctypes.addressof(resp),
+                                                       qp_handle(q.qp), 0, 0, 64)
     try:
-        q.qp.post_send(wr)
-    except PyverbsRDMAError as ex:
-        return ex.error_code
-    raise Expect("librxe accepted a 64 KiB inline WR (the doorbell trick needs it refused)")
+        os.write(q.cmd_fd, cmd)
+    except OSError as ex:
+        return ex.errno
+    return 0
 
 
 def write_wr(wr_id, lmr, rmr, length=64, off=0, op=e.IBV_WR_RDMA_WRITE, flags=SIGNALED):
@@ -319,12 +412,12 @@ class Env:
     """A context on DEV with a PD, a CQ and a few MRs."""
 
     def __init__(self, cqe=256):
+        global CMD_FD
         self.ctx = Context(name=DEV)
+        CMD_FD = self.ctx.cmd_fd
         self.attr = self.ctx.query_device()
         self.pd = PD(self.ctx)
-        self.cq, rings = with_rings(lambda: CQ(self.ctx, cqe))
-        expect(len(rings) == 1, f"CQ: {len(rings)} new mappings")
-        self.cqr = rings[0]
+        self.cq, self.cqr = cq_ring(lambda: CQ(self.ctx, cqe))
         self.lmr = MR(self.pd, 64 * 1024, RW)
         self.rmr = MR(self.pd, 64 * 1024, RW)
         self.lmr.write(bytes((i * 7 + 3) & 0xFF for i in range(65536)), 65536)
@@ -373,7 +466,7 @@ def page_buf(pages):
 
 def case_malformed_send():
     """Malformed send WQEs on RC QPs: each its own fresh pair; after the bad WQE a valid
-    WRITE through librxe (doorbell). Bad WQE: an error completion of the expected class; QP in
+    WRITE through libmetaroce (doorbell). Bad WQE: an error completion of the expected class; QP in
     the error state; the valid WRITE flushed without another post."""
     env = Env()
     lmr, rmr = env.lmr, env.rmr
@@ -386,17 +479,18 @@ def case_malformed_send():
     W, R, S = e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_READ, e.IBV_WR_SEND
     ok_sge = (lb, 64, la)
     variants = [
-        ("opcode 0xff", LOCAL_ERR, dict(opcode=0xFF, sges=[ok_sge])),
-        ("opcode 0xffffffff", LOCAL_ERR, dict(opcode=0xFFFFFFFF, sges=[ok_sge])),
-        ("opcode 11 (IBV_WR_DRIVER1)", LOCAL_ERR, dict(opcode=11, sges=[ok_sge])),
-        ("opcode 14 (IBV_WR_FLUSH) carrying an SGE", LOCAL_ERR | REMOTE_ERR, dict(opcode=14, sges=[ok_sge])),
+        ("opcode 0xff", LOCAL_ERR, dict(opcode=S, op=0xFF, sges=[ok_sge])),
+        ("opcode 0 (none)", LOCAL_ERR, dict(opcode=S, op=0, sges=[ok_sge])),
+        ("opcode 13 (one past the last)", LOCAL_ERR, dict(opcode=S, op=13, sges=[ok_sge])),
+        ("flag bits beyond the ABI's (0xf0)", LOCAL_ERR, dict(opcode=S, sges=[ok_sge], fields=[(9, "B", 0xF1)])),
+        ("FLUSH carrying an SGE", LOCAL_ERR | REMOTE_ERR, dict(opcode=S, op=10, sges=[ok_sge])),
         ("num_sge 17 > the QP's max_send_sge 16 (all 17 valid)", LOCAL_ERR, dict(opcode=S, sges=[ok_sge] * 17)),
         ("num_sge 33 > device max_sge 32", LOCAL_ERR, dict(opcode=S, sges=[ok_sge], num_sge=33)),
-        ("num_sge 0xffffffff", LOCAL_ERR, dict(opcode=S, sges=[ok_sge], num_sge=0xFFFFFFFF)),
+        ("num_sge 0xffff", LOCAL_ERR, dict(opcode=S, sges=[ok_sge], num_sge=0xFFFF)),
         ("SGE length 0xffffffff", LOCAL_ERR, dict(opcode=S, sges=[(lb, 0xFFFFFFFF, la)])),
         ("SGE lengths overflowing u32 (2 x 0x80000000)", LOCAL_ERR,
          dict(opcode=S, sges=[(lb, 0x80000000, la), (lb, 0x80000000, la)])),
-        ("dma.length 0xffffffff with one 64-byte SGE", LOCAL_ERR | {e.IBV_WC_SUCCESS},
+        ("length 0xffffffff with one 64-byte SGE (the field is for inline data)", LOCAL_ERR | {e.IBV_WC_SUCCESS},
          dict(opcode=W, sges=[ok_sge], raddr=rmr.buf, rkey=rmr.rkey, length=0xFFFFFFFF)),
         ("SGE 64 bytes starting 8 before the MR's end", LOCAL_ERR,
          dict(opcode=S, sges=[(lb + 65536 - 8, 64, la)])),
@@ -416,10 +510,10 @@ def case_malformed_send():
         ("READ of 2 GiB - 1 from a 64 KiB remote MR", LOCAL_ERR | REMOTE_ERR,
          dict(opcode=R, sges=[(lb, 0x7FFFFFFF, la)], raddr=rmr.buf, rkey=rmr.rkey)),
         ("ATOMIC at a misaligned remote address", REMOTE_ERR | LOCAL_ERR,
-         dict(opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, sges=[(lb, 8, la)], raddr=rmr.buf + 3,
-              fields=[(48, "I", rmr.rkey), (32, "Q", 1)])),
-        ("ATOMIC_WRITE with length 4", LOCAL_ERR, dict(opcode=15, inline=b"\x01" * 4, raddr=rmr.buf,
-                                                        fields=[(32, "I", rmr.rkey)])),
+         dict(opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, sges=[(lb, 8, la)], raddr=rmr.buf + 3, rkey=rmr.rkey,
+              compare_add=1)),
+        ("ATOMIC_WRITE with length 4", LOCAL_ERR, dict(opcode=ATOMIC_WRITE, inline=b"\x01" * 4, raddr=rmr.buf,
+                                                        rkey=rmr.rkey)),
         ("inline flag, length 0xffff", LOCAL_ERR, dict(opcode=S, flags=SIGNALED | INLINE, inline=b"x" * 64,
                                                         length=0xFFFF)),
         ("inline flag, length 0xffffffff", LOCAL_ERR,
@@ -427,9 +521,8 @@ def case_malformed_send():
         ("inline 1 byte past the QP's max_inline_data", LOCAL_ERR, dict(opcode=S, flags=SIGNALED | INLINE,
                                                                        inline="max_inline+1")),
         ("BIND_MW with a bogus window and MR", BIND_ERR,
-         dict(opcode=e.IBV_WR_BIND_MW, fields=[(24, "Q", lb), (32, "Q", 4096), (40, "I", 0xDEAD0001),
-                                               (44, "I", 0xDEAD0002), (48, "I", 0xDEAD0003),
-                                               (52, "I", e.IBV_ACCESS_REMOTE_WRITE)])),
+         dict(opcode=e.IBV_WR_BIND_MW, raddr=lb,
+              bind=(4096, 0xDEAD0002, 0xDEAD0003, 0xDEAD0001, e.IBV_ACCESS_REMOTE_WRITE))),
         ("BIND_MW carrying an SGE", BIND_ERR | LOCAL_ERR, dict(opcode=e.IBV_WR_BIND_MW, sges=[ok_sge])),
         ("LOCAL_INV of a bogus rkey", LOCAL_ERR | BIND_ERR, dict(opcode=e.IBV_WR_LOCAL_INV, ex=0xDEADBEEF)),
         (f"WRITE of max_msg_sz + 4 KiB ({mmsz} + 4096 bytes, 9 SGEs)", LOCAL_ERR,
@@ -489,8 +582,8 @@ def case_malformed_send():
 
 def case_malformed_ud():
     """Malformed UD send WQEs: AH numbers that name no AH (0, huge, another PD's), a message
-    longer than the path MTU. The WQE is first written by librxe itself (with the ring made to
-    look full, librxe fills the slot and refuses to advance), then one field is changed."""
+    longer than the path MTU. The WQE is first written by libmetaroce itself (a valid SEND,
+    posted and completed; its slot keeps the bytes), then one field is changed."""
     env = Env()
     pd2 = PD(env.ctx)
     ah1, ah2 = ah(env.pd), ah(pd2)
@@ -505,37 +598,37 @@ def case_malformed_ud():
         return a, b
 
     def template(q, wr):
-        """librxe's own WQE for wr, left in the slot at the producer index (not posted)."""
-        p, c = q.sq.prod, q.sq.cons
-        q.sq.set(OFF_CONS, (p + 1) & q.sq.mask)
-        try:
-            q.qp.post_send(wr)
-            raise Expect("librxe posted into a ring that looked full")
-        except PyverbsRDMAError as ex:
-            expect(ex.error_code == errno.ENOMEM, f"template post: errno {ex.error_code}")
-        finally:
-            q.sq.set(OFF_CONS, c)
-        expect(q.sq.prod == p, "librxe advanced the producer index of a full ring")
+        """libmetaroce's own WQE for wr: posted, completed, read back from its slot."""
+        p = q.sq.prod
+        q.qp.post_send(wr)
+        wc = poll_one(env.cq, "template SEND")
+        expect(wc.status == e.IBV_WC_SUCCESS, f"template SEND: {st(wc.status)}")
+        expect(q.sq.prod == (p + 1) & q.sq.mask, "libmetaroce did not advance the producer index once")
         return q.sq.read_slot(p)
 
-    a, b = fresh()
+    a, b = fresh()  # b posts no receive: a UD SEND completes at the sender all the same
     wr = SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(env.lmr.buf, 64, env.lmr.lkey)],
                 send_flags=SIGNALED)
     wr.set_wr_ud(ah1, b.qpn, QKEY)
     t = template(a, wr)
-    ah_num = struct.unpack_from("<I", t, 36)[0]
+    ah_num = struct.unpack_from("<I", t, 32)[0]
     wr.set_wr_ud(ah2, b.qpn, QKEY)
-    ah2_num = struct.unpack_from("<I", template(a, wr), 36)[0]
-    note(f"librxe's UD WQE: ah_num {ah_num} (another PD's AH: {ah2_num})")
-    expect(ah_num != 0, "librxe wrote ah_num 0 (an old kernel's address vector copy?)")
+    # Another PD's AH: the kernel refuses it (a local error), which is what the variant below
+    # checks again; here only its number is read.
+    p = a.sq.prod
+    a.qp.post_send(wr)
+    poll(env.cq, 2, 5)
+    ah2_num = struct.unpack_from("<I", a.sq.read_slot(p), 32)[0]
+    note(f"libmetaroce's UD WQE: ah_num {ah_num} (another PD's AH: {ah2_num})")
+    expect(ah_num != 0 and ah2_num not in (0, ah_num), f"AH numbers {ah_num}, {ah2_num}")
     a.qp.close()
     b.qp.close()
     mtu = 1024
     unflushed = []
     variants = [
-        ("ah_num 0", {36: 0}, None),
-        ("ah_num 0x7fffffff", {36: 0x7FFFFFFF}, None),
-        ("ah_num of an AH of another PD", {36: ah2_num}, None),
+        ("ah_num 0", {32: 0}, None),
+        ("ah_num 0x7fffffff", {32: 0x7FFFFFFF}, None),
+        ("ah_num of an AH of another PD", {32: ah2_num}, None),
         (f"a {mtu * 4}-byte message (past the path MTU)", {}, [(big.buf, mtu * 4, big.lkey)]),
     ]
     for i, (name, patch, sges) in enumerate(variants):
@@ -545,8 +638,7 @@ def case_malformed_ud():
         for off, v in patch.items():
             struct.pack_into("<I", w, off, v)
         if sges:
-            struct.pack_into("<I", w, 196, len(sges))
-            struct.pack_into("<II", w, 184, sum(s[1] for s in sges), sum(s[1] for s in sges))
+            struct.pack_into("<H", w, 10, len(sges))
             for k, (addr, ln, key) in enumerate(sges):
                 struct.pack_into("<QII", w, SEND_HDR + k * SGE_LEN, addr, ln, key)
         a.sq.push(w)
@@ -574,7 +666,7 @@ def case_malformed_ud():
     expect(not fails, f"not as expected: {', '.join(fails)}")
     expect(not unflushed, f"{len(unflushed)} of {len(variants)}: the valid SEND behind the bad WQE was not flushed "
                           f"without another post")
-    return f"{len(variants)} malformed UD WQEs (librxe template, one field changed): local errors, the SEND behind flushed"
+    return f"{len(variants)} malformed UD WQEs (libmetaroce's WQE, one field changed): local errors, the SEND behind flushed"
 
 
 def case_malformed_recv():
@@ -607,9 +699,7 @@ def case_malformed_recv():
     for i, (name, kw) in enumerate(variants + srq_variants):
         srq = ring = None
         if name.startswith("SRQ"):
-            srq, rings = with_rings(lambda: SRQ(env.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=2))))
-            expect(len(rings) == 1, "SRQ: no ring mapping")
-            ring = rings[0]
+            srq, ring = srq_ring(lambda: SRQ(env.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=2))), 2)
             a = Q(env.pd, env.cq)
             b = Q(env.pd, env.cq, srq=srq)
             connect(a, b, rnr_retry=0)
@@ -646,7 +736,7 @@ def case_malformed_recv():
 def case_index_far_ahead():
     """SQ producer index 0xffffffff (zeroed slots: zero-length unsignaled WRITEs under rkey 0),
     doorbell: the kernel masks the index, publishes a consumer index inside the ring; then a
-    valid WRITE through librxe (indices restored) completes (success, or flushed if the zero
+    valid WRITE through libmetaroce (indices restored) completes (success, or flushed if the zero
     WRITEs were refused)."""
     env = Env()
     a, b = env.rc_pair(max_wr=16)
@@ -678,62 +768,59 @@ def case_index_far_ahead():
 
 
 def case_header_rewritten():
-    """log2_elem_size and index_mask of the SQ, the RQ and the CQ rewritten by the process: the
-    kernel keeps its own geometry (the WQE at the true slot is executed, the data lands, the
-    receive completes with the bytes, the completion sits in the true slot of the CQ)."""
+    """Every header byte of the SQ, the RQ and the CQ but the two indices rewritten by the
+    process (all ones, then all zeros): the kernel reads nothing there and keeps its own
+    geometry (the WQE at the true slot is executed, the data lands, the receive completes with
+    the bytes, the completion sits in the true slot of the CQ)."""
     env = Env()
     a, b = env.rc_pair(max_wr=16)
     out = []
-    for log2, mask in ((31, 0xFFFFFFFF), (0, 0)):
+
+    def scribble(r, v):
+        for off in UNUSED_HDR:
+            r.set(off, v)
+
+    for v in (0xFFFFFFFF, 0):
         env.rmr.write(bytes(4096), 4096)
         sq = a.sq
-        sq.push(send_wqe(0x5100 + log2, e.IBV_WR_RDMA_WRITE, sges=[(env.lmr.buf, 4096, env.lmr.lkey)],
+        sq.push(send_wqe(0x5100 + (v & 1), e.IBV_WR_RDMA_WRITE, sges=[(env.lmr.buf, 4096, env.lmr.lkey)],
                          raddr=env.rmr.buf, rkey=env.rmr.rkey))
-        sq.set(OFF_LOG2, log2)
-        sq.set(OFF_MASK, mask)
-        doorbell(a, env.lmr)
-        wc = poll_one(env.cq, f"WRITE with the SQ header log2 {log2} mask {mask:#x}")
-        sq.set(OFF_LOG2, sq.log2)
-        sq.set(OFF_MASK, sq.mask)
-        expect(wc.status == e.IBV_WC_SUCCESS and wc.wr_id == 0x5100 + log2,
-               f"SQ header log2 {log2} mask {mask:#x}: {st(wc.status)} wr_id {wc.wr_id:#x}")
+        scribble(sq, v)
+        doorbell(a)
+        wc = poll_one(env.cq, f"WRITE with the SQ header filled with {v:#x}")
+        expect(wc.status == e.IBV_WC_SUCCESS and wc.wr_id == 0x5100 + (v & 1),
+               f"SQ header {v:#x}: {st(wc.status)} wr_id {wc.wr_id:#x}")
         expect(env.rmr.read(4096, 0) == env.lmr.read(4096, 0), "SQ header rewritten: the WRITE's data differs")
-        out.append(f"SQ header {log2}/{mask:#x}: WRITE ok")
+        out.append(f"SQ header {v:#x}: WRITE ok")
 
         rq = b.rq
         env.rmr.write(bytes(4096), 4096)
-        rq.push(recv_wqe(0x5200 + log2, sges=[(env.rmr.buf, 4096, env.rmr.lkey)]))
-        rq.set(OFF_LOG2, log2)
-        rq.set(OFF_MASK, mask)
+        rq.push(recv_wqe(0x5200 + (v & 1), sges=[(env.rmr.buf, 4096, env.rmr.lkey)]))
+        scribble(rq, v)
         wr = SendWR(wr_id=0x5300, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(env.lmr.buf + 4096, 512, env.lmr.lkey)],
                     send_flags=SIGNALED)
         a.qp.post_send(wr)
         wcs = poll(env.cq, 2, 20)
-        rq.set(OFF_LOG2, rq.log2)
-        rq.set(OFF_MASK, rq.mask)
         byid = {w.wr_id: w for w in wcs}
-        r = byid.get(0x5200 + log2)
+        r = byid.get(0x5200 + (v & 1))
         expect(r is not None and r.status == e.IBV_WC_SUCCESS and r.byte_len == 512,
-               f"RQ header {log2}/{mask:#x}: receive {st(r.status) + ' ' + str(r.byte_len) if r else 'missing'}")
+               f"RQ header {v:#x}: receive {st(r.status) + ' ' + str(r.byte_len) if r else 'missing'}")
         expect(env.rmr.read(512, 0) == env.lmr.read(512, 4096), "RQ header rewritten: received bytes differ")
         out.append("RQ: SEND received")
 
         cq = env.cqr
         p = cq.prod
-        cq.set(OFF_LOG2, log2)
-        cq.set(OFF_MASK, mask)
-        a.qp.post_send(write_wr(0x5400 + log2, env.lmr, env.rmr))
+        scribble(cq, v)
+        a.qp.post_send(write_wr(0x5400 + (v & 1), env.lmr, env.rmr))
         time.sleep(1)
         p2 = cq.prod
         raw = ctypes.string_at(cq.slot(p), 8)
-        cq.set(OFF_LOG2, cq.log2)
-        cq.set(OFF_MASK, cq.mask)
-        expect(p2 == (p + 1) & cq.mask, f"CQ header {log2}/{mask:#x}: producer {p} -> {p2}")
-        expect(struct.unpack("<Q", raw)[0] == 0x5400 + log2, "CQ header rewritten: completion not in its true slot")
-        wc = poll_one(env.cq, "completion after the CQ header was restored")
-        expect(wc.wr_id == 0x5400 + log2 and wc.status == e.IBV_WC_SUCCESS, f"CQ: {st(wc.status)}")
+        expect(p2 == (p + 1) & cq.mask, f"CQ header {v:#x}: producer {p} -> {p2}")
+        expect(struct.unpack("<Q", raw)[0] == 0x5400 + (v & 1), "CQ header rewritten: completion not in its true slot")
+        wc = poll_one(env.cq, "completion with the CQ header rewritten")
+        expect(wc.wr_id == 0x5400 + (v & 1) and wc.status == e.IBV_WC_SUCCESS, f"CQ: {st(wc.status)}")
         out.append("CQ: completion in its true slot")
-    return "; ".join(out[:3]) + " (and the same with log2 0 / mask 0)"
+    return "; ".join(out[:3]) + " (and the same with the header zeroed)"
 
 
 def case_cq_consumer_moved():
@@ -783,7 +870,7 @@ def case_cq_consumer_moved():
 
 def case_index_race_thread():
     """A second thread writes random in-range values to every index of the SQ, RQ and CQ while
-    the main thread posts WRITEs and SENDs and polls (librxe gets confused: full rings, stale
+    the main thread posts WRITEs and SENDs and polls (libmetaroce gets confused: full rings, stale
     entries; the kernel must not). Then a fresh pair works."""
     env = Env(cqe=64)
     a, b = env.rc_pair(max_wr=16)
@@ -826,9 +913,9 @@ def case_index_race_thread():
 
 def racer(rings, seconds=5, seed=2):
     """Forks a process (sharing the ring mappings: truly parallel to this one and the kernel)
-    writing random values (half full-range, half in-range) over every header field (log2, mask,
-    producer, consumer) of `rings`; returns its pid."""
-    fields = [(r, off) for r in rings for off in (OFF_LOG2, OFF_MASK, OFF_PROD, OFF_CONS)]
+    writing random values (half full-range, half in-range) over the header of `rings` (the two
+    indices and the unused words between them); returns its pid."""
+    fields = [(r, off) for r in rings for off in [OFF_PROD, OFF_CONS] + UNUSED_HDR[:6]]
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
@@ -845,8 +932,8 @@ def racer(rings, seconds=5, seed=2):
 def case_index_race_process():
     """A racing process writes random values over every header field of the SQ, RQ and CQ for
     5 s while this one keeps writing valid WQEs into random slots (true geometry) of the send
-    and receive rings and rings the doorbell, never through librxe's ring code (which trusts the
-    header): this process must survive, the kernel must not mind; then a fresh pair works."""
+    and receive rings and rings the doorbell, never through the provider's ring code (which trusts
+    the indices): this process must survive, the kernel must not mind; then a fresh pair works."""
     env = Env(cqe=64)
     a, b = env.rc_pair(max_wr=16)
     pid = racer((a.sq, a.rq, b.sq, b.rq, env.cqr))
@@ -867,10 +954,10 @@ def case_index_race_process():
     return sanity(Env(), "after the racing process")
 
 
-def case_index_race_librxe():
-    """The racing process again, now while this one posts and polls through librxe: this child
-    may die by a signal inside librxe (it trusts the header it was given); the kernel must not
-    mind."""
+def case_index_race_provider():
+    """The racing process again, now while this one posts and polls through libmetaroce: this
+    child may only hurt itself (it may die by a signal inside the provider, which trusts the
+    indices); the kernel must not mind."""
     env = Env(cqe=64)
     a, b = env.rc_pair(max_wr=16)
     pid = racer((a.sq, a.rq, b.sq, b.rq, env.cqr), seed=4)
@@ -1295,7 +1382,7 @@ CASES = [
     ("b3-cq-consumer-moved", case_cq_consumer_moved, 120),
     ("b4-index-race-thread", case_index_race_thread, 120),
     ("b5-index-race-process", case_index_race_process, 120),
-    ("b6-index-race-librxe", case_index_race_librxe, 120),
+    ("b6-index-race-provider", case_index_race_provider, 120),
     ("c1-dereg-source", case_dereg_source, 180),
     ("c2-dereg-target", case_dereg_target, 180),
     ("c3-dereg-read-sink", case_dereg_read_sink, 180),
@@ -1316,8 +1403,8 @@ CASES = [
     ("d9-exhaust-pd", case_exhaust_pd, 900),
     ("z-final-sanity", case_final_sanity, 120),
 ]
-# Cases whose child may be killed by a signal inside librxe (it trusts the ring header).
-SIGNAL_OK = {"b6-index-race-librxe"}
+# Cases whose child may be killed by a signal inside the provider (it trusts the ring indices).
+SIGNAL_OK = {"b6-index-race-provider"}
 
 BAD_KERNEL = re.compile(r"WARNING:|BUG:|KASAN|UBSAN|Oops|general protection|possible circular|"
                         r"inconsistent lock|unreferenced object|refcount_t:|rust_panic|CFI failure|Call Trace:")
@@ -1394,7 +1481,7 @@ def run_case(name, fn, limit):
         sig = os.WTERMSIG(status)
         ok = name in SIGNAL_OK
         what = (f"child killed by {signal.Signals(sig).name} in user space"
-                f"{' (acceptable: librxe trusts the header it was given)' if ok else ''}")
+                f"{' (acceptable: the provider trusts the ring indices)' if ok else ''}")
     elif result is None:
         ok, what = False, f"no result (exit status {status:#x})"
     else:

@@ -170,7 +170,9 @@ mr_pingpong() {
   ip netns exec "$sns" timeout 120 "$tool" -d "$sdev" -g "$sgid" -p $port -c "$@" > /tmp/pp-server.log 2>&1 &
   srv=$!
   mr_wait 60 sh -c "ip netns exec $sns ss -Hltn 'sport = :$port' | grep -q ." || { cat /tmp/pp-server.log; fail "$name: server not listening"; }
-  if ! ip netns exec "$cns" timeout 120 "$tool" -d "$cdev" -g "$cgid" -p $port -c "$@" $MR_ADDR_A > /tmp/pp-client.log 2>&1; then
+  # Client namespace "init": the initial one.
+  local cx=(ip netns exec "$cns"); [ "$cns" = init ] && cx=()
+  if ! "${cx[@]}" timeout 120 "$tool" -d "$cdev" -g "$cgid" -p $port -c "$@" $MR_ADDR_A > /tmp/pp-client.log 2>&1; then
     cat /tmp/pp-client.log /tmp/pp-server.log
     ip netns exec mra rdma statistic show link mra0/1; ip netns exec mrb rdma statistic show link mrb0/1
     fail "$name: client"

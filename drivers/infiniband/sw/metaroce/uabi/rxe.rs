@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The work queue entries the stock librxe provider writes into a user QP's rings (`struct
+//! rdma_rxe's user ABI (transitional, `CONFIG_RDMA_METAROCE_RXE_ABI`): the work queue entries
+//! the stock librxe provider writes into a user QP's rings (`struct
 //! rxe_send_wqe` and `struct rxe_recv_wqe` of include/uapi/rdma/rdma_user_rxe.h), parsed from
 //! a copy of the ring slot: nothing here reads shared memory, and every field is checked
 //! before use (a process may write anything into its rings).
@@ -20,16 +21,15 @@
 //! rxe_sge       addr 0, length 8, lkey 12 (16 bytes)
 //! ```
 
+use super::{copy_sges, sges, u32_at, u64_at, BadWqe, LocalWqe, SendWqe, UdWqe};
 use crate::proto::wr as pwr;
-use crate::qp::{Seg, SegRef};
+use crate::qp::Seg;
 use kernel::rdma::cq::WcOpcode;
 
 /// Size of `struct rxe_send_wqe` before its SGEs or inline data.
-pub(crate) const SEND_WQE_HDR: usize = 208;
+pub(super) const SEND_WQE_HDR: usize = 208;
 /// Size of `struct rxe_recv_wqe` before its SGEs.
-pub(crate) const RECV_WQE_HDR: usize = 40;
-/// Size of `struct rxe_sge`.
-pub(crate) const SGE_LEN: usize = 16;
+pub(super) const RECV_WQE_HDR: usize = 40;
 
 /// `enum ibv_wr_opcode` values librxe stores in `wr.opcode`.
 const WR_RDMA_WRITE: u32 = 0;
@@ -51,55 +51,9 @@ const SEND_SIGNALED: u32 = 2;
 const SEND_SOLICITED: u32 = 4;
 const SEND_INLINE: u32 = 8;
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
-}
-
-/// Reads `num` SGEs at `off` into `out` and returns their total length.
-fn sges(b: &[u8], off: usize, num: usize, out: &mut [Seg]) -> Option<u32> {
-    let mut total: u32 = 0;
-    for (i, o) in out.iter_mut().enumerate().take(num) {
-        let at = off + i * SGE_LEN;
-        let addr = u64_at(b, at)?;
-        let len = u32_at(b, at + 8)?;
-        let lkey = u32_at(b, at + 12)?;
-        *o = Seg::User { addr, len, lkey };
-        total = total.checked_add(len)?;
-    }
-    Some(total)
-}
-
-/// The total length of the `num` SGE records at `off` of `b`, copied to `out` as they are (the
-/// send ring's slot keeps them in this form, see [`sge_at`]). `None` if `b` or `out` is too
-/// short or the lengths overflow.
-fn copy_sges(b: &[u8], off: usize, num: usize, out: &mut [u8]) -> Option<u32> {
-    let n = num.checked_mul(SGE_LEN)?;
-    let src = b.get(off..off.checked_add(n)?)?;
-    out.get_mut(..n)?.copy_from_slice(src);
-    let mut total: u32 = 0;
-    for i in 0..num {
-        total = total.checked_add(u32_at(src, i * SGE_LEN + 8)?)?;
-    }
-    Some(total)
-}
-
-/// SGE record `i` of a send ring slot filled by [`parse_send`].
-pub(crate) fn sge_at(slot: &[u8], i: usize) -> Option<SegRef<'static>> {
-    let at = i.checked_mul(SGE_LEN)?;
-    Some(Seg::User {
-        addr: u64_at(slot, at)?,
-        len: u32_at(slot, at + 8)?,
-        lkey: u32_at(slot, at + 12)?,
-    })
-}
-
 /// Parses a receive WQE: `(wr_id, num_sge, total length)`, its SGEs in `out`. `None` if it
 /// names more SGEs than `max_sge` (or the slot holds) or the lengths overflow.
-pub(crate) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
+pub(super) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
     let wr_id = u64_at(b, 0)?;
     let num = u32_at(b, 28)?;
     if num > max_sge || num as usize > out.len() {
@@ -109,57 +63,10 @@ pub(crate) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64
     Some((wr_id, num, len))
 }
 
-/// A parsed send WQE.
-pub(crate) struct SendWqe {
-    pub(crate) wr_id: u64,
-    pub(crate) op: pwr::SendOp,
-    pub(crate) wc_opcode: WcOpcode,
-    pub(crate) signaled: bool,
-    pub(crate) solicited: bool,
-    pub(crate) fence: bool,
-    /// Total length of the local data.
-    pub(crate) len: u32,
-    /// SGEs written to the caller's slice (0 for inline data).
-    pub(crate) num_sge: u32,
-    /// Inline data length, copied to the caller's buffer.
-    pub(crate) inline_len: Option<u32>,
-    /// UD QPs: the destination.
-    pub(crate) ud: Option<UdWqe>,
-    /// A local operation (the core sees `SendOp::Local`), carried out when the request is
-    /// taken from the ring.
-    pub(crate) local: Option<LocalWqe>,
-}
-
-/// The local operations a user send ring may hold.
-pub(crate) enum LocalWqe {
-    /// `IBV_WR_LOCAL_INV`: invalidate the type 2 memory window of this R_Key.
-    Invalidate { rkey: u32 },
-    /// `IBV_WR_BIND_MW` (also what `ibv_bind_mw` posts for a type 1 window).
-    Bind(crate::mr::Bind),
-}
-
-/// The destination fields of a UD send WQE. librxe names the address handle by the number the
-/// driver returned when it was created (`ah_num`, never 0; the address vector copy older
-/// kernels needed, `wr.wr.ud.av`, is not read).
-pub(crate) struct UdWqe {
-    pub(crate) remote_qpn: u32,
-    pub(crate) remote_qkey: u32,
-    pub(crate) ah_num: u32,
-}
-
-/// Why a send WQE was refused.
-#[derive(Debug)]
-pub(crate) enum BadWqe {
-    /// Unknown or unsupported opcode.
-    Opcode,
-    /// Too many SGEs, too much inline data, or inconsistent lengths.
-    Length,
-}
-
-/// Parses a send WQE, copying its inline data or its SGE records (read back with [`sge_at`])
-/// to `data`, the kernel's slot for it; `ud` for a UD QP's ring (whose WQEs carry a
-/// destination).
-pub(crate) fn parse_send(
+/// Parses a send WQE, copying its inline data or its SGE records (read back with
+/// [`super::sge_at`]) to `data`, the kernel's slot for it; `ud` for a UD QP's ring (whose WQEs
+/// carry a destination).
+pub(super) fn parse_send(
     b: &[u8],
     ud: bool,
     max_sge: u32,
