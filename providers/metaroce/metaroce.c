@@ -269,9 +269,11 @@ static struct verbs_context *mr_alloc_context(struct ibv_device *ibdev, int cmd_
 		errno = EPROTO;
 		goto err;
 	}
+	ctx->abi_version = resp.drv.abi_version;
 	ctx->caps = resp.drv.caps;
 	ctx->max_inline = resp.drv.max_inline_data;
 	ctx->max_sge = resp.drv.max_sge;
+	ctx->max_paths = resp.drv.max_paths;
 	verbs_set_ops(&ctx->ibv_ctx, &mr_ops);
 	return &ctx->ibv_ctx;
 err:
@@ -305,6 +307,12 @@ static const struct verbs_device_ops mr_device_ops = {
 	.uninit_device = mr_uninit_device,
 	.alloc_context = mr_alloc_context,
 };
+
+bool mr_is_ours(struct ibv_device *dev)
+{
+	/* Every device libibverbs hands out is a struct verbs_device (ibv_device first). */
+	return dev && ((struct verbs_device *)dev)->ops == &mr_device_ops;
+}
 
 static __attribute__((constructor)) void mr_register(void)
 {

@@ -37,13 +37,21 @@ _Static_assert(offsetof(struct metaroce_cqe, status) == 24, "status");
 _Static_assert(offsetof(struct metaroce_cqe, pkey_index) == 28, "pkey_index");
 _Static_assert(offsetof(struct metaroce_cqe, vendor_err) == 30, "vendor_err");
 _Static_assert(sizeof(struct metaroce_ring_info) == 24, "ring info");
+_Static_assert(sizeof(struct metaroce_path_stats) == 56, "path stats");
+_Static_assert(sizeof(struct metaroce_conn_stats) == 24 + 8 * 56, "connection stats");
+_Static_assert(sizeof(struct metaroce_create_qp_resp) == 72, "create_qp response");
 
 struct mr_context {
 	struct verbs_context ibv_ctx;
-	uint32_t caps;
+	uint32_t abi_version;
+	uint32_t caps;			/* enum metaroce_caps */
 	uint32_t max_inline;
 	uint32_t max_sge;
+	uint32_t max_paths;
 };
+
+/* Whether `dev` is one of ours (metaroce.c). */
+bool mr_is_ours(struct ibv_device *dev);
 
 static inline struct mr_context *to_mctx(struct ibv_context *ctx)
 {
@@ -105,6 +113,10 @@ struct mr_qp {
 	uint32_t max_send_sge;
 	uint32_t max_inline;
 	struct mr_rq rq;	/* unmapped with an SRQ */
+	/* A native QP's view of its connection, if it asked (metaroce_dv_create_qp; mapped
+	 * read-only; NULL otherwise). */
+	const struct metaroce_conn_stats *stats;
+	size_t stats_len;
 	/* Between wr_start() and wr_complete()/wr_abort() (sq_lock held): the next free slot,
 	 * the consumer index read at wr_start(), the WQE being built, the first error. */
 	uint32_t ex_prod;
@@ -146,6 +158,9 @@ int mr_destroy_cq(struct ibv_cq *cq);
 /* qp.c */
 struct ibv_qp *mr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 struct ibv_qp *mr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+/* create_qp_ex with MetaRoCE's request (NULL: none). */
+struct ibv_qp *mr_create_qp_req(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
+				const struct metaroce_create_qp_req *req);
 int mr_ring_doorbell(struct ibv_qp *qp);
 uint8_t mr_wqe_flags(unsigned int send_flags);
 int mr_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "metaroce.h"
@@ -55,6 +56,16 @@ static int qp_map(struct mr_qp *qp, int cmd_fd, const struct metaroce_create_qp_
 		pthread_spin_destroy(&qp->sq_lock);
 		return ret;
 	}
+	/* The stats page of a native QP: read-only here (only the kernel writes it). */
+	if (drv->stats.mmap_size >= sizeof(struct metaroce_conn_stats)) {
+		void *p = mmap(NULL, drv->stats.mmap_size, PROT_READ, MAP_SHARED, cmd_fd,
+			       drv->stats.mmap_offset);
+
+		if (p != MAP_FAILED) {
+			qp->stats = p;
+			qp->stats_len = drv->stats.mmap_size;
+		}
+	}
 	return 0;
 }
 
@@ -91,7 +102,16 @@ struct ibv_qp *mr_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 
 struct ibv_qp *mr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
 {
-	struct ibv_create_qp_ex cmd;
+	return mr_create_qp_req(ctx, attr, NULL);
+}
+
+struct ibv_qp *mr_create_qp_req(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
+				const struct metaroce_create_qp_req *req)
+{
+	struct {
+		struct ibv_create_qp_ex ibv;
+		struct metaroce_create_qp_req drv;
+	} cmd;
 	struct {
 		struct ib_uverbs_ex_create_qp_resp ibv;
 		struct metaroce_create_qp_resp drv;
@@ -116,7 +136,11 @@ struct ibv_qp *mr_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 		return NULL;
 	memset(&cmd, 0, sizeof(cmd));
 	memset(&resp, 0, sizeof(resp));
-	ret = ibv_cmd_create_qp_ex2(ctx, &qp->vqp, attr, &cmd, sizeof(cmd), &resp.ibv, sizeof(resp));
+	/* Without a request the command ends with the core payload (the device's defaults). */
+	if (req)
+		cmd.drv = *req;
+	ret = ibv_cmd_create_qp_ex2(ctx, &qp->vqp, attr, &cmd.ibv,
+				    req ? sizeof(cmd) : sizeof(cmd.ibv), &resp.ibv, sizeof(resp));
 	if (ret) {
 		free(qp);
 		errno = ret;
@@ -159,6 +183,8 @@ int mr_destroy_qp(struct ibv_qp *ibqp)
 	mr_ring_unmap(&qp->sq);
 	pthread_spin_destroy(&qp->sq_lock);
 	rq_fini(&qp->rq);
+	if (qp->stats)
+		munmap((void *)qp->stats, qp->stats_len);
 	free(qp);
 	return 0;
 }
@@ -372,7 +398,11 @@ int mr_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
 	uint32_t new_rkey;
 	int ret;
 
-	if (mw->type != IBV_MW_TYPE_1 || !bind->bind_info.mr)
+	/* A type 1 window is never zero-based; an MR is needed unless the bind only unbinds
+	 * (length 0). */
+	if (mw->type != IBV_MW_TYPE_1 ||
+	    (bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED) ||
+	    (!bind->bind_info.mr && bind->bind_info.length))
 		return EINVAL;
 	/* A type 1 window's key changes with every bind: a new tag, same index. */
 	new_rkey = (mw->rkey & ~0xffu) | ((mw->rkey + 1) & 0xffu);

@@ -56,8 +56,10 @@ struct metaroce_alloc_ucontext_req {
 };
 
 enum metaroce_caps {
-	/* The device's peers may use the native multipath transport. */
+	/* RC QPs of this device use the native multipath transport unless they ask otherwise. */
 	METAROCE_CAP_NATIVE = 1 << 0,
+	/* create_qp takes struct metaroce_create_qp_req (wire and paths per QP). */
+	METAROCE_CAP_QP_WIRE = 1 << 1,
 };
 
 struct metaroce_alloc_ucontext_resp {
@@ -65,6 +67,8 @@ struct metaroce_alloc_ucontext_resp {
 	__u32 caps;			/* enum metaroce_caps */
 	__u32 max_inline_data;		/* largest inline payload of a send WQE */
 	__u32 max_sge;			/* largest scatter list of a WQE */
+	__u32 max_paths;		/* most paths of a native connection */
+	__u32 reserved;
 };
 
 /* create_cq, resize_cq: no request beyond the core command. */
@@ -73,12 +77,69 @@ struct metaroce_create_cq_resp {
 };
 
 /*
- * create_qp: no request beyond the core command. A QP with an SRQ has no receive ring
- * (rq is all zero).
+ * create_qp: an optional request (absent or all zero: the device's defaults), then the
+ * response. A QP with an SRQ has no receive ring (rq is all zero).
  */
+enum metaroce_qp_wire {
+	/* RoCEv2, also for an RC QP of a native device. */
+	METAROCE_QP_WIRE_ROCEV2 = 1 << 0,
+	/* The native transport: an RC QP of a native device (EINVAL for any other). */
+	METAROCE_QP_WIRE_NATIVE = 1 << 1,
+};
+
+enum metaroce_qp_flags {
+	/* A native QP maps its connection's figures (the stats record of the response). */
+	METAROCE_QP_CONN_STATS = 1 << 0,
+};
+
+struct metaroce_create_qp_req {
+	__u32 wire;			/* enum metaroce_qp_wire, at most one bit; 0: the default */
+	/*
+	 * Native RC: paths of the connection the QP is the first to need (1 to max_paths;
+	 * 0: all). A connection that exists keeps its paths.
+	 */
+	__u32 paths;
+	__u32 flags;			/* enum metaroce_qp_flags */
+	__u32 reserved;
+};
+
 struct metaroce_create_qp_resp {
 	struct metaroce_ring_info sq;
 	struct metaroce_ring_info rq;
+	/*
+	 * With METAROCE_QP_CONN_STATS, a native RC QP's view of its connection, struct
+	 * metaroce_conn_stats (slots and slot_size 0); all zero otherwise.
+	 */
+	struct metaroce_ring_info stats;
+};
+
+/* One path of a native connection. */
+struct metaroce_path_stats {
+	__u16 src_port;			/* the path's UDP source port now */
+	__u8 state;			/* 0 active, 1 recovering after an RTO, 2 failed */
+	__u8 reserved;
+	__u32 cwnd;			/* congestion window, bytes */
+	__aligned_u64 srtt_ns;		/* smoothed RTT */
+	__aligned_u64 min_rtt_ns;
+	__aligned_u64 sent;		/* transmissions */
+	__aligned_u64 retransmits;
+	__aligned_u64 ecn_echoes;	/* ECN echo increases */
+	__aligned_u64 timeouts;		/* RTOs */
+};
+
+/*
+ * The page a native RC QP maps: the figures of the connection it is bound to, rewritten by
+ * the kernel at most every 10 ms while the connection works (the kernel never reads it). A
+ * reader takes seq (acquire), copies, and reads seq again: an odd or changed seq means the
+ * copy raced a rewrite.
+ */
+struct metaroce_conn_stats {
+	__u32 seq;
+	__u32 paths;			/* entries of path[] in use */
+	__u32 window;			/* connection window, bytes */
+	__u32 rate_hint_kbps;		/* the receiver's last rate hint (0: none) */
+	__aligned_u64 updates;		/* rewrites so far */
+	struct metaroce_path_stats path[8];
 };
 
 /* create_srq */

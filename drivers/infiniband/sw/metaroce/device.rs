@@ -800,7 +800,15 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
     }
 
     fn alloc_ucontext(dev: &Device<Self>, udata: &Udata<'_>) -> Result<UserContext> {
-        crate::uabi::alloc_ucontext(udata, crate::qp::USER_MAX_INLINE, crate::qp::MAX_SGE)?;
+        crate::uabi::alloc_ucontext(
+            udata,
+            &crate::uabi::DeviceInfo {
+                native: dev.native,
+                max_inline: crate::qp::USER_MAX_INLINE,
+                max_sge: crate::qp::MAX_SGE,
+                max_paths: crate::native::PATHS as u32,
+            },
+        )?;
         dev.ucontexts
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n < MAX_UCONTEXT).then_some(n + 1)

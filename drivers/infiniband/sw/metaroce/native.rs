@@ -41,6 +41,7 @@ use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
+use kernel::rdma::mmap::SharedBuf;
 use kernel::rdma::qp::Qp;
 use kernel::rdma::{init_const, ConstValue};
 use kernel::sync::aref::ARef;
@@ -52,7 +53,7 @@ mod telemetry;
 use auth::{KernelMac, PeerKeyCache, PeerKeys};
 
 use telemetry::{account, Figures, PathSeen};
-pub(crate) use telemetry::{rtt_figures, ConnView};
+pub(crate) use telemetry::{rtt_figures, ConnView, StatsPage};
 
 /// Paths per connection (section 10).
 pub(crate) const PATHS: usize = 8;
@@ -120,6 +121,13 @@ pub(crate) struct PeerInner {
     tracing: bool,
     /// The rate hint the last `metaroce_rate_hint` event reported.
     traced_hint: u32,
+    /// The stats page of the QP bound to each stream (`telemetry::publish`), if it has one.
+    pages: [Option<Arc<SharedBuf>>; STREAMS],
+    /// When the pages were last rewritten (ns, 0: never), their sequence number (even) and how
+    /// many rewrites there were.
+    published_ns: u64,
+    stats_seq: u32,
+    publishes: u64,
 }
 
 /// The connection to one remote device, shared by every RC QP between the two GIDs.
@@ -261,14 +269,19 @@ pub(crate) fn within_quota(
     held < CTX_PEERS
 }
 
-/// The connection of `dev` from `sgid` to `dgid`, created if there is none or if the one there
-/// failed. Process context.
+/// The connection of `dev` from `sgid` to `dgid`, created (with `paths` paths, 1 to [`PATHS`])
+/// if there is none or if the one there failed. Process context.
 ///
 /// A failed connection stays with the QPs still bound to it (their requests have completed in
 /// error, they only wait to be reset or destroyed) but leaves the table: a new connection (new
 /// ConnId, fresh paths and windows) takes its slot, and the peer's receive half accepts it as a
 /// restarted sender (section 7).
-pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> Result<Arc<Peer>> {
+pub(crate) fn peer(
+    dev: &Device<MetaRoceDriver>,
+    av: &RoceAv,
+    eth_mtu: u32,
+    paths: u8,
+) -> Result<Arc<Peer>> {
     if let Some(p) = dev.peers.lock().find(&av.sgid, &av.dgid) {
         if !p.failed() {
             return Ok(p);
@@ -277,7 +290,7 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     let mut conn = VBox::init(init_const::<Blank>(), GFP_KERNEL)?;
     let mut cfg = ConnConfig::new(conn_id());
     cfg.mss = mss(eth_mtu);
-    cfg.paths = PATHS as u8;
+    cfg.paths = paths.clamp(1, PATHS as u8);
     // Deadlines fire on the device's timer tick (`timer.rs`): an RTO shorter than two ticks
     // only fires late or spuriously (a software peer's ACKs wait for its transmit worker,
     // several ms under load), and every spurious RTO collapses a path's window and moves
@@ -337,6 +350,10 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
                     traced: [PathSeen::NONE; PATHS],
                     tracing: false,
                     traced_hint: 0,
+                    pages: [const { None }; STREAMS],
+                    published_ns: 0,
+                    stats_seq: 0,
+                    publishes: 0,
                 },
                 "metaroce_peer"
             ),
@@ -370,9 +387,18 @@ pub(crate) fn peer(dev: &Device<MetaRoceDriver>, av: &RoceAv, eth_mtu: u32) -> R
     Ok(p)
 }
 
-/// Binds QP `local_qpn` (talking to the peer's QP `remote_qpn`) to a free stream of `peer`;
-/// returns the stream's index. `ENOSPC` if every stream is taken. Any context.
-pub(crate) fn bind(peer: &Peer, local_qpn: u32, remote_qpn: u32) -> Result<usize> {
+/// Binds QP `local_qpn` (talking to the peer's QP `remote_qpn`, with its stats page if it has
+/// one) to a free stream of `peer`; returns the stream's index. `ENOSPC` if every stream is
+/// taken. Any context.
+pub(crate) fn bind(
+    peer: &Peer,
+    local_qpn: u32,
+    remote_qpn: u32,
+    page: Option<Arc<SharedBuf>>,
+) -> Result<usize> {
+    // Declared before the guard, so dropped after it (a stream's page is `None` while it is
+    // free, but never free one under the lock).
+    let _old;
     let mut g = peer.inner.lock();
     let inner = &mut *g;
     let idx = inner.streams.iter().position(|&q| q == 0).ok_or(ENOSPC)?;
@@ -380,6 +406,9 @@ pub(crate) fn bind(peer: &Peer, local_qpn: u32, remote_qpn: u32) -> Result<usize
         return Err(EINVAL);
     }
     inner.streams[idx] = local_qpn;
+    _old = core::mem::replace(&mut inner.pages[idx], page);
+    // The new page gets the figures at the next chance.
+    inner.published_ns = 0;
     // Requests posted before the QP was bound wait for the connection too.
     want_feed(peer, idx);
     Ok(idx)
@@ -388,12 +417,18 @@ pub(crate) fn bind(peer: &Peer, local_qpn: u32, remote_qpn: u32) -> Result<usize
 /// Closes stream `idx` of `peer` if QP `qpn` still holds it. Any context; the caller holds
 /// no QP lock.
 pub(crate) fn unbind(peer: &Peer, idx: usize, qpn: u32) {
-    let mut g = peer.inner.lock();
-    let inner = &mut *g;
-    if inner.streams.get(idx) == Some(&qpn) {
+    let page = {
+        let mut g = peer.inner.lock();
+        let inner = &mut *g;
+        if inner.streams.get(idx) != Some(&qpn) {
+            return;
+        }
         inner.conn.close_stream(idx);
         inner.streams[idx] = 0;
-    }
+        inner.pages[idx].take()
+    };
+    // Outside the lock: the last reference frees the page (vfree).
+    drop(page);
 }
 
 /// QPs whose completions or errors were produced under a peer lock, notified after it.

@@ -266,6 +266,13 @@ pub(crate) struct MetaRoceQp {
     /// The QP number.
     pub(crate) qpn: u32,
     qp_type: QpType,
+    /// An RC QP of a native device that carries its messages over the native transport (the
+    /// device's default; a process may ask for RoCEv2 instead).
+    pub(crate) native: bool,
+    /// Paths of the native connection this QP creates if it is the first to need it.
+    paths: u8,
+    /// A native user QP's view of its connection (MetaRoCE's user ABI).
+    stats: Option<native::StatsPage>,
     sq_sig_all: bool,
     cap: QpCap,
     /// Whether the QP waits on the device's transmit worker's list.

@@ -229,10 +229,10 @@ impl MetaRoceSrq {
             }
             Ring::User(q) => {
                 let mut raw = [0u8; WQE_MAX];
-                let n = core::cmp::min(q.geometry().elem_size(), raw.len());
-                if !matches!(q.peek(&mut raw[..n]), Ok(Ok(()))) {
+                let Ok(Ok(n)) = q.peek_entry(&mut raw, RECV_WQE_HDR, crate::uabi::recv_wqe_len)
+                else {
                     return (Taken::Empty, false);
-                }
+                };
                 let _ = q.consume();
                 match parse_recv(&raw[..n], max_sge, out) {
                     Some((wr_id, num_sge, len)) => Taken::Entry {

@@ -172,6 +172,22 @@ pub(crate) fn parse_send(
     }
 }
 
+/// The bytes of the send WQE whose header `hdr` is (a copy): the header and the SGE records or
+/// inline data it names (saturating: the caller clamps to the slot).
+pub(crate) fn send_wqe_len(hdr: &[u8]) -> usize {
+    if OWN {
+        own::send_wqe_len(hdr)
+    } else {
+        rxe::send_wqe_len(hdr)
+    }
+}
+
+/// The bytes of the receive WQE whose header `hdr` is (a copy), as [`send_wqe_len`].
+pub(crate) fn recv_wqe_len(hdr: &[u8]) -> usize {
+    let num = u32_at(hdr, if OWN { 8 } else { 28 }).unwrap_or(u32::MAX) as usize;
+    RECV_WQE_HDR.saturating_add(num.saturating_mul(SGE_LEN))
+}
+
 /// Parses a receive WQE (a copy of its slot): `(wr_id, num_sge, total length)`, its SGEs in
 /// `out`. `None` if it names more SGEs than `max_sge` (or the slot holds) or the lengths
 /// overflow.
@@ -185,20 +201,23 @@ pub(crate) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64
 
 /// Bytes for a command's response, built up front to back.
 pub(crate) struct Resp {
-    buf: [u8; 64],
+    buf: [u8; RESP_MAX],
     len: usize,
 }
+
+/// The longest response built here (`create_qp` in MetaRoCE's ABI: three 24-byte records).
+const RESP_MAX: usize = 72;
 
 impl Resp {
     fn new() -> Self {
         Self {
-            buf: [0; 64],
+            buf: [0; RESP_MAX],
             len: 0,
         }
     }
 
-    /// Appends `b` (a response never exceeds the buffer: every caller here appends at most
-    /// 64 bytes, so an overflow only truncates).
+    /// Appends `b` (a response never exceeds the buffer: no caller here appends more than
+    /// [`RESP_MAX`] bytes; an overflow would only truncate).
     fn put(&mut self, b: &[u8]) -> &mut Self {
         let end = core::cmp::min(self.len + b.len(), self.buf.len());
         self.buf[self.len..end].copy_from_slice(&b[..end - self.len]);
@@ -242,8 +261,9 @@ fn put_no_ring(r: &mut Resp) {
     r.put(&[0; 24][..if OWN { 24 } else { 16 }]);
 }
 
-/// The response of `create_qp`: the rings' mappings (`rq` is `None` with an SRQ).
-pub(crate) fn qp_resp(sq: &UQueue, rq: Option<&UQueue>) -> Resp {
+/// The response of `create_qp`: the rings' mappings (`rq` is `None` with an SRQ) and, in
+/// MetaRoCE's ABI, the stats page's (`mmap` offset and length; `None`: not a native QP).
+pub(crate) fn qp_resp(sq: &UQueue, rq: Option<&UQueue>, stats: Option<(u64, usize)>) -> Resp {
     let mut r = Resp::new();
     // librxe's `struct rxe_create_qp_resp` has the receive ring first.
     if OWN {
@@ -255,6 +275,16 @@ pub(crate) fn qp_resp(sq: &UQueue, rq: Option<&UQueue>) -> Resp {
     }
     if !OWN {
         put_ring(&mut r, sq);
+    } else {
+        match stats {
+            // A page, not a ring: no slots. Its length is a page (fits `u32`).
+            Some((offset, len)) => {
+                r.put(&offset.to_ne_bytes())
+                    .put(&(len as u32).to_ne_bytes())
+                    .put(&[0; 12]);
+            }
+            None => put_no_ring(&mut r),
+        }
     }
     r
 }
@@ -279,13 +309,46 @@ pub(crate) fn ah_resp(ah_num: u32) -> Resp {
     r
 }
 
+/// What the device tells a provider in the `get_context` handshake.
+pub(crate) struct DeviceInfo {
+    /// RC QPs use the native transport by default (a `metaroce-native` device).
+    pub(crate) native: bool,
+    /// Largest inline payload of a send WQE.
+    pub(crate) max_inline: u32,
+    /// Largest scatter list of a WQE.
+    pub(crate) max_sge: u32,
+    /// Most paths of a native connection.
+    pub(crate) max_paths: u32,
+}
+
 /// A user context's handshake (`get_context`): librxe sends and expects nothing; libmetaroce
 /// names the ABI version it speaks and learns the device's.
-pub(crate) fn alloc_ucontext(udata: &Udata<'_>, max_inline: u32, max_sge: u32) -> Result {
+pub(crate) fn alloc_ucontext(udata: &Udata<'_>, info: &DeviceInfo) -> Result {
     if !OWN {
         return udata.expect_no_request();
     }
-    own::alloc_ucontext(udata, max_inline, max_sge)
+    own::alloc_ucontext(udata, info)
+}
+
+/// What a process asked of a QP it creates (`struct metaroce_create_qp_req`; librxe asks
+/// nothing).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpRequest {
+    /// `Some(true)`: the native transport, `Some(false)`: RoCEv2, `None`: the device's default.
+    pub(crate) native: Option<bool>,
+    /// Paths of the native connection the QP is the first to need (0: the device's default).
+    pub(crate) paths: u32,
+    /// A native QP maps its connection's figures (`struct metaroce_conn_stats`).
+    pub(crate) conn_stats: bool,
+}
+
+/// The request of a user `create_qp` (`EINVAL` for a malformed one).
+pub(crate) fn qp_request(udata: &Udata<'_>) -> Result<QpRequest> {
+    if !OWN {
+        udata.expect_no_request()?;
+        return Ok(QpRequest::default());
+    }
+    own::qp_request(udata)
 }
 
 /// A completion as the user CQ ring holds it.

@@ -148,20 +148,36 @@ impl UQueue {
         Ok(Ok(()))
     }
 
-    /// Copies the oldest entry into `out` (at most a slot) without consuming it. Only for
-    /// [`Role::KernelConsumes`] (`EINVAL` otherwise). `Err(RingFull)` if the queue is empty.
-    pub(crate) fn peek(&self, out: &mut [u8]) -> Result<Result<(), RingFull>> {
-        if self.role != Role::KernelConsumes || out.len() > self.geo.elem_size() {
+    /// Copies the oldest entry into `out` as far as it reaches: its first `hdr` bytes, then as
+    /// many more as `len_of` says the entry has after looking at that copy of its header
+    /// (clamped to `out` and the slot). Each byte is copied once: what the header names is
+    /// taken from the copy `len_of` saw, whatever the process writes meanwhile. Returns the
+    /// bytes copied. Only for [`Role::KernelConsumes`] (`EINVAL` otherwise); `Err(RingFull)` if
+    /// the queue is empty.
+    pub(crate) fn peek_entry(
+        &self,
+        out: &mut [u8],
+        hdr: usize,
+        len_of: impl FnOnce(&[u8]) -> usize,
+    ) -> Result<Result<usize, RingFull>> {
+        let max = core::cmp::min(out.len(), self.geo.elem_size());
+        let hdr = core::cmp::min(hdr, max);
+        if self.role != Role::KernelConsumes {
             return Err(EINVAL);
         }
         if self.is_empty() {
             return Ok(Err(RingFull));
         }
-        self.buf.read(self.geo.slot_offset(self.own), out)?;
-        Ok(Ok(()))
+        let at = self.geo.slot_offset(self.own);
+        self.buf.read(at, &mut out[..hdr])?;
+        let len = len_of(&out[..hdr]).clamp(hdr, max);
+        if len > hdr {
+            self.buf.read(at + hdr, &mut out[hdr..len])?;
+        }
+        Ok(Ok(len))
     }
 
-    /// Consumes the oldest entry (after [`UQueue::peek`]) and publishes the new consumer
+    /// Consumes the oldest entry (after [`UQueue::peek_entry`]) and publishes the new consumer
     /// index. Only for [`Role::KernelConsumes`]; `Err(RingFull)` if the queue is empty.
     pub(crate) fn consume(&mut self) -> Result<Result<(), RingFull>> {
         if self.role != Role::KernelConsumes {

@@ -1,16 +1,110 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the native connections report: the path and rate-hint tracepoints, the device counters
-//! they add to, the RTT gauges and the debugfs `connections` view.
+//! they add to, the RTT gauges, the debugfs `connections` view and the stats pages processes
+//! map (`struct metaroce_conn_stats`).
 
 use super::{Peer, PeerInner, Peers, MAX_PEERS, PATHS, STREAMS};
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::conn::ConnStats;
 use crate::proto::path::{PathState, PathStats};
 use crate::proto::restart::RestartStats;
+use kernel::prelude::*;
 use kernel::rdma::device::Device;
+use kernel::rdma::mmap::{SharedBuf, UserMapping};
 use kernel::rdma::trace::{self, PathEvent};
+use kernel::rdma::udata::Udata;
+use kernel::sync::barrier::{smp_mb, Write};
 use kernel::sync::Arc;
+
+/// Bytes of a stats page (one page; `struct metaroce_conn_stats` fills the first 472).
+const STATS_PAGE_LEN: usize = 4096;
+/// `struct metaroce_conn_stats`: `seq`, `paths`, `window`, `rate_hint_kbps` (u32), `updates`
+/// (u64), then `path[8]` of `struct metaroce_path_stats` (56 bytes each).
+const CONN_STATS_LEN: usize = 24 + PATHS * PATH_STATS_LEN;
+const PATH_STATS_LEN: usize = 56;
+const _: () = assert!(PATHS == 8 && CONN_STATS_LEN <= STATS_PAGE_LEN);
+/// Rewrites are at most this often (ns).
+const PUBLISH_NS: u64 = 10_000_000;
+
+/// A native RC QP's stats page: the figures of the connection it is bound to, which its
+/// process maps (include/uapi/rdma/metaroce-abi.h). The kernel only writes it.
+pub(crate) struct StatsPage {
+    pub(crate) buf: Arc<SharedBuf>,
+    pub(crate) mapping: UserMapping,
+}
+
+impl StatsPage {
+    /// A zeroed page offered for `mmap` to the process of the current system call. Process
+    /// context, may sleep.
+    pub(crate) fn new(udata: &Udata<'_>) -> Result<Self> {
+        let buf = SharedBuf::new(STATS_PAGE_LEN)?;
+        let mapping = UserMapping::new(udata, buf.clone())?;
+        Ok(Self { buf, mapping })
+    }
+}
+
+/// Rewrites the stats pages of the QPs bound to the connection (at most every
+/// [`PUBLISH_NS`]), as a sequence lock: `seq` odd, the figures, `seq` even again (release).
+/// Any context, under the connection's lock.
+fn publish(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
+    if inner.pages.iter().all(Option::is_none) {
+        return;
+    }
+    let now = dev.now_ns();
+    if inner.published_ns != 0 && now.wrapping_sub(inner.published_ns) < PUBLISH_NS {
+        return;
+    }
+    inner.published_ns = now.max(1);
+    inner.publishes = inner.publishes.wrapping_add(1);
+    let conn = &inner.conn;
+    let npaths = usize::from(conn.config().paths).clamp(1, PATHS);
+    let (window, hint) = conn.conn_window();
+    let mut b = [0u8; CONN_STATS_LEN];
+    // `npaths` is at most 8.
+    b[4..8].copy_from_slice(&(npaths as u32).to_ne_bytes());
+    b[8..12].copy_from_slice(&window.to_ne_bytes());
+    b[12..16].copy_from_slice(&hint.to_ne_bytes());
+    b[16..24].copy_from_slice(&inner.publishes.to_ne_bytes());
+    for i in 0..npaths {
+        let (Some((port, state, st)), Some((cwnd, srtt, min, _))) =
+            (conn.path_info(i), conn.path_rtt(i))
+        else {
+            continue;
+        };
+        let p = &mut b[24 + i * PATH_STATS_LEN..24 + (i + 1) * PATH_STATS_LEN];
+        p[0..2].copy_from_slice(&port.to_ne_bytes());
+        p[2] = match state {
+            PathState::Active => 0,
+            PathState::Recovering => 1,
+            PathState::Failed => 2,
+        };
+        p[4..8].copy_from_slice(&cwnd.to_ne_bytes());
+        for (k, v) in [
+            srtt,
+            min,
+            st.sent,
+            st.retransmits,
+            st.ecn_echoes,
+            st.timeouts,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            p[8 + k * 8..16 + k * 8].copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+    inner.stats_seq = inner.stats_seq.wrapping_add(2) & !1;
+    let seq = inner.stats_seq;
+    for page in inner.pages.iter().flatten() {
+        // Offsets within the page: these cannot fail.
+        let _ = page.store_relaxed_u32(0, seq.wrapping_sub(1));
+        // The odd `seq` is visible before any of the new figures.
+        smp_mb(Write);
+        let _ = page.write(4, &b[4..]);
+        let _ = page.store_release_u32(0, seq);
+    }
+}
 
 /// What the path tracepoints last reported of a path.
 #[derive(Clone, Copy)]
@@ -178,6 +272,7 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     );
     dev.count(Counter::NativeRestarts, d(n.restarts, w.restarts));
     trace_paths(dev, inner);
+    publish(dev, inner);
 }
 
 /// The smallest RTT sample of any path of `peers` and the mean of the paths' mean RTTs, in ns
@@ -202,8 +297,8 @@ pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
 }
 
 /// The `connections` file of a device's debugfs directory (`/sys/kernel/debug/metaroce_DEV/`):
-/// every connection with its streams, window and counters, and each path's source port, state,
-/// window, RTT and counters.
+/// every connection with its streams, window and counters, and each path in use with its source
+/// port, state, window, RTT and counters.
 pub(crate) struct ConnView(pub(crate) Arc<Peers>);
 
 /// What the view prints of one connection, copied under its lock.
@@ -265,9 +360,11 @@ impl core::fmt::Debug for ConnView {
                     streams: g.streams,
                     rnr_drops: g.rnr_drops,
                     restarts: c.restart_stats().restarts,
+                    // The paths in use (the connection's `paths`, at most `PATHS`).
                     paths: core::array::from_fn(|i| {
                         c.path_info(i)
                             .zip(c.path_rtt(i))
+                            .filter(|_| i < usize::from(c.config().paths))
                             .map(|((port, st, ps), rtt)| (port, st, ps, rtt))
                     }),
                 }

@@ -55,7 +55,24 @@ pub(crate) fn create_qp(
         return Err(EINVAL);
     }
     let datagram = !matches!(qp_type, QpType::Rc | QpType::Uc);
-    let native = qp.device().native && qp_type == QpType::Rc;
+    // A native device's RC QPs use the native transport unless the process asks for RoCEv2;
+    // no other QP can have it. A request that names no paths takes all of them.
+    let req = match qp.udata() {
+        Some(udata) => crate::uabi::qp_request(udata)?,
+        None => crate::uabi::QpRequest::default(),
+    };
+    let can_native = qp.device().native && qp_type == QpType::Rc;
+    let native = match req.native {
+        None => can_native,
+        Some(false) => false,
+        Some(true) if can_native => true,
+        Some(true) => return Err(EINVAL),
+    };
+    let paths = match req.paths {
+        0 => native::PATHS as u8,
+        n if n as usize <= native::PATHS && native => n as u8,
+        _ => return Err(EINVAL),
+    };
     // The private ring of a QP with an SRQ holds the requests it took and has not completed:
     // in native mode every message a stream may have outstanding (packets sprayed over paths
     // arrive out of order, and receives complete in order), else the one being received.
@@ -87,10 +104,10 @@ pub(crate) fn create_qp(
             SendRing::new(cap.max_send_wr, cap.max_send_sge, 0, datagram, native)?,
         )
     };
+    let mut stats = None;
     if let Some(udata) = qp.udata() {
-        // No request; the response maps the rings (the receive ring's record is zero for a QP
-        // with an SRQ, and the provider then maps none).
-        udata.expect_no_request()?;
+        // The request was read above; the response maps the rings (the receive ring's record
+        // is zero for a QP with an SRQ, and the provider then maps none).
         let sq_elem = crate::uabi::SEND_WQE_HDR + cap.max_inline_data as usize;
         let urq = if srq_sge.is_none() {
             let rq_elem =
@@ -110,7 +127,15 @@ pub(crate) fn create_qp(
             sq_elem,
             Role::KernelConsumes,
         )?;
-        udata.write_response(crate::uabi::qp_resp(&usq, urq.as_ref()).as_bytes())?;
+        stats = if native && req.conn_stats {
+            Some(native::StatsPage::new(udata)?)
+        } else {
+            None
+        };
+        let page = stats
+            .as_ref()
+            .map(|s| (s.mapping.offset(), s.mapping.size()));
+        udata.write_response(crate::uabi::qp_resp(&usq, urq.as_ref(), page).as_bytes())?;
         // The rings may hold more than asked for; report their capacity.
         if let Some(urq) = &urq {
             cap.max_recv_wr = urq.capacity();
@@ -128,6 +153,9 @@ pub(crate) fn create_qp(
     Ok(try_pin_init!(MetaRoceQp {
         qpn,
         qp_type,
+        native,
+        paths,
+        stats,
         sq_sig_all,
         cap,
         tx_queued: AtomicBool::new(false),

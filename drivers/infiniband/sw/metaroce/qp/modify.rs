@@ -54,7 +54,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
     // An RC QP of a native device that reaches RTR takes a stream of the connection to its
     // destination, bound before the QP lock is taken (the connection's lock comes first) and
     // given back if the transition fails.
-    let native_rc = qp.device().native && qp.qp_type == QpType::Rc;
+    let native_rc = qp.native;
     let mut native_bind = if native_rc && to_rtr {
         let (state, attrs, bound) = {
             let g = qp.inner.lock();
@@ -85,8 +85,9 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             if !native::within_quota(qp.device(), qp, &av.sgid, &av.dgid) {
                 return Err(EDQUOT);
             }
-            let peer = native::peer(qp.device(), &av, mtu)?;
-            let idx = native::bind(&peer, qp.qpn, dest)?;
+            let peer = native::peer(qp.device(), &av, mtu, qp.paths)?;
+            let page = qp.stats.as_ref().map(|s| s.buf.clone());
+            let idx = native::bind(&peer, qp.qpn, dest, page)?;
             Some((peer, idx))
         } else {
             None

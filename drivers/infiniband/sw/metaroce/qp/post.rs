@@ -283,10 +283,14 @@ pub(super) fn drain_user_sq_into(
         let Some(q) = inner.sq.user.as_ref() else {
             return;
         };
-        let len = core::cmp::min(q.geometry().elem_size(), raw.len());
-        if !matches!(q.peek(&mut raw[..len]), Ok(Ok(()))) {
+        // The header, then only the SGE records or inline data it names (not the whole slot).
+        let Ok(Ok(len)) = q.peek_entry(
+            &mut raw,
+            crate::uabi::SEND_WQE_HDR,
+            crate::uabi::send_wqe_len,
+        ) else {
             return;
-        }
+        };
         let slot = inner.sq.slot(inner.sq.tail);
         let max_sge = qp.cap.max_send_sge;
         let per = inner.sq.per_slot;

@@ -150,8 +150,14 @@ impl RecvRing {
         let max_sge = self.max_sge;
         let q = self.user.as_mut()?;
         let mut raw = [0u8; RECV_WQE_MAX];
-        let n = core::cmp::min(q.geometry().elem_size(), raw.len());
-        q.peek(&mut raw[..n]).ok()?.ok()?;
+        let n = q
+            .peek_entry(
+                &mut raw,
+                crate::uabi::RECV_WQE_HDR,
+                crate::uabi::recv_wqe_len,
+            )
+            .ok()?
+            .ok()?;
         let _ = q.consume();
         let slot = self.slot(self.tail);
         match crate::uabi::parse_recv(&raw[..n], max_sge, self.bufs.slot_mut(slot)) {

@@ -8,7 +8,7 @@ use crate::xmit::BuildError;
 /// The connection of a native RC QP (also after its stream closed: its transmit runs and
 /// timer ticks still drive the connection).
 pub(super) fn native_peer(qp: &Qp<MetaRoceDriver>) -> Option<Arc<Peer>> {
-    if !(qp.device().native && qp.qp_type == QpType::Rc) {
+    if !qp.native {
         return None;
     }
     qp.inner.lock().transport.native().map(|s| s.peer.clone())

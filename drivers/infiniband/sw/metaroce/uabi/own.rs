@@ -27,8 +27,14 @@ use kernel::rdma::udata::Udata;
 
 /// `METAROCE_ABI_VERSION`.
 const ABI_VERSION: u32 = 1;
-/// `METAROCE_CAP_NATIVE`.
+/// `enum metaroce_caps`.
 const CAP_NATIVE: u32 = 1 << 0;
+const CAP_QP_WIRE: u32 = 1 << 1;
+/// `enum metaroce_qp_wire`.
+const QP_WIRE_ROCEV2: u32 = 1 << 0;
+const QP_WIRE_NATIVE: u32 = 1 << 1;
+/// `enum metaroce_qp_flags`.
+const QP_CONN_STATS: u32 = 1 << 0;
 
 /// Bytes of `struct metaroce_send_wqe` before its SGEs or inline data.
 pub(super) const SEND_WQE_HDR: usize = 64;
@@ -110,18 +116,65 @@ pub(super) fn cqe(wc: &WorkCompletion, qp_num: u32) -> [u8; CQE_LEN] {
 
 /// The `get_context` handshake: `struct metaroce_alloc_ucontext_req` names the version the
 /// provider speaks (`EINVAL` for another); `struct metaroce_alloc_ucontext_resp` answers.
-pub(super) fn alloc_ucontext(udata: &Udata<'_>, max_inline: u32, max_sge: u32) -> Result {
+pub(super) fn alloc_ucontext(udata: &Udata<'_>, info: &super::DeviceInfo) -> Result {
     let mut req = [0u8; 8];
     udata.read_request(&mut req, 4)?;
     if u32_at(&req, 0) != Some(ABI_VERSION) {
         return Err(EINVAL);
     }
-    let mut resp = [0u8; 16];
-    resp[0..4].copy_from_slice(&ABI_VERSION.to_ne_bytes());
-    resp[4..8].copy_from_slice(&CAP_NATIVE.to_ne_bytes());
-    resp[8..12].copy_from_slice(&max_inline.to_ne_bytes());
-    resp[12..16].copy_from_slice(&max_sge.to_ne_bytes());
+    let caps = CAP_QP_WIRE | if info.native { CAP_NATIVE } else { 0 };
+    let mut resp = [0u8; 24];
+    for (i, v) in [
+        ABI_VERSION,
+        caps,
+        info.max_inline,
+        info.max_sge,
+        info.max_paths,
+        0,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        resp[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
+    }
     udata.write_response(&resp)
+}
+
+/// `struct metaroce_create_qp_req` (absent or short: zeros, the defaults): at most one wire
+/// bit, no other; no unknown flag; `reserved` zero.
+pub(super) fn qp_request(udata: &Udata<'_>) -> Result<super::QpRequest> {
+    let mut req = [0u8; 16];
+    udata.read_request(&mut req, 0)?;
+    let field = |off| u32_at(&req, off).unwrap_or(0);
+    let native = match field(0) {
+        0 => None,
+        QP_WIRE_ROCEV2 => Some(false),
+        QP_WIRE_NATIVE => Some(true),
+        _ => return Err(EINVAL),
+    };
+    let flags = field(8);
+    if flags & !QP_CONN_STATS != 0 || field(12) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(super::QpRequest {
+        native,
+        paths: field(4),
+        conn_stats: flags & QP_CONN_STATS != 0,
+    })
+}
+
+/// See [`super::send_wqe_len`]: inline data (`length` bytes) or `num_sge` SGE records.
+pub(super) fn send_wqe_len(hdr: &[u8]) -> usize {
+    let flags = hdr.get(9).copied().unwrap_or(WQE_INLINE);
+    let extra = if flags & WQE_INLINE != 0 {
+        u32_at(hdr, 16).unwrap_or(u32::MAX) as usize
+    } else {
+        let num = hdr
+            .get(10..12)
+            .map_or(u16::MAX, |b| u16::from_ne_bytes([b[0], b[1]]));
+        usize::from(num).saturating_mul(SGE_LEN)
+    };
+    SEND_WQE_HDR.saturating_add(extra)
 }
 
 /// Parses `struct metaroce_recv_wqe`: `(wr_id, num_sge, total length)`, its SGEs in `out`.

@@ -51,6 +51,19 @@ const SEND_SIGNALED: u32 = 2;
 const SEND_SOLICITED: u32 = 4;
 const SEND_INLINE: u32 = 8;
 
+/// See [`super::send_wqe_len`]: inline data (`dma.length` bytes, also for ATOMIC WRITE) or
+/// `dma.num_sge` SGE records.
+pub(super) fn send_wqe_len(hdr: &[u8]) -> usize {
+    let inline = u32_at(hdr, 16).is_none_or(|f| f & SEND_INLINE != 0)
+        || u32_at(hdr, 12) == Some(WR_ATOMIC_WRITE);
+    let extra = if inline {
+        u32_at(hdr, 184).unwrap_or(u32::MAX) as usize
+    } else {
+        (u32_at(hdr, 196).unwrap_or(u32::MAX) as usize).saturating_mul(super::SGE_LEN)
+    };
+    SEND_WQE_HDR.saturating_add(extra)
+}
+
 /// Parses a receive WQE: `(wr_id, num_sge, total length)`, its SGEs in `out`. `None` if it
 /// names more SGEs than `max_sge` (or the slot holds) or the lengths overflow.
 pub(super) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {

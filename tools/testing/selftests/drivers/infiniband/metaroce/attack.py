@@ -310,7 +310,7 @@ def memcg(dev, gidx):
     """See the module's docstring."""
     rel = open("/proc/self/cgroup").read().strip().split("::", 1)[1]
     cg = "/sys/fs/cgroup" + rel
-    h.DEV, h.GIDX = dev, gidx
+    h.set_device(dev, gidx)
     env = h.Env()
     cur = int(open(f"{cg}/memory.current").read())
     with open(f"{cg}/memory.max", "w") as f:
@@ -485,7 +485,7 @@ def main():
         return
     if mode != "local":
         sys.exit(__doc__)
-    h.DEV, h.GIDX = sys.argv[2], int(sys.argv[3])
+    h.set_device(sys.argv[2], int(sys.argv[3]))
     only = sys.argv[4:]
     with Context(name=h.DEV) as ctx:
         h.GID = ctx.query_gid(h.PORT, h.GIDX)

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""RDMA FLUSH (IBTA 1.5 A19) through the stock librxe provider, on MetaRoCE and against rdma_rxe.
+"""RDMA FLUSH (IBTA 1.5 A19) on MetaRoCE (libmetaroce) and against rdma_rxe (librxe).
 
-rdma-core 44's librxe has no ibv_wr_flush, so this script writes the FLUSH work request into the
-QP's send ring itself, in the layout of include/uapi/rdma/rdma_user_rxe.h (`wr.flush`: remote
-address, R_Key, placement type, selectivity level; the range's length in `dma.length`, the address
-also in `iova`, which rdma_rxe's requester puts in the RETH), and rings the doorbell with the
-trick of hostile_user.py (a post that librxe refuses after issuing the post_send command). The
+rdma-core 44 has no ibv_wr_flush, so this script writes the FLUSH work request into the QP's send
+ring itself, in the layout of the device's user ABI: MetaRoCE's (include/uapi/rdma/metaroce-abi.h:
+opcode METAROCE_WR_FLUSH, remote address, R_Key, the range's length, placement type and
+selectivity level) or rdma_rxe's (rdma_user_rxe.h: `wr.flush`, the range's length in
+`dma.length`, the address also in `iova`, which rdma_rxe's requester puts in the RETH), and rings
+the doorbell as hostile_user.py does (uverbs' post_send command with no work request). The
 memory regions and QPs get IB_ACCESS_FLUSH_GLOBAL (1 << 8) by its number, which libibverbs passes
 through.
 
@@ -75,6 +76,11 @@ CASES = [
 
 
 def flush_wqe(wr_id, raddr, rkey, length, placement, level, sges=()):
+    """The FLUSH work request in the device's layout: MetaRoCE's (opcode 10, the range's
+    length in `length`, placement and selectivity in `flush`) or rdma_rxe's."""
+    if not h.RXE:
+        return h.send_wqe(wr_id, e.IBV_WR_SEND, op=10, raddr=raddr, rkey=rkey, sges=sges, length=length,
+                          fields=((32, "B", placement), (33, "B", level)))
     w = h.send_wqe(wr_id, WR_FLUSH, raddr=raddr, sges=sges, length=length,
                    fields=((36, "I", rkey), (40, "B", placement), (41, "B", level), (152, "Q", raddr)))
     if not sges:
@@ -87,6 +93,8 @@ class Side:
 
     def __init__(self, dev, gidx):
         self.ctx = Context(name=dev)
+        # The raw doorbell (h.doorbell) writes to this context's command file.
+        h.CMD_FD = self.ctx.cmd_fd
         self.gid = self.ctx.query_gid(h.PORT, gidx)
         self.gidx = gidx
         self.pd = PD(self.ctx)
@@ -159,7 +167,7 @@ def cases(ours):
 
 
 def local(dev, gidx, ours):
-    h.DEV, h.GIDX = dev, gidx
+    h.set_device(dev, gidx)
     s = Side(dev, gidx)
     results = []
     for c in cases(ours):
@@ -177,7 +185,7 @@ def local(dev, gidx, ours):
 
 
 def serve(dev, gidx, addr, port):
-    h.DEV, h.GIDX = dev, gidx
+    h.set_device(dev, gidx)
     s = Side(dev, gidx)
     qps = [s.qp() for _ in CASES]
     with socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET) as srv:
@@ -204,7 +212,7 @@ def serve(dev, gidx, addr, port):
 
 
 def post(dev, gidx, peer, port, ours):
-    h.DEV, h.GIDX = dev, gidx
+    h.set_device(dev, gidx)
     s = Side(dev, gidx)
     qps = [s.qp() for _ in CASES]
     end = time.monotonic() + 120

@@ -92,6 +92,30 @@ OFF_PROD, OFF_CONS, HDR = 0, 64, 128
 UNUSED_HDR = [o for o in range(4, HDR, 4) if o != OFF_CONS]
 # struct metaroce_send_wqe / metaroce_recv_wqe / metaroce_sge / metaroce_cqe
 SEND_HDR, RECV_HDR, SGE_LEN, CQE_LEN = 64, 16, 16, 32
+# rdma_rxe's layout (`struct rxe_queue_buf`, rdma_user_rxe.h), for flush_check.py's requester on
+# an rdma_rxe device driven by librxe: log2_elem_size at 0, index_mask at 4, producer at 128,
+# consumer at 256, slots from 384; `rxe_send_wqe` 208 bytes, `rxe_recv_wqe` 40.
+RXE = False
+
+
+def set_device(dev, gidx):
+    """Selects DEV and the ring layout of its user ABI (the uverbs device's abi_version: 1 for
+    MetaRoCE's own, 2 for rdma_rxe's)."""
+    global DEV, GIDX, RXE, OFF_PROD, OFF_CONS, HDR, SEND_HDR, RECV_HDR
+    DEV, GIDX = dev, gidx
+    abi = None
+    for d in os.listdir("/sys/class/infiniband_verbs"):
+        try:
+            with open(f"/sys/class/infiniband_verbs/{d}/ibdev") as f:
+                if f.read().strip() != dev:
+                    continue
+            with open(f"/sys/class/infiniband_verbs/{d}/abi_version") as f:
+                abi = int(f.read())
+        except (OSError, ValueError):
+            continue
+    RXE = abi == 2
+    if RXE:
+        OFF_PROD, OFF_CONS, HDR, SEND_HDR, RECV_HDR = 128, 256, 384, 208, 40
 # enum metaroce_wr_opcode, from enum ibv_wr_opcode (values not in the ABI stay as given, which
 # this script uses for "unknown opcode")
 WR = {e.IBV_WR_SEND: 1, e.IBV_WR_SEND_WITH_IMM: 2, e.IBV_WR_SEND_WITH_INV: 3, e.IBV_WR_RDMA_WRITE: 4,
@@ -141,11 +165,12 @@ def note(line):
 # --- rings ---------------------------------------------------------------------------------
 
 def uverbs_maps():
-    """{start: size} of this process's mappings of /dev/infiniband/uverbs*."""
+    """{start: size} of this process's writable mappings of /dev/infiniband/uverbs* (the rings;
+    a native QP's stats page is mapped read-only)."""
     out = {}
     with open("/proc/self/maps") as f:
         for line in f:
-            if "/dev/infiniband/uverbs" in line:
+            if "/dev/infiniband/uverbs" in line and line.split()[1].startswith("rw"):
                 a, b = (int(x, 16) for x in line.split()[0].split("-"))
                 out[a] = b - a
     return out
@@ -163,6 +188,10 @@ class Ring:
         self.addr, self.size = addr, size
         if slots is not None:
             self.geometry(slots, elem)
+
+    def geometry_from_header(self):
+        """rdma_rxe's layout: the geometry the kernel wrote at the start of the header."""
+        self.geometry(self.get(4) + 1, 1 << self.get(0))
 
     def geometry(self, slots, elem):
         expect(slots & (slots - 1) == 0 and elem & (elem - 1) == 0 and HDR + slots * elem <= self.size,
@@ -215,7 +244,10 @@ def cq_ring(make):
     """A CQ made by make() and its ring: cqe + 1 slots of one completion each."""
     cq, rings = with_rings(make)
     expect(len(rings) == 1, f"CQ: {len(rings)} new mappings")
-    rings[0].geometry(cq.cqe + 1, CQE_LEN)
+    if RXE:
+        rings[0].geometry_from_header()
+    else:
+        rings[0].geometry(cq.cqe + 1, CQE_LEN)
     return cq, rings[0]
 
 
@@ -223,7 +255,10 @@ def srq_ring(make, max_sge):
     """An SRQ made by make() and its ring (max_wr + 1 slots of a receive WQE of max_sge SGEs)."""
     srq, rings = with_rings(make)
     expect(len(rings) == 1, "SRQ: no ring mapping")
-    rings[0].geometry(srq.query().max_wr + 1, pow2(RECV_HDR + max(max_sge, 1) * SGE_LEN))
+    if RXE:
+        rings[0].geometry_from_header()
+    else:
+        rings[0].geometry(srq.query().max_wr + 1, pow2(RECV_HDR + max(max_sge, 1) * SGE_LEN))
     return srq, rings[0]
 
 
@@ -233,7 +268,11 @@ def send_wqe(wr_id, opcode, flags=SIGNALED, ex=0, raddr=0, rkey=0, sges=(), num_
     IBV_WR_* value, flags IBV_SEND_* bits, ex the immediate (host order) or the R_Key to
     invalidate, ud (ah_num, remote_qpn, remote_qkey), bind (length, mw_rkey, new_rkey, mr_lkey,
     access; raddr is the window's start); op, if given, is the raw opcode byte written instead of
-    opcode's; `fields` are raw (offset, struct format, value) written last."""
+    opcode's; `fields` are raw (offset, struct format, value) written last. On an rdma_rxe
+    device, a `struct rxe_send_wqe` (only opcode, flags, ex, raddr, rkey, SGEs or inline data,
+    num_sge, length and fields)."""
+    if RXE:
+        return send_wqe_rxe(wr_id, opcode, flags, ex, raddr, rkey, sges, num_sge, length, inline, fields)
     b = bytearray(SEND_HDR + max(len(sges) * SGE_LEN, len(inline or b"")))
     wf = ((1 if flags & SIGNALED else 0) | (2 if flags & e.IBV_SEND_SOLICITED else 0)
           | (4 if flags & e.IBV_SEND_FENCE else 0) | (8 if flags & INLINE else 0))
@@ -268,8 +307,36 @@ def send_wqe(wr_id, opcode, flags=SIGNALED, ex=0, raddr=0, rkey=0, sges=(), num_
     return b
 
 
+def send_wqe_rxe(wr_id, opcode, flags, ex, raddr, rkey, sges, num_sge, length, inline, fields):
+    """A `struct rxe_send_wqe` as bytes (wr.opcode: enum ibv_wr_opcode's value)."""
+    b = bytearray(SEND_HDR + max(len(sges) * SGE_LEN, len(inline or b"")))
+    struct.pack_into("<QII", b, 0, wr_id, 0, opcode)
+    struct.pack_into("<IIQI", b, 16, flags, ex, raddr, rkey)
+    total = sum(s[1] for s in sges) & 0xFFFFFFFF
+    if inline is not None:
+        b[SEND_HDR:SEND_HDR + len(inline)] = inline
+        total = len(inline)
+    for i, (addr, ln, key) in enumerate(sges):
+        struct.pack_into("<QII", b, SEND_HDR + i * SGE_LEN, addr, ln & 0xFFFFFFFF, key & 0xFFFFFFFF)
+    length = total if length is None else length
+    struct.pack_into("<II", b, 184, length & 0xFFFFFFFF, length & 0xFFFFFFFF)
+    struct.pack_into("<I", b, 196, (len(sges) if num_sge is None else num_sge) & 0xFFFFFFFF)
+    for off, fmt, v in fields:
+        struct.pack_into("<" + fmt, b, off, v)
+    return b
+
+
 def recv_wqe(wr_id, sges=(), num_sge=None):
-    """A `struct metaroce_recv_wqe` as bytes."""
+    """A `struct metaroce_recv_wqe` as bytes (`struct rxe_recv_wqe` on an rdma_rxe device)."""
+    if RXE:
+        b = bytearray(RECV_HDR + len(sges) * SGE_LEN)
+        total = sum(s[1] for s in sges) & 0xFFFFFFFF
+        struct.pack_into("<QII", b, 0, wr_id, 0, 0)
+        struct.pack_into("<II", b, 16, total, total)
+        struct.pack_into("<I", b, 28, (len(sges) if num_sge is None else num_sge) & 0xFFFFFFFF)
+        for i, (addr, ln, key) in enumerate(sges):
+            struct.pack_into("<QII", b, RECV_HDR + i * SGE_LEN, addr, ln & 0xFFFFFFFF, key & 0xFFFFFFFF)
+        return b
     b = bytearray(RECV_HDR + len(sges) * SGE_LEN)
     struct.pack_into("<QI", b, 0, wr_id, (len(sges) if num_sge is None else num_sge) & 0xFFFFFFFF)
     for i, (addr, ln, key) in enumerate(sges):
@@ -290,6 +357,20 @@ class Q:
         if srq is not None:
             attr.srq = srq
         self.qp, rings = with_rings(lambda: QP(pd, attr))
+        self.qpn = self.qp.qp_num
+        self.type = qp_type
+        # The command file of the context the last Env opened (every Q is made from one).
+        self.cmd_fd = CMD_FD
+        if RXE:
+            # Geometry in the header; the send slot holds the 208-byte header, a receive slot
+            # here less than 256 bytes.
+            for r in rings:
+                r.geometry_from_header()
+            sq = [r for r in rings if r.elem >= 256]
+            rq = [r for r in rings if r.elem < 256]
+            expect(len(sq) == 1 and len(rq) == (0 if srq else 1), "QP: no send/receive ring pair")
+            self.sq, self.rq = sq[0], (rq[0] if rq else None)
+            return
         _, init = self.qp.query(e.IBV_QP_CAP)
         c = init.cap
         want = [(pow2(SEND_HDR + c.max_inline_data), pow2(c.max_send_wr + 1))]
@@ -306,10 +387,6 @@ class Q:
         for r, (elem, slots) in zip(rings, want):
             r.geometry(slots, elem)
         self.sq, self.rq = rings[0], (rings[1] if srq is None else None)
-        self.qpn = self.qp.qp_num
-        self.type = qp_type
-        # The command file of the context the last Env opened (every Q is made from one).
-        self.cmd_fd = CMD_FD
 
     def state(self):
         attr, _ = self.qp.query(e.IBV_QP_STATE)
@@ -1499,8 +1576,8 @@ def run_case(name, fn, limit):
 
 
 def main():
-    global DEV, GIDX, GID
-    DEV, GIDX = sys.argv[1], int(sys.argv[2])
+    global GID
+    set_device(sys.argv[1], int(sys.argv[2]))
     only = sys.argv[3:]
     with Context(name=DEV) as ctx:
         GID = ctx.query_gid(PORT, GIDX)

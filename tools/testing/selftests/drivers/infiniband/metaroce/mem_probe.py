@@ -15,7 +15,7 @@ counters read between phases of one process's verbs calls:
 Memory is counted three ways: `slab` (/proc/meminfo's Slab: slab pages, and kmalloc() of more than
 8 KiB, which comes from the page allocator but is accounted there; `slab_objs` is the /proc/slabinfo
 sum of active objects x object size, and `qp_created_by_cache` splits a QP's share by cache on
-kernels with slabinfo), `vmalloc` (/proc/meminfo VmallocUsed: the rings librxe maps)
+kernels with slabinfo), `vmalloc` (/proc/meminfo VmallocUsed: the rings the provider maps)
 and `pages` (the rest of the kernel's share of used memory: MemTotal - MemFree minus anonymous
 pages, page cache, slab, vmalloc, page tables and kernel stacks, i.e. mostly page-allocator
 allocations such as kmalloc of more than 8 KiB; per-CPU page lists make it noisy, reported as is).

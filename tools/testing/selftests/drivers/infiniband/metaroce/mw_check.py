@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""Memory windows through the stock librxe provider (pyverbs), on one device (RC QPs in loopback).
+"""Memory windows through the libmetaroce provider (pyverbs), on one device (RC QPs in loopback).
 
 The responder's MR is 3 x W bytes: a window covers the middle W bytes, the outer thirds are canaries
 that must never change. Checks:
@@ -16,7 +16,7 @@ that must never change. Checks:
   make its key fail; zero-based addressing; destroying the QP that bound a window frees it (a
   later QP with the same number cannot use it); deallocating a bound window makes its key fail;
 - bad binds complete with IBV_WC_MW_BIND_ERR: outside the MR, an MR without MW_BIND, a writable
-  window over an MR without local write, a type 1 zero-based bind (librxe itself refuses that
+  window over an MR without local write, a type 1 zero-based bind (the provider itself refuses that
   one with EINVAL).
 
 Every remote access error also leaves the canaries and the bytes outside what succeeded unchanged.
@@ -174,7 +174,7 @@ def main():
     except PyverbsRDMAError as ex:
         if ex.error_code != errno.EINVAL:
             fail(f"zero-based type 1 bind: errno {ex.error_code}")
-    ok("zero-based type 1 bind refused by librxe (EINVAL)")
+    ok("zero-based type 1 bind refused by the provider (EINVAL)")
     mw.close()
     mr.close()
     ok("type 1 window deallocated, then its MR deregistered")
@@ -209,8 +209,8 @@ def main():
     del bound_by
     mw.close()
 
-    # (librxe names the window of a type 2 bind by ibv_mw's rkey, which pyverbs keeps at the
-    # key the window was allocated with: each binding below uses a fresh window.)
+    # (The provider names the window of a type 2 bind by ibv_mw's rkey, which pyverbs keeps at
+    # the key the window was allocated with: each binding below uses a fresh window.)
     # Zero-based addressing: offsets count from the window's start.
     s = Side(ctx, pd, gid, gid_index)
     mwz = MW(pd, e.IBV_MW_TYPE_2)
@@ -245,9 +245,9 @@ def main():
         fail("SEND with invalidate: sender's completion")
     wc = poll(s.rcq, "receive of SEND with invalidate")
     # ibv_wc's imm_data and invalidated_rkey share a union; pyverbs shows it as imm_data. The
-    # flag: librxe copies the CQE the kernel wrote, whose wc_flags are the kernel's (uverbs'
-    # ABI), and the kernel's IB_WC_WITH_INVALIDATE (1 << 2) is libibverbs' IBV_WC_IP_CSUM_OK;
-    # rdma_rxe's CQEs read the same way. Either bit is taken as the flag.
+    # flag: libmetaroce maps its CQE's WITH_INV to IBV_WC_WITH_INV; librxe (rdma_rxe, and
+    # MetaRoCE built with CONFIG_RDMA_METAROCE_RXE_ABI) copies the kernel's wc_flags, whose
+    # IB_WC_WITH_INVALIDATE (1 << 2) is libibverbs' IBV_WC_IP_CSUM_OK. Either bit is taken.
     flag = e.IBV_WC_WITH_INV | e.IBV_WC_IP_CSUM_OK
     if wc.status != e.IBV_WC_SUCCESS or not wc.wc_flags & flag or wc.imm_data != k2:
         fail(f"receive: status {wc.status} flags {wc.wc_flags:#x} rkey {wc.imm_data:#x}")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""Explicit on-demand paging (ODP) memory regions through the stock librxe provider (pyverbs), on
+"""Explicit on-demand paging (ODP) memory regions through the libmetaroce provider (pyverbs), on
 one device (RC and UD QPs in loopback), where pyverbs' own test_odp never makes a page fault (its
 buffers are written before they are registered).
 
@@ -340,7 +340,7 @@ def main():
     gmr = MR(pd, N, RW | ODP, address=gaddr)
     s2 = Rc(ctx, pd, gid, gid_index)
     munmap(gaddr, N)
-    # A PROT_NONE mapping in its place, so that no later mmap (librxe's rings) lands there.
+    # A PROT_NONE mapping in its place, so that no later mmap (the provider.s rings) lands there.
     if libc.mmap(gaddr, N, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != gaddr:
         fail(f"mmap PROT_NONE: errno {ctypes.get_errno()}")
     wr = SendWR(wr_id=8, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(src.buf, 4096, src.lkey)],

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""RC error completions through the stock librxe provider (pyverbs), on one device (loopback).
+"""RC error completions through the libmetaroce provider (pyverbs), on one device (loopback).
 
 - Remote access errors arrive as NAKs, promptly: the requester's QPs have a local ACK timeout
   of 1.07 s (timeout 18) and 7 retries, so an error that came from retry exhaustion instead

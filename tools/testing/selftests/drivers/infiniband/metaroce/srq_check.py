@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
-"""Shared receive queue verbs through the stock librxe provider (pyverbs), on one device:
+"""Shared receive queue verbs through the libmetaroce provider (pyverbs), on one device:
 
 - create, query (sizes granted at least as asked, limit disarmed);
 - requests posted to the SRQ's ring survive a resize (IBV_SRQ_MAX_WR: new ring, its mminfo written
-  where librxe's command points), a resize below the posted count fails with EINVAL;
+  where the provider.s command points), a resize below the posted count fails with EINVAL;
 - the limit (IBV_SRQ_LIMIT) fires IBV_EVENT_SRQ_LIMIT_REACHED once when a SEND takes a request and
   fewer than the limit remain, and is disarmed afterwards (query reports 0);
 - two RC QPs receiving through the one SRQ (loopback on the device), requests taken in posting

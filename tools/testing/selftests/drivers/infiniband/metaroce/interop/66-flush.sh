@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # RDMA FLUSH (IBTA 1.5) between MetaRoCE and Debian's rdma_rxe, each side once the requester and
 # once the responder: flush_check.py serves (memory regions with and without FLUSH_GLOBAL, one RC
-# QP per case) on one guest and posts the FLUSH work requests, written into librxe's send ring
+# QP per case) on one guest and posts the FLUSH work requests, written into the QP's send ring in the device's own layout
 # (rdma-core 44 has no ibv_wr_flush), from the other, which checks every completion: a WRITE then
 # a FLUSH of its range, a FLUSH of the whole MR and of 0 bytes succeed; a range past the MR, an MR
 # without the right and a bogus R_Key get IBV_WC_REM_ACCESS_ERR, the persistent placement and a

@@ -10,7 +10,7 @@ trap 'kill $holder 2>/dev/null; mr_teardown' EXIT
 mr_veth_up
 rdma link add mr0 type metaroce netdev v0 || fail "rdma link add mr0"
 
-# A user context through the stock librxe provider, held open for a while.
+# A user context through the libmetaroce provider, held open for a while.
 /usr/bin/python3 -c '
 import sys, time
 from pyverbs.device import Context

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Registration makes ib_mad open port 1's GSI QP (QP1) through the driver's kernel verbs: no
 # "Couldn't open port" or other ib_mad error, `rdma res` shows QP 1 (GSI, RTS) with its CQ and PD
-# on mr0, a user PD and CQ work through librxe, and `rdma link delete` leaves no object behind.
+# on mr0, a user PD and CQ work through libmetaroce, and `rdma link delete` leaves no object behind.
 . "$(dirname "$0")/../lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
@@ -27,7 +27,7 @@ sum=$(rdma res show mr0) || fail "rdma res show mr0"
 echo "$sum"
 for r in pd cq qp; do grep -Eq " $r 1( |\$)" <<<"$sum" || fail "resource summary does not count one $r"; done
 
-# User objects through librxe (42-uverbs covers them in depth): a PD and a CQ with its ring.
+# User objects through libmetaroce (42-uverbs covers them in depth): a PD and a CQ with its ring.
 /usr/bin/python3 -c '
 from pyverbs.device import Context
 from pyverbs.pd import PD

@@ -1,9 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# The stock librxe provider (rdma-core's pyverbs through Debian's /usr/bin/python3) drives mr0's
+# The libmetaroce provider (rdma-core's pyverbs through Debian's /usr/bin/python3) drives mr0's
 # user objects that need no QP: device and port queries, a PD, user MRs over pinned memory with
 # several access sets (keys, rkey only with remote rights, invalid combinations refused), CQs
-# whose ring librxe mmaps (the create response's mminfo), polled empty, armed, resized and
+# whose ring the provider mmaps (the create response's mminfo), polled empty, armed, resized and
 # destroyed in numbers; ibv_devinfo -v on the device; rdma res shows the MRs while they exist
 # and nothing is left afterwards; dmesg stays clean.
 . "$(dirname "$0")/../lib.sh"
@@ -78,9 +78,9 @@ for _ in range(8):
     MR(pd, 64 * 1024, L | RW).close()
 check(True, "8 MR register/deregister rounds")
 
-# CQs: librxe mmaps the ring from the create response's mminfo and checks its slot size.
+# CQs: the provider mmaps the ring from the create response's mminfo and checks its slot size.
 cq = CQ(ctx, 100)
-check(cq.cqe >= 100, f"CQ of 100 created with {cq.cqe} entries (ring mapped by librxe)")
+check(cq.cqe >= 100, f"CQ of 100 created with {cq.cqe} entries (ring mapped by the provider)")
 n, wcs = cq.poll(4)
 check(n == 0, "new CQ polls empty")
 cq.req_notify()

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# RC traffic between user processes through the stock librxe provider: ibv_rc_pingpong (SEND/RECV
+# RC traffic between user processes through the libmetaroce provider: ibv_rc_pingpong (SEND/RECV
 # over an RC QP, user rings, user MRs, user CQs, inline sends for small messages) between two
 # namespaces (exclusive netns mode), with received buffers validated
 # (-c): 64 B event-driven (-e), 1 MiB polling, and 4 KiB over loopback (server and client on the

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# perftest between two MetaRoCE devices in two namespaces (user RC QPs through the stock librxe):
+# perftest between two MetaRoCE devices in two namespaces (user RC QPs through libmetaroce):
 # WRITE, READ and SEND bandwidth, FETCH_AND_ADD and CMP_AND_SWAP, the three latency tests and four
 # QPs at once. Each run must print its result row, and the device that receives the payload must
 # count at least that many bytes in (`rcvd_bytes`). The interop suite runs the same tools against

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# UD and UC traffic between user processes through the stock librxe provider, between two
+# UD and UC traffic between user processes through the libmetaroce provider, between two
 # namespaces (exclusive netns mode), received buffers validated (-c): ibv_ud_pingpong (user
 # address handles, named in each work request by the number the driver returned; the 40-byte
 # GRH area of every receive buffer) and ibv_uc_pingpong (SEND over UC, 4 KiB in 4 packets).

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Shared receive queues through the stock librxe provider: the SRQ verbs on one device with pyverbs
+# Shared receive queues through the libmetaroce provider: the SRQ verbs on one device with pyverbs
 # (create/query, resize with requests posted, limit event fired once then disarmed, two RC QPs
 # taking from one SRQ, a bad L_Key breaking only the QP that took it, UC and UD QPs on an SRQ;
 # srq_check.py), then between two namespaces

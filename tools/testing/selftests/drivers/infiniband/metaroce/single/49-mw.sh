@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Memory windows (type 1 and type 2B) through the stock librxe provider: mw_check.py drives binds,
+# Memory windows (type 1 and type 2B) through the libmetaroce provider: mw_check.py drives binds,
 # RDMA through windows with canary bytes around them, invalidation (local, by SEND with
 # invalidate, by deallocation), the QP binding of type 2 windows, zero-based windows, the MR
 # that cannot go while a window is bound, and bad binds (IBV_WC_MW_BIND_ERR); then rdma-core's
 # own MWTest (pyverbs test_mr) on the same device; then RDMA FLUSH (flush_check.py: FLUSH work
-# requests written into librxe's send ring, their completions and refusals). Loopback on one
+# requests written into the send ring, their completions and refusals). Loopback on one
 # device in a namespace.
 . "$(dirname "$0")/../lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The MetaRoCE native transport in the kernel (Documentation/metaroce/transport.rst): two
-# `metaroce-native` devices in two namespaces, unmodified rdma-core apps through the stock librxe
+# `metaroce-native` devices in two namespaces, unmodified rdma-core apps through libmetaroce
 # (RC QPs become streams of one native connection per device pair). Checks: ibv_rc_pingpong with
 # received buffers validated (-c; loopback, 64 B with events, 1 MiB), perftest SEND, WRITE (several
 # QPs on one connection), READ and both atomics, 1 MiB pingpongs, WRITE, READ and FETCH_ADD under

@@ -4,7 +4,7 @@
 # scribbles over their indices and headers (also from a racing thread and a racing process),
 # destroys MRs, windows, QPs and its context while 1 MiB transfers are in flight, and exhausts
 # every object type up to the limits query_device reports. Each case runs in a child process,
-# which may be hurt (error completions, its QP in error, errnos, at worst a signal inside librxe
+# which may be hurt (error completions, its QP in error, errnos, at worst a signal inside the provider
 # for a scribbled header); the kernel must not be. Afterwards: no object of the test is left in
 # `rdma res`, the device still carries an RC pingpong and a perftest to mrb0 with verified
 # buffers, and the console is free of sanitizer and WARN reports.
