@@ -9,6 +9,27 @@
 
 #include "metaroce.h"
 
+/*
+ * After the create command (its result `ret`): maps the CQ's ring and readies its lock. On a
+ * failure, undoes the command and frees `cq`, sets errno and returns -1.
+ */
+static int cq_setup(struct mr_cq *cq, struct ibv_context *ctx, int ret,
+		    const struct metaroce_create_cq_resp *drv)
+{
+	if (!ret && (drv->cq.slot_size < sizeof(struct metaroce_cqe) ||
+		     mr_ring_map(&cq->ring, ctx->cmd_fd, &drv->cq))) {
+		ret = errno ? errno : EPROTO;
+		ibv_cmd_destroy_cq(&cq->vcq.cq);
+	}
+	if (ret) {
+		free(cq);
+		errno = ret;
+		return -1;
+	}
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	return 0;
+}
+
 struct ibv_cq *mr_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_channel *channel,
 			    int comp_vector)
 {
@@ -26,20 +47,8 @@ struct ibv_cq *mr_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 	memset(&resp, 0, sizeof(resp));
 	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->vcq.cq, &cmd, sizeof(cmd),
 				&resp.ibv, sizeof(resp));
-	if (ret) {
-		free(cq);
-		errno = ret;
+	if (cq_setup(cq, ctx, ret, &resp.drv))
 		return NULL;
-	}
-	if (resp.drv.cq.slot_size < sizeof(struct metaroce_cqe) ||
-	    mr_ring_map(&cq->ring, ctx->cmd_fd, &resp.drv.cq)) {
-		ret = errno ? errno : EPROTO;
-		ibv_cmd_destroy_cq(&cq->vcq.cq);
-		free(cq);
-		errno = ret;
-		return NULL;
-	}
-	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	return &cq->vcq.cq;
 }
 
@@ -265,20 +274,8 @@ struct ibv_cq_ex *mr_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 	kattr.flags = 0;
 	ret = ibv_cmd_create_cq_ex(ctx, &kattr, &cq->vcq, &cmd, sizeof(cmd), &resp.ibv,
 				   sizeof(resp), 0);
-	if (ret) {
-		free(cq);
-		errno = ret;
+	if (cq_setup(cq, ctx, ret, &resp.drv))
 		return NULL;
-	}
-	if (resp.drv.cq.slot_size < sizeof(struct metaroce_cqe) ||
-	    mr_ring_map(&cq->ring, ctx->cmd_fd, &resp.drv.cq)) {
-		ret = errno ? errno : EPROTO;
-		ibv_cmd_destroy_cq(&cq->vcq.cq);
-		free(cq);
-		errno = ret;
-		return NULL;
-	}
-	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
 	x = &cq->vcq.cq_ex;
 	x->start_poll = ex_start_poll;
 	x->next_poll = ex_next_poll;

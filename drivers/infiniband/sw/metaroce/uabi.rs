@@ -52,6 +52,13 @@ pub(crate) const RECV_WQE_HDR: usize = if OWN {
     rxe::RECV_WQE_HDR
 };
 
+/// Where a receive WQE's SGE count (u32) is.
+const RECV_NUM_SGE: usize = if OWN {
+    own::RECV_NUM_SGE
+} else {
+    rxe::RECV_NUM_SGE
+};
+
 /// Bytes of an SGE record (`addr` u64, `length` u32, `lkey` u32 in both ABIs).
 pub(crate) const SGE_LEN: usize = 16;
 
@@ -184,7 +191,7 @@ pub(crate) fn send_wqe_len(hdr: &[u8]) -> usize {
 
 /// The bytes of the receive WQE whose header `hdr` is (a copy), as [`send_wqe_len`].
 pub(crate) fn recv_wqe_len(hdr: &[u8]) -> usize {
-    let num = u32_at(hdr, if OWN { 8 } else { 28 }).unwrap_or(u32::MAX) as usize;
+    let num = u32_at(hdr, RECV_NUM_SGE).unwrap_or(u32::MAX) as usize;
     RECV_WQE_HDR.saturating_add(num.saturating_mul(SGE_LEN))
 }
 
@@ -192,11 +199,14 @@ pub(crate) fn recv_wqe_len(hdr: &[u8]) -> usize {
 /// `out`. `None` if it names more SGEs than `max_sge` (or the slot holds) or the lengths
 /// overflow.
 pub(crate) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
-    if OWN {
-        own::parse_recv(b, max_sge, out)
-    } else {
-        rxe::parse_recv(b, max_sge, out)
+    // Both ABIs: `wr_id` first, the SGE count at `RECV_NUM_SGE`, the records after the header.
+    let wr_id = u64_at(b, 0)?;
+    let num = u32_at(b, RECV_NUM_SGE)?;
+    if num > max_sge || num as usize > out.len() {
+        return None;
     }
+    let len = sges(b, RECV_WQE_HDR, num as usize, out)?;
+    Some((wr_id, num, len))
 }
 
 /// Bytes for a command's response, built up front to back.

@@ -18,9 +18,8 @@
 //!                    vendor_err 30 (u8); 32 bytes
 //! ```
 
-use super::{copy_sges, sges, u32_at, u64_at, BadWqe, LocalWqe, SendWqe, UdWqe, SGE_LEN};
+use super::{copy_sges, u32_at, u64_at, BadWqe, LocalWqe, SendWqe, UdWqe, SGE_LEN};
 use crate::proto::wr as pwr;
-use crate::qp::Seg;
 use kernel::prelude::*;
 use kernel::rdma::cq::{WcFlags, WcOpcode, WorkCompletion};
 use kernel::rdma::udata::Udata;
@@ -38,8 +37,9 @@ const QP_CONN_STATS: u32 = 1 << 0;
 
 /// Bytes of `struct metaroce_send_wqe` before its SGEs or inline data.
 pub(super) const SEND_WQE_HDR: usize = 64;
-/// Bytes of `struct metaroce_recv_wqe` before its SGEs.
+/// Bytes of `struct metaroce_recv_wqe` before its SGEs, and where its `num_sge` is.
 pub(super) const RECV_WQE_HDR: usize = 16;
+pub(super) const RECV_NUM_SGE: usize = 8;
 /// Bytes of `struct metaroce_cqe`.
 pub(super) const CQE_LEN: usize = 32;
 
@@ -175,17 +175,6 @@ pub(super) fn send_wqe_len(hdr: &[u8]) -> usize {
         usize::from(num).saturating_mul(SGE_LEN)
     };
     SEND_WQE_HDR.saturating_add(extra)
-}
-
-/// Parses `struct metaroce_recv_wqe`: `(wr_id, num_sge, total length)`, its SGEs in `out`.
-pub(super) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
-    let wr_id = u64_at(b, 0)?;
-    let num = u32_at(b, 8)?;
-    if num > max_sge || num as usize > out.len() {
-        return None;
-    }
-    let len = sges(b, RECV_WQE_HDR, num as usize, out)?;
-    Some((wr_id, num, len))
 }
 
 /// Parses `struct metaroce_send_wqe` (see [`super::parse_send`]).

@@ -21,15 +21,15 @@
 //! rxe_sge       addr 0, length 8, lkey 12 (16 bytes)
 //! ```
 
-use super::{copy_sges, sges, u32_at, u64_at, BadWqe, LocalWqe, SendWqe, UdWqe};
+use super::{copy_sges, u32_at, u64_at, BadWqe, LocalWqe, SendWqe, UdWqe};
 use crate::proto::wr as pwr;
-use crate::qp::Seg;
 use kernel::rdma::cq::WcOpcode;
 
 /// Size of `struct rxe_send_wqe` before its SGEs or inline data.
 pub(super) const SEND_WQE_HDR: usize = 208;
-/// Size of `struct rxe_recv_wqe` before its SGEs.
+/// Size of `struct rxe_recv_wqe` before its SGEs, and where its `dma.num_sge` is.
 pub(super) const RECV_WQE_HDR: usize = 40;
+pub(super) const RECV_NUM_SGE: usize = 28;
 
 /// `enum ibv_wr_opcode` values librxe stores in `wr.opcode`.
 const WR_RDMA_WRITE: u32 = 0;
@@ -62,18 +62,6 @@ pub(super) fn send_wqe_len(hdr: &[u8]) -> usize {
         (u32_at(hdr, 196).unwrap_or(u32::MAX) as usize).saturating_mul(super::SGE_LEN)
     };
     SEND_WQE_HDR.saturating_add(extra)
-}
-
-/// Parses a receive WQE: `(wr_id, num_sge, total length)`, its SGEs in `out`. `None` if it
-/// names more SGEs than `max_sge` (or the slot holds) or the lengths overflow.
-pub(super) fn parse_recv(b: &[u8], max_sge: u32, out: &mut [Seg]) -> Option<(u64, u32, u32)> {
-    let wr_id = u64_at(b, 0)?;
-    let num = u32_at(b, 28)?;
-    if num > max_sge || num as usize > out.len() {
-        return None;
-    }
-    let len = sges(b, RECV_WQE_HDR, num as usize, out)?;
-    Some((wr_id, num, len))
 }
 
 /// Parses a send WQE, copying its inline data or its SGE records (read back with
