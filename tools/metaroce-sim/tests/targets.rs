@@ -147,29 +147,39 @@ fn fair_share_check(m: usize, jain_min: f64) {
         let j = jain(&rates);
         assert!(j >= jain_min, "seed {seed}: Jain {j:.4} {rates:?}");
         // Queue bounded by the senders' initial windows (doubled once by
-        // slow start before the first ACK returns), and settled (at
-        // most the ECN threshold) within 50 base RTTs (the initial burst
-        // makes the RTT about 12 base RTTs, so this is ~4 RTTs at the peak).
+        // slow start before the first ACK returns).
         let init = ConnConfig::new(1).init_cwnd_conn as usize;
         assert!(
             r.max_queue() <= 2 * m * init + 8,
             "seed {seed}: queue {}",
             r.max_queue()
         );
-        let settle = ((50 * rtt) / r.bucket_ns) as usize;
-        let ecn = sc.bottleneck.unwrap().ecn_pkts;
+        // Settled (at most the ECN threshold from then on) within 2 RTTs of
+        // the start (issue 34), the RTT being the one the first burst sees:
+        // the base RTT plus the time the bottleneck takes to pass every
+        // sender's initial window, which leaves before any feedback can
+        // exist. Measured 2026-12-06: 0.71 (m 4) and 1.21 (m 8) such RTTs
+        // with the burst payback, 2.5 and 3.4 without it.
+        let bn_cfg = sc.bottleneck.unwrap();
+        let pkt_ns = (u64::from(sc.mss) + u64::from(PACE_OVERHEAD)) * 8 * 1000 / bn_cfg.mbps;
+        let burst_rtt = rtt + (m * init) as u64 * pkt_ns;
+        let ecn = bn_cfg.ecn_pkts;
         let busy_end =
             (r.senders.iter().filter_map(|s| s.done_at).min().unwrap() / r.bucket_ns) as usize;
-        let late = r.queue_timeline[settle.min(busy_end)..busy_end]
+        let settled = r.queue_timeline[..busy_end]
             .iter()
-            .max()
-            .copied()
-            .unwrap_or(0);
+            .rposition(|&q| q > ecn)
+            .map_or(0, |i| (i as u64 + 1) * r.bucket_ns);
         assert!(
-            late <= ecn,
-            "seed {seed}: queue {late} after 50 base RTTs: {:?}",
+            settled <= 2 * burst_rtt,
+            "seed {seed}: queue above {ecn} until {settled} ns, 2 RTTs are {} ns: {:?}",
+            2 * burst_rtt,
             r.queue_timeline
         );
+        // A lossless incast: no retransmission timer fires but (m 8) one,
+        // before the senders' shares reach them (7 before the RTO floor of
+        // section 6.4).
+        assert!(r.timeouts <= 1, "seed {seed}: {} RTOs", r.timeouts);
     }
 }
 
