@@ -5,6 +5,9 @@
 #   metaroce-native   MetaRoCE in native mode (link type metaroce-native: RC QPs over the native
 #                     transport, UDP port 19791) on the same release kernel and module
 #   rxe               rdma_rxe on the baseline kernel (same source and config, rdma_rxe instead of MetaRoCE)
+#   metaroce-librxe   (only when named in BENCH_ONLY) MetaRoCE in RoCEv2 mode on the rxe-abi kernel:
+#                     the same driver speaking rdma_rxe's user ABI, driven by Debian's librxe, against
+#                     which the report measures libmetaroce and MetaRoCE's own ABI (pair metaroce)
 #   rxe-debian        rdma_rxe on Debian's stock kernel (cross-check; BENCH_PEER=0 leaves it out)
 # and TCP (iperf3) in every pair. Each pair runs the kselftest collection bench
 # (tools/testing/selftests/drivers/infiniband/metaroce/bench); the host then writes out/bench/results.{json,md} and PNG plots (scripts/bench_report.py).
@@ -27,6 +30,7 @@ pair_kind() {
     metaroce) kind=release prov=metaroce;;
     metaroce-native) kind=release prov=metaroce-native;;
     metaroce-native-auth) kind=release prov=metaroce-native-auth;;
+    metaroce-librxe) kind=rxe-abi prov=metaroce;;
     rxe) kind=baseline prov=rxe;;
     rxe-debian) kind=peer prov=rxe;;
     *) return 1;;
@@ -34,7 +38,7 @@ pair_kind() {
 }
 kinds=
 for p in $pairs; do
-  pair_kind "$p" || { echo "bench: unknown pair $p (pairs: metaroce metaroce-native metaroce-native-auth rxe rxe-debian)"; exit 2; }
+  pair_kind "$p" || { echo "bench: unknown pair $p (pairs: metaroce metaroce-native metaroce-native-auth metaroce-librxe rxe rxe-debian)"; exit 2; }
   case " $kinds " in *" $kind "*) ;; *) kinds="$kinds $kind";; esac
 done
 # A full pair takes ~25 min under TCG (README); the timeouts only bound a hang.
@@ -58,8 +62,8 @@ say "dependencies"
 "$repo/scripts/deps.sh" | tail -1
 "$repo/scripts/bench-deps.sh" || exit 1
 mkdir -p "$(dirname "$OUT")"
-say "kernels: release (MetaRoCE) and baseline (rdma_rxe), same source and config, as the pairs need"
-for k in release baseline; do
+say "kernels: release (MetaRoCE), baseline (rdma_rxe), rxe-abi (MetaRoCE, rdma_rxe's user ABI), same source and config, as the pairs need"
+for k in release baseline rxe-abi; do
   case " $kinds " in *" $k "*) ;; *) continue;; esac
   nice -n 10 "$repo/scripts/kernel.sh" "$k" >"$OUT.kernel-$k.log" 2>&1 ||
     { tail -20 "$OUT.kernel-$k.log"; echo "bench: the $k kernel did not build"; exit 1; }

@@ -31,6 +31,7 @@ PAIR_LABEL = {
     "metaroce": "MetaRoCE RoCEv2 (release kernel)",
     "metaroce-native": "MetaRoCE native (release kernel)",
     "metaroce-native-auth": "MetaRoCE native, authenticated (release kernel)",
+    "metaroce-librxe": "MetaRoCE RoCEv2 through librxe (rxe-abi kernel)",
     "rxe": "rdma_rxe (baseline kernel)",
     "rxe-debian": "rdma_rxe (Debian kernel)",
 }
@@ -39,17 +40,23 @@ PAIR_SHORT = {
     "metaroce": "MetaRoCE RoCEv2",
     "metaroce-native": "MetaRoCE native",
     "metaroce-native-auth": "MetaRoCE native auth",
+    "metaroce-librxe": "MetaRoCE RoCEv2, librxe",
     "rxe": "rdma_rxe (baseline)",
     "rxe-debian": "rdma_rxe (Debian)",
 }
-PAIR_ORDER = ["metaroce", "metaroce-native", "metaroce-native-auth", "rxe", "rxe-debian"]
+PAIR_ORDER = ["metaroce", "metaroce-native", "metaroce-native-auth", "metaroce-librxe", "rxe", "rxe-debian"]
 # The two MetaRoCE modes, whose figures are divided by rdma_rxe's and TCP's, and the wire each one's
 # RC runs are expected on.
 MODES = {"metaroce": "RoCEv2", "metaroce-native": "native", "metaroce-native-auth": "native, authenticated"}
-EXPECTED_WIRE = {"metaroce": "RoCEv2", "metaroce-native": "native", "metaroce-native-auth": "native"}
-COLOURS = {"metaroce": "tab:blue", "metaroce-native": "tab:red", "metaroce-native-auth": "tab:purple", "rxe": "tab:orange",
+EXPECTED_WIRE = {"metaroce": "RoCEv2", "metaroce-native": "native", "metaroce-native-auth": "native",
+                 "metaroce-librxe": "RoCEv2"}
+COLOURS = {"metaroce": "tab:blue", "metaroce-native": "tab:red", "metaroce-native-auth": "tab:purple",
+           "metaroce-librxe": "tab:cyan", "rxe": "tab:orange",
            "rxe-debian": "tab:green"}
 RXE = "rxe"
+# The user ABI comparison: the same driver in RoCEv2 mode through MetaRoCE's own ABI and provider
+# (pair metaroce, libmetaroce) and through rdma_rxe's (pair metaroce-librxe, Debian's librxe).
+OWN_ABI, RXE_ABI = "metaroce", "metaroce-librxe"
 # The issue's targets as README ("Benchmarks") states them, evaluated for each MetaRoCE mode:
 # (id, text, comparison, threshold). The loss target is the native transport's
 # (RoCEv2 without PFC is not expected to meet it); both modes are measured against it.
@@ -566,8 +573,8 @@ def write_md(path, meta, figs, cont, results):
              "device type `metaroce-native`; its RC QPs (every workload here) use the native transport on UDP port 19791, "
              "UC/UD would stay RoCEv2; the device's counters say per run which wire carried it (section \"Which wire\").")
     L.append("")
-    L.append("| pair | kernel | result | host during the run |")
-    L.append("| --- | --- | --- | --- |")
+    L.append("| pair | kernel | user space | result | host during the run |")
+    L.append("| --- | --- | --- | --- | --- |")
     for p in meta["pairs"]:
         c = cont.get(p["name"], {})
         host = "no samples" if not c.get("samples") else (
@@ -576,7 +583,9 @@ def write_md(path, meta, figs, cont, results):
         rs = [r for r in results if r["pair"] == p["name"]]
         nok = sum(1 for r in rs if r["ok"])
         res = ("no runs recorded" if not rs else f"{nok} of {len(rs)} runs ok") + ("" if p["rc"] == 0 else ", **pair failed**")
-        L.append(f"| {PAIR_LABEL.get(p['name'], p['name'])} | {p['kernel']} | {res} ({p['end'] - p['start']} s) | {host} |")
+        g = meta.get("guests", {}).get(f"{p['name']}-b", {})
+        up = f"{g['uprov']} (uverbs ABI {g['uabi']})" if g.get("uprov") else "not recorded"
+        L.append(f"| {PAIR_LABEL.get(p['name'], p['name'])} | {p['kernel']} | {up} | {res} ({p['end'] - p['start']} s) | {host} |")
     L.append("")
     missing = [p for p in PAIR_ORDER[:3] if p not in cols]
     if missing:
@@ -723,6 +732,7 @@ def write_md(path, meta, figs, cont, results):
             L.append("64 B WRITE message rate ÷ rdma_rxe (no numeric target): " + ", ".join(rate) + ".")
     L.append("")
 
+    L += abi_md(figs, cols)
     L.append("## Which wire carried the MetaRoCE runs")
     L.append("")
     L.append("From each run's counters on both guests (`rdma statistic`, before and after): native DATA packets "
@@ -767,6 +777,33 @@ def write_md(path, meta, figs, cont, results):
     with open(path, "w") as f:
         f.write("\n".join(L))
     return tg
+
+
+def abi_md(figs, cols):
+    """The user ABI section: the same driver, kernel source and RoCEv2 mode through libmetaroce (MetaRoCE's
+    own ABI) and through librxe (rdma_rxe's ABI, rxe-abi kernel), with the ratio of the two."""
+    if OWN_ABI not in cols or RXE_ABI not in cols:
+        return []
+    L = ["## User ABI: libmetaroce against librxe (same driver, RoCEv2 mode)", "",
+         "MetaRoCE's own user ABI and provider (pair metaroce) against rdma_rxe's ABI and Debian's librxe over the "
+         "same driver (pair metaroce-librxe: the release configuration with CONFIG_RDMA_METAROCE_RXE_ABI). "
+         "Bandwidth and message rate: higher is better; latency and CPU per GB: lower is better.", "",
+         "| figure | libmetaroce | librxe | libmetaroce ÷ librxe | notes |", "| --- | --- | --- | --- | --- |"]
+    rows = [(f"ib_{op}_bw {size_label(sz)} (Gb/s)", ("bw", op, sz, 1), "gbps") for op in ("write", "read", "send") for sz in SIZES]
+    rows += [(f"message rate, WRITE 64 B, {q} QP{'s' if q > 1 else ''} (Mpps)", ("rate", "write", 64, q), "mpps") for q in (1, 8)]
+    rows += [(f"ib_{op}_lat 8 B {what} (µs)", ("lat", op, 8, 1), key) for op in ("send", "write")
+             for key, what in (("median_us", "median"), ("p99_us", "p99"))]
+    rows += [("CPU per GB, ib_write_bw 64 KiB (s)", ("bw", "write", 65536, 1), "cpu_s_per_gb"),
+             ("CPU per GB, message rate 8 QPs (s)", ("rate", "write", 64, 8), "cpu_s_per_gb")]
+    for label, (kind, op, size, q), key in rows:
+        a, b = find(figs, OWN_ABI, kind, op, size, qps=q), find(figs, RXE_ABI, kind, op, size, qps=q)
+        if not (a and a.get(key)) and not (b and b.get(key)):
+            continue
+        notes = "; ".join(f"{PAIR_SHORT[p]}: {check_note(f)}" for p, f in ((OWN_ABI, a), (RXE_ABI, b)) if check_note(f))
+        L.append(f"| {label} | {fmt(a and a.get(key))} | {fmt(b and b.get(key))} | "
+                 f"{fmt_ratio(ratio(a and a.get(key), b and b.get(key)))} | {notes} |")
+    L.append("")
+    return L
 
 
 def read_vethlat(out, pair):

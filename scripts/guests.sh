@@ -10,10 +10,10 @@ MR_TIMEOUT=${METAROCE_GUEST_TIMEOUT:-3000}
 # timeout only bounds a hang (each test has its own, 900 s): it stays under CI's 90 minutes.
 MR_SINGLE_TIMEOUT=${METAROCE_SINGLE_TIMEOUT:-4800}
 
-# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | baseline | peer.
+# Kernel image, modules dir and initrd ("" if none) of a kernel kind: test | release | baseline | rxe-abi | peer.
 guest_kernel() {
   case "$1" in
-    test|release|baseline) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
+    test|release|baseline|rxe-abi) mapfile -t K < <("$repo/scripts/kernel.sh" "$1" paths); K+=("");;
     peer) mapfile -t K < <("$repo/qemu/peer-kernel.sh")
           # The initramfs is rebuilt whenever the scripts that make it change.
           local initrd; initrd=$MR_CACHE/peer/initramfs-$(cat "$repo"/qemu/{mkinitramfs.sh,initramfs-init} | sha256sum | cut -c1-12).cpio.gz

@@ -2,15 +2,17 @@
 # Builds a MetaRoCE guest kernel from the pinned Debian source with this repo's overlay.
 # Usage: scripts/kernel.sh FLAVOUR [paths]
 #   FLAVOUR: test (sanitizers) | release | baseline (release with rdma_rxe=m instead of MetaRoCE,
-#   the reference `make bench` measures against: same source, same config but the provider)
+#   the reference `make bench` measures against: same source, same config but the provider) |
+#   rxe-abi (release with MetaRoCE speaking rdma_rxe's user ABI, for Debian's librxe: the bench's
+#   measure of libmetaroce against librxe over the same driver)
 #   The pristine source is unpacked once into $METAROCE_CACHE (default ~/.cache/metaroce), the
 #   overlay applied idempotently, and each flavour builds out of tree (O=) into its own directory,
 #   so rebuilds compile only what changed. `paths` prints bzImage and the modules dir, nothing else.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/scripts/versions.env"
-flavour=${1:?usage: kernel.sh test|release|baseline [paths]}
-case "$flavour" in test|release|baseline) ;; *) echo "kernel: unknown flavour $flavour" >&2; exit 2 ;; esac
+flavour=${1:?usage: kernel.sh test|release|baseline|rxe-abi [paths]}
+case "$flavour" in test|release|baseline|rxe-abi) ;; *) echo "kernel: unknown flavour $flavour" >&2; exit 2 ;; esac
 cache=${METAROCE_CACHE:-$HOME/.cache/metaroce}
 src=$cache/src/linux-$KERNEL_SRC_VERSION
 build=$cache/build/$flavour
@@ -47,17 +49,17 @@ fi
 
 # 3. Configuration: allnoconfig + fragments, strict, redone only when an input changed.
 mkdir -p "$build"
-if [ "$flavour" = baseline ]; then
-  # baseline.config overrides a few keys of guest.config and release.config (the provider and the
-  # version suffix). Those keys, and only those, are dropped from copies of the two fragments, so
-  # strict mode still fails on any other redefinition.
-  keys=$(sed -nE 's/^(# )?(CONFIG_[A-Za-z0-9_]+)[= ].*/\2/p' "$repo/configs/baseline.config" | paste -sd'|')
-  [ -n "$keys" ] || { echo "kernel: configs/baseline.config sets nothing" >&2; exit 1; }
+if [ "$flavour" = baseline ] || [ "$flavour" = rxe-abi ]; then
+  # baseline.config and rxe-abi.config override a few keys of guest.config and release.config (the
+  # provider, its user ABI and the version suffix). Those keys, and only those, are dropped from
+  # copies of the two fragments, so strict mode still fails on any other redefinition.
+  keys=$(sed -nE 's/^(# )?(CONFIG_[A-Za-z0-9_]+)[= ].*/\2/p' "$repo/configs/$flavour.config" | paste -sd'|')
+  [ -n "$keys" ] || { echo "kernel: configs/$flavour.config sets nothing" >&2; exit 1; }
   mkdir -p "$build/fragments"
   for f in guest release; do
     grep -vE "^(# )?($keys)[= ]" "$repo/configs/$f.config" >"$build/fragments/$f.config" || true
   done
-  frags=("$build/fragments/guest.config" "$build/fragments/release.config" "$repo/configs/baseline.config")
+  frags=("$build/fragments/guest.config" "$build/fragments/release.config" "$repo/configs/$flavour.config")
 else
   frags=("$repo/configs/guest.config" "$repo/configs/$flavour.config")
 fi
