@@ -1675,7 +1675,7 @@ impl<
             }
         }
         let v = v.get_mut(..n).unwrap_or(&mut []);
-        v.sort_unstable();
+        insertion_sort(v);
         v.get(n.saturating_sub(1) / 2).copied().unwrap_or(0)
     }
 
@@ -2343,6 +2343,25 @@ impl<
     }
 }
 
+/// Sorts the few values of `v` (at most one per path). Not `sort_unstable`: core's sort brings
+/// a panic path for a comparison that violates a total order (`panic_on_ord_violation`) that
+/// the kernel's objtool does not know as a noreturn function ("falls through to next
+/// function"), for an order `u64` always has.
+fn insertion_sort(v: &mut [u64]) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 {
+            match (v.get(j - 1), v.get(j)) {
+                (Some(a), Some(b)) if a > b => {
+                    v.swap(j - 1, j);
+                    j -= 1;
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
 fn scale_q16(v: u32, q16: u32) -> u32 {
     u32::try_from((u64::from(v) * u64::from(q16)) >> 16).unwrap_or(u32::MAX)
 }
@@ -2570,6 +2589,23 @@ mod tests {
             .poll_transmit(1_000, &mut ack)
             .expect("b's DATA is still due");
         assert!(t.payload.is_some());
+    }
+
+    #[test]
+    fn insertion_sort_orders_few_values() {
+        for v in [
+            [5u64, 1, 4, 1, 9, 2, 6, 0],
+            [0; 8],
+            [8, 7, 6, 5, 4, 3, 2, 1],
+        ] {
+            for n in 0..=v.len() {
+                let mut a = v;
+                insertion_sort(&mut a[..n]);
+                let mut b = v;
+                b[..n].sort_unstable();
+                assert_eq!(a, b, "{v:?} first {n}");
+            }
+        }
     }
 
     #[test]
