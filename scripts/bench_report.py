@@ -787,8 +787,12 @@ def abi_md(figs, cols):
     L = ["## User ABI: libmetaroce against librxe (same driver, RoCEv2 mode)", "",
          "MetaRoCE's own user ABI and provider (pair metaroce) against rdma_rxe's ABI and Debian's librxe over the "
          "same driver (pair metaroce-librxe: the release configuration with CONFIG_RDMA_METAROCE_RXE_ABI). "
-         "Bandwidth and message rate: higher is better; latency and CPU per GB: lower is better.", "",
-         "| figure | libmetaroce | librxe | libmetaroce ÷ librxe | notes |", "| --- | --- | --- | --- | --- |"]
+         "Bandwidth and message rate: higher is better; latency and CPU per GB: lower is better. The pairs run one "
+         "after the other on a shared host: the last column divides each pair's figure by its own TCP figure first, "
+         "which takes out a change of load between them.", "",
+         "| figure | libmetaroce | librxe | libmetaroce ÷ librxe | the same, each ÷ its pair's TCP | notes |",
+         "| --- | --- | --- | --- | --- | --- |"]
+    tcp = {p: find(figs, p, "tcp", "tcp", qps=1) for p in (OWN_ABI, RXE_ABI)}
     rows = [(f"ib_{op}_bw {size_label(sz)} (Gb/s)", ("bw", op, sz, 1), "gbps") for op in ("write", "read", "send") for sz in SIZES]
     rows += [(f"message rate, WRITE 64 B, {q} QP{'s' if q > 1 else ''} (Mpps)", ("rate", "write", 64, q), "mpps") for q in (1, 8)]
     rows += [(f"ib_{op}_lat 8 B {what} (µs)", ("lat", op, 8, 1), key) for op in ("send", "write")
@@ -800,8 +804,13 @@ def abi_md(figs, cols):
         if not (a and a.get(key)) and not (b and b.get(key)):
             continue
         notes = "; ".join(f"{PAIR_SHORT[p]}: {check_note(f)}" for p, f in ((OWN_ABI, a), (RXE_ABI, b)) if check_note(f))
+        norm = ""
+        if key in ("gbps", "mpps"):
+            r1 = ratio(a and a.get(key), tcp[OWN_ABI] and tcp[OWN_ABI].get("gbps"))
+            r2 = ratio(b and b.get(key), tcp[RXE_ABI] and tcp[RXE_ABI].get("gbps"))
+            norm = fmt_ratio(r1 / r2) if r1 and r2 else ""
         L.append(f"| {label} | {fmt(a and a.get(key))} | {fmt(b and b.get(key))} | "
-                 f"{fmt_ratio(ratio(a and a.get(key), b and b.get(key)))} | {notes} |")
+                 f"{fmt_ratio(ratio(a and a.get(key), b and b.get(key)))} | {norm} | {notes} |")
     L.append("")
     return L
 
