@@ -1612,8 +1612,9 @@ impl<
         if excess == 0 {
             return;
         }
-        let wait = excess.saturating_mul(8_000_000).div_ceil(rate);
-        self.pace_next = self.pace_next.max(now.saturating_add(wait));
+        self.pace_next = self
+            .pace_next
+            .max(now.saturating_add(bytes_ns(excess, rate)));
     }
 
     /// The rate the pacer sends at in kbit/s: the hint scaled by the
@@ -1712,12 +1713,18 @@ impl<
             .fold(c.rto_min_ns, u64::max)
     }
 
-    /// Path `p`'s RTO deadline, with `floor` from
-    /// [`Self::new_route_rto_floor`] if it is on a new route.
-    fn rto_deadline(&self, p: &TxPath<C>, floor: u64) -> Option<u64> {
+    /// [`Self::new_route_rto_floor`] and [`Self::share_drain_ns`], taken
+    /// once for every path's [`Self::rto_deadline`] (both scan the paths).
+    fn rto_floors(&self) -> (u64, u64) {
+        (self.new_route_rto_floor(), self.share_drain_ns())
+    }
+
+    /// Path `p`'s RTO deadline, with `floors` from [`Self::rto_floors`]: the
+    /// new-route floor if it is on a new route, and the paced drain time.
+    fn rto_deadline(&self, p: &TxPath<C>, (floor, drain): (u64, u64)) -> Option<u64> {
         let c = &self.cfg;
         let min = if p.new_route() { floor } else { c.rto_min_ns };
-        p.deadline(c.rto_init_ns, min.max(self.share_drain_ns()), c.rto_max_ns)
+        p.deadline(c.rto_init_ns, min.max(drain), c.rto_max_ns)
     }
 
     /// How long the bytes in flight take to drain at the paced rate, plus
@@ -1732,22 +1739,19 @@ impl<
         if rate == 0 {
             return 0;
         }
-        u64::from(self.inflight_bytes())
-            .saturating_mul(8_000_000)
-            .div_ceil(rate)
-            .saturating_add(self.min_rtt)
+        bytes_ns(u64::from(self.inflight_bytes()), rate).saturating_add(self.min_rtt)
     }
 
     /// The earliest time [`Self::on_timer`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
         let c = &self.cfg;
-        let floor = self.new_route_rto_floor();
+        let floors = self.rto_floors();
         let timers = self
             .paths
             .iter()
             .take(self.npaths())
             .filter_map(|p| {
-                let rto = self.rto_deadline(p, floor);
+                let rto = self.rto_deadline(p, floors);
                 let pto = p.probe_deadline(c.pto_min_ns);
                 match (rto, pto) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -1771,12 +1775,12 @@ impl<
         for p in self.paths.iter_mut() {
             p.on_probe_timer(now, c.pto_min_ns);
         }
-        let mut floor = self.new_route_rto_floor();
+        let mut floors = self.rto_floors();
         for pi in 0..self.npaths() {
             let due = self
                 .paths
                 .get(pi)
-                .and_then(|p| self.rto_deadline(p, floor))
+                .and_then(|p| self.rto_deadline(p, floors))
                 .is_some_and(|t| t <= now);
             if !due {
                 continue;
@@ -1805,8 +1809,9 @@ impl<
                 });
             }
             self.repath(pi);
-            // The path left the floor's set (new route).
-            floor = self.new_route_rto_floor();
+            // The path left the new-route floor's set, and its bytes are no
+            // longer in flight.
+            floors = self.rto_floors();
         }
     }
 
@@ -2360,6 +2365,11 @@ fn insertion_sort(v: &mut [u64]) {
             }
         }
     }
+}
+
+/// Time in ns `bytes` take at `kbps` (> 0): bytes x 8e6 / kbit/s.
+fn bytes_ns(bytes: u64, kbps: u64) -> u64 {
+    bytes.saturating_mul(8_000_000).div_ceil(kbps.max(1))
 }
 
 fn scale_q16(v: u32, q16: u32) -> u32 {
