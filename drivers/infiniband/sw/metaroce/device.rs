@@ -152,9 +152,9 @@ pub(crate) struct MetaRoceDev {
     pub(crate) auth: Option<SecretKey>,
     /// The native connections, one per (our GID, remote GID); any context.
     pub(crate) peers: Arc<Peers>,
-    /// Native connections (bit: slot in `peers`) that owe their peer packets while no QP is
-    /// bound to them; the next transmission of any QP sends those ([`crate::native::pull_orphans`]).
-    pub(crate) orphans: AtomicU64,
+    /// Some native connection owes its peer packets while no QP is bound to it; the next
+    /// transmission of any QP sends those ([`crate::native::pull_orphans`]).
+    pub(crate) orphans: AtomicBool,
     /// `/sys/kernel/debug/metaroce_DEV/connections`: the native connections and their paths.
     _debugfs: Pin<KBox<File<ConnView>>>,
     /// The netdev packets leave through, held for the transmit path, which reads it under RCU
@@ -194,7 +194,7 @@ impl MetaRoceDev {
         let guid_be = eui64_from_mac(mac);
         let active = PortState::of_netdev(netdev) == PortState::Active;
         let peers = Arc::pin_init(
-            new_spinlock_irq!(PeerTable::new(link_kbps, netdev.mtu())?, "metaroce_peers"),
+            new_spinlock_irq!(PeerTable::new(link_kbps, netdev.mtu()), "metaroce_peers"),
             GFP_KERNEL,
         )?;
         let dir = Dir::new(&CString::try_from_fmt(fmt!("metaroce_{name}"))?);
@@ -244,7 +244,7 @@ impl MetaRoceDev {
             native,
             auth,
             peers,
-            orphans: AtomicU64::new(0),
+            orphans: AtomicBool::new(false),
             _debugfs: debugfs,
         }))
     }

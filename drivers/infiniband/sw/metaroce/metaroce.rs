@@ -129,5 +129,17 @@ kernel::prelude::module! {
                 1: every packet; Documentation/metaroce/transport.rst section 10): the runs \
                 tx_gso hands over as one GSO packet; read when a connection is created",
         },
+        native_max_peers: u32 {
+            default: 1024,
+            description: "Native connections (remote devices) a metaroce-native device keeps at \
+                once (1..=65536, default 1024; each costs about 160 KiB): when full, a new one \
+                takes the place of an unbound, quiet one, else binding a QP fails with ENOSPC",
+        },
+        native_ctx_peers: u32 {
+            default: 16,
+            description: "Native connections the QPs of one user context may hold at once \
+                (1..=65536, default 16; kernel QPs have no quota): binding a QP towards one \
+                more remote device fails with EDQUOT",
+        },
     },
 }

@@ -27,7 +27,6 @@
 
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::auth::{self as sealing, TRAILER_LEN};
-use crate::proto::cc::{RateAlloc, ACTIVE_NS};
 use crate::proto::conn::{Completion, Conn, ConnConfig, ConnState, RxDrop, RxEvent};
 use crate::proto::mrc_wire::{self, MrcPacket, DATA_HDR_LEN, MAX_HDR_LEN};
 use crate::proto::offload::{native_rx, NicIntegrity};
@@ -36,22 +35,24 @@ use crate::qp::{self, Notify};
 use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit::{self, BuildError, OutPacket, Pull};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
 use kernel::rdma::mmap::SharedBuf;
-use kernel::rdma::qp::Qp;
+use kernel::rdma::qp::{Qp, UcontextId};
 use kernel::rdma::{init_const, ConstValue};
 use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
 
 mod auth;
+mod table;
 mod telemetry;
 
 use auth::{KernelMac, PeerKeyCache, PeerKeys};
 
+pub(crate) use table::{peer, pull_orphans, reap_now_and_then, within_quota, PeerTable, Peers};
 use telemetry::{account, Figures, PathSeen};
 pub(crate) use telemetry::{rtt_figures, ConnView, StatsPage};
 
@@ -63,22 +64,13 @@ const DESCS: usize = 512;
 pub(crate) const STREAMS: usize = 16;
 /// Messages per stream outstanding (`K`).
 pub(crate) const MSGS: usize = 32;
-/// Peers per device (a bit each in the device's `orphans`).
-const MAX_PEERS: usize = 64;
-const _: () = assert!(MAX_PEERS <= 64);
-/// Connections the QPs of one user context may hold at once (issue 32, finding 7): a process
-/// cannot take the whole table with QPs bound to made-up destinations; kernel QPs have no quota.
-pub(crate) const CTX_PEERS: usize = MAX_PEERS / 4;
 /// Completions handled per peer lock hold (their QPs are notified after it).
 const NOTES: usize = 16;
 /// A connection whose peer sent no DATA for this long asks a peer that sends with a new
 /// connection id to prove it (section 7.1, `IDLE_REAP`).
 const RESTART_IDLE_NS: u64 = 1_000_000_000;
-/// An unbound connection this long without DATA from its peer, and with nothing of its own in
-/// flight, may give its table slot to a new peer ([`Peer::reapable`]).
-const REAP_IDLE_NS: u64 = 2 * RESTART_IDLE_NS;
 
-/// The protocol core's connection in the kernel's shape (about 100 KiB: allocated with
+/// The protocol core's connection in the kernel's shape (about 160 KiB: allocated with
 /// vmalloc, never on a stack).
 pub(crate) type NativeConn = Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS>;
 
@@ -108,6 +100,9 @@ pub(crate) struct PeerInner {
     pub(crate) conn: VBox<NativeConn>,
     /// The QP number bound to each stream slot (0: free).
     streams: [u32; STREAMS],
+    /// The user context of the QP bound to each stream (`None`: a kernel QP or a free slot),
+    /// for the per-context quota ([`within_quota`]).
+    owners: [Option<UcontextId>; STREAMS],
     /// The authenticated mode: keys of the peer's data direction.
     peer_keys: PeerKeyCache,
     /// DATA packets dropped because the destination QP had no receive request posted.
@@ -137,6 +132,13 @@ pub(crate) struct Peer {
     pub(crate) sgid: [u8; 16],
     /// The remote device's GID.
     pub(crate) dgid: [u8; 16],
+    /// The connection's identity in its device's table (non-zero, never reused).
+    id: u64,
+    /// The table's fair-share slot this connection last held ([`PeerTable`]; valid while the
+    /// table says it holds it).
+    rate_slot: AtomicU32,
+    /// No QP is bound, yet the connection owes its peer packets ([`table::mark_orphan`]).
+    orphan: AtomicBool,
     /// The authenticated mode's fixed keys (`None`: the plain mode).
     keys: Option<PeerKeys>,
     /// Streams (bit `i`: stream `i`) whose QPs may have work requests the connection has not
@@ -158,49 +160,6 @@ pub(crate) fn want_feed(peer: &Peer, idx: usize) {
     }
 }
 
-/// The peers of one device (empty on a RoCEv2 device).
-pub(crate) struct PeerTable {
-    /// Never shrinks while the device lives: a peer's index is its slot in `alloc` (a reaped
-    /// or failed connection's slot goes to its replacement).
-    peers: KVec<Arc<Peer>>,
-    /// The receive side's fair-share allocator over the peers that send to us (spec 6.4).
-    alloc: RateAlloc<MAX_PEERS>,
-}
-
-impl PeerTable {
-    /// A table with room for [`MAX_PEERS`] (reserved now: adding never allocates) on a link of
-    /// `link_kbps` (0: unknown, no rate hints) and MTU `eth_mtu`.
-    pub(crate) fn new(link_kbps: u32, eth_mtu: u32) -> Result<Self> {
-        Ok(Self {
-            peers: KVec::with_capacity(MAX_PEERS, GFP_KERNEL)?,
-            alloc: RateAlloc::new(link_kbps, ACTIVE_NS, u32::from(mss(eth_mtu))),
-        })
-    }
-
-    fn find_slot(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<(usize, Arc<Peer>)> {
-        self.peers
-            .iter()
-            .position(|p| p.sgid == *sgid && p.dgid == *dgid)
-            .map(|i| (i, self.peers[i].clone()))
-    }
-
-    fn find(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<Arc<Peer>> {
-        self.find_slot(sgid, dgid).map(|(_, p)| p)
-    }
-
-    /// The rate hint for a DATA packet from peer `slot` at `now` (which makes it active).
-    fn hint(&mut self, slot: usize, now: u64) -> u32 {
-        if self.alloc.link_kbps() == 0 {
-            return 0;
-        }
-        self.alloc.note(slot, now);
-        self.alloc.share_kbps(now)
-    }
-}
-
-/// A device's native connections (shared with its debugfs view).
-pub(crate) type Peers = SpinLockIrq<PeerTable>;
-
 /// A connection id (section 7): random and non-zero, so that an off-path host cannot predict
 /// the id of the next connection this device makes (it is the first thing a receiver checks).
 fn conn_id() -> u32 {
@@ -219,9 +178,9 @@ impl Peer {
         self.inner.lock().conn.state() == ConnState::Failed
     }
 
-    /// Whether the table may drop this connection for a new one at `now`: no QP is bound to it,
-    /// and it failed or is quiet (nothing in flight, no timer, no DATA from its peer for
-    /// [`REAP_IDLE_NS`]). A peer that later sends again finds no connection (counted
+    /// Whether the table may drop this connection at `now`: no QP is bound to it, and it
+    /// failed or is quiet (nothing in flight, no timer, no DATA from its peer for
+    /// [`table::REAP_IDLE_NS`]). A peer that later sends again finds no connection (counted
     /// `rcvd_no_qp`) until a QP of ours binds towards it; its new ConnId is then taken as a
     /// restart. QPs that still hold a reference keep the connection alive, outside the table.
     fn reapable(&self, now: u64) -> bool {
@@ -231,66 +190,28 @@ impl Peer {
                 || (g.conn.next_deadline().is_none()
                     && g.conn
                         .last_rx()
-                        .is_none_or(|t| now.saturating_sub(t) > REAP_IDLE_NS)))
+                        .is_none_or(|t| now.saturating_sub(t) > table::REAP_IDLE_NS)))
+    }
+
+    /// Whether a QP of user context `ctx` is bound to this connection.
+    fn held_by(&self, ctx: UcontextId) -> bool {
+        self.inner.lock().owners.contains(&Some(ctx))
     }
 }
 
-/// Whether the QP `qp` may bind to the connection from `sgid` to `dgid`: a user QP only if its
-/// user context's QPs already hold that connection or fewer than [`CTX_PEERS`] others. Process
-/// context (`modify_qp`).
-pub(crate) fn within_quota(
-    dev: &Device<MetaRoceDriver>,
-    qp: &Qp<MetaRoceDriver>,
-    sgid: &[u8; 16],
-    dgid: &[u8; 16],
-) -> bool {
-    let Some(me) = qp.ucontext_id() else {
-        return true;
-    };
-    let t = dev.peers.lock();
-    let mut held = 0;
-    for p in t.peers.iter() {
-        let mine = {
-            let g = p.inner.lock();
-            g.streams.iter().any(|&q| {
-                q != 0
-                    && dev
-                        .lookup_qp(q)
-                        .is_some_and(|x| x.ucontext_id() == Some(me))
-            })
-        };
-        if mine {
-            if p.sgid == *sgid && p.dgid == *dgid {
-                return true;
-            }
-            held += 1;
-        }
-    }
-    held < CTX_PEERS
-}
-
-/// The connection of `dev` from `sgid` to `dgid`, created (with `paths` paths, 1 to [`PATHS`])
-/// if there is none or if the one there failed. Process context.
-///
-/// A failed connection stays with the QPs still bound to it (their requests have completed in
-/// error, they only wait to be reset or destroyed) but leaves the table: a new connection (new
-/// ConnId, fresh paths and windows) takes its slot, and the peer's receive half accepts it as a
-/// restarted sender (section 7).
-pub(crate) fn peer(
+/// A new connection from `av.sgid` to `av.dgid` with `paths` paths and identity `id`, configured
+/// from the module's parameters ([`table::peer`] enters it in the table). Process context.
+fn new_peer(
     dev: &Device<MetaRoceDriver>,
     av: &RoceAv,
     eth_mtu: u32,
     paths: u8,
+    id: u64,
 ) -> Result<Arc<Peer>> {
-    if let Some(p) = dev.peers.lock().find(&av.sgid, &av.dgid) {
-        if !p.failed() {
-            return Ok(p);
-        }
-    }
     let mut conn = VBox::init(init_const::<Blank>(), GFP_KERNEL)?;
     let mut cfg = ConnConfig::new(conn_id());
     cfg.mss = mss(eth_mtu);
-    cfg.paths = paths.clamp(1, PATHS as u8);
+    cfg.paths = paths;
     // Deadlines fire on the device's timer tick (`timer.rs`): an RTO shorter than two ticks
     // only fires late or spuriously (a software peer's ACKs wait for its transmit worker,
     // several ms under load), and every spurious RTO collapses a path's window and moves
@@ -338,12 +259,16 @@ pub(crate) fn peer(
         pin_init!(Peer {
             sgid: av.sgid,
             dgid: av.dgid,
+            id,
+            rate_slot: AtomicU32::new(u32::MAX),
+            orphan: AtomicBool::new(false),
             keys,
             feed: AtomicU32::new(0),
             inner <- new_spinlock_irq!(
                 PeerInner {
                     conn,
                     streams: [0; STREAMS],
+                    owners: [None; STREAMS],
                     peer_keys: PeerKeyCache::EMPTY,
                     rnr_drops: 0,
                     counted: Figures::default(),
@@ -360,39 +285,16 @@ pub(crate) fn peer(
         }),
         GFP_KERNEL,
     )?;
-    let mut t = dev.peers.lock();
-    if let Some((slot, old)) = t.find_slot(&av.sgid, &av.dgid) {
-        // Another QP may have created or replaced it meanwhile.
-        if !old.failed() {
-            return Ok(old);
-        }
-        let replaced = core::mem::replace(&mut t.peers[slot], p.clone());
-        // Possibly the last reference (its connection is vfree'd): dropped with the lock released.
-        drop(t);
-        drop(replaced);
-        return Ok(p);
-    }
-    if t.peers.len() >= MAX_PEERS {
-        // Full: an unbound, quiet connection gives its slot (a process that made connections
-        // towards made-up destinations and let their QPs go does not keep the table full).
-        let now = dev.now_ns();
-        let slot = t.peers.iter().position(|q| q.reapable(now)).ok_or(ENOSPC)?;
-        let reaped = core::mem::replace(&mut t.peers[slot], p.clone());
-        drop(t);
-        dev.count(Counter::NativePeersReaped, 1);
-        drop(reaped);
-        return Ok(p);
-    }
-    t.peers.push(p.clone(), GFP_ATOMIC)?;
     Ok(p)
 }
 
-/// Binds QP `local_qpn` (talking to the peer's QP `remote_qpn`, with its stats page if it has
-/// one) to a free stream of `peer`; returns the stream's index. `ENOSPC` if every stream is
-/// taken. Any context.
+/// Binds QP `local_qpn` of user context `owner` (`None`: a kernel QP), talking to the peer's QP
+/// `remote_qpn`, with its stats page if it has one, to a free stream of `peer`; returns the
+/// stream's index. `ENOSPC` if every stream is taken. Any context.
 pub(crate) fn bind(
     peer: &Peer,
     local_qpn: u32,
+    owner: Option<UcontextId>,
     remote_qpn: u32,
     page: Option<Arc<SharedBuf>>,
 ) -> Result<usize> {
@@ -406,6 +308,7 @@ pub(crate) fn bind(
         return Err(EINVAL);
     }
     inner.streams[idx] = local_qpn;
+    inner.owners[idx] = owner;
     _old = core::mem::replace(&mut inner.pages[idx], page);
     // The new page gets the figures at the next chance.
     inner.published_ns = 0;
@@ -425,6 +328,7 @@ pub(crate) fn unbind(peer: &Peer, idx: usize, qpn: u32) {
         }
         inner.conn.close_stream(idx);
         inner.streams[idx] = 0;
+        inner.owners[idx] = None;
         inner.pages[idx].take()
     };
     // Outside the lock: the last reference frees the page (vfree).
@@ -513,6 +417,7 @@ fn reap(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) 
 fn close(inner: &mut PeerInner, idx: usize) {
     if let Some(q) = inner.streams.get_mut(idx) {
         *q = 0;
+        inner.owners[idx] = None;
         inner.conn.close_stream(idx);
     }
 }
@@ -796,7 +701,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
     let now = dev.now_ns();
     // Receive state exists only towards devices our QPs talk to. A DATA packet makes its
     // sender active in the fair share that every ACK carries (spec 6.4).
-    let Some((slot, peer)) = dev.peers.lock().find_slot(&dst, &src) else {
+    let Some(peer) = dev.peers.lock().find(&dst, &src) else {
         dev.count(Counter::RcvdNoQp, 1);
         return;
     };
@@ -811,7 +716,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         }
     }
     let hint = match pkt {
-        MrcPacket::Data(..) => dev.peers.lock().hint(slot, now),
+        MrcPacket::Data(..) => dev.peers.lock().hint(&peer, now),
         MrcPacket::Ack(_) | MrcPacket::Probe(_) => 0,
     };
     dev.count(Counter::RcvdPkts, 1);
@@ -913,39 +818,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         // No QP is bound to the connection any more (a ping-pong client exits after its last
         // receive), yet it owes the ACK: the peer retransmits when that message's ACK was lost
         // or came after an RTO, and without an answer fails its own QP after `max_retx`.
-        dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
+        table::mark_orphan(dev, &peer);
         xmit::schedule(&q);
     }
-}
-
-/// Pulls up to `out.len()` packets from the connections no QP is bound to (the device's
-/// `orphans`, marked by [`receive`]): the ACKs they owe. Returns the number of packets. Called
-/// by whichever QP transmits; a connection that may have more stays marked. Any context.
-pub(crate) fn pull_orphans(
-    dev: &Device<MetaRoceDriver>,
-    headroom: usize,
-    out: &mut [Option<OutPacket>],
-) -> usize {
-    if dev.orphans.load(Ordering::Acquire) == 0 {
-        return 0;
-    }
-    let mut bits = dev.orphans.swap(0, Ordering::AcqRel);
-    let mut got = 0;
-    while bits != 0 {
-        let slot = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        if got == out.len() {
-            dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
-            continue;
-        }
-        let Some(peer) = dev.peers.lock().peers.get(slot).cloned() else {
-            continue;
-        };
-        // No QP is bound to an orphan: its deadlines wait for one (its ACKs need none).
-        got += pull_tx(dev, &peer, None, headroom, &mut out[got..], Pull::All);
-        if got == out.len() {
-            dev.orphans.fetch_or(1 << slot, Ordering::AcqRel);
-        }
-    }
-    got
 }

@@ -77,6 +77,7 @@ impl WorkItem for Timers {
     fn run(this: Arc<Timers>) {
         // Only the QPs listed now: those armed again below wait for the next tick.
         let n = this.listed.lock().len();
+        let mut reaped = false;
         for _ in 0..n {
             let Some(qp) = this.listed.lock().pop() else {
                 break;
@@ -84,6 +85,11 @@ impl WorkItem for Timers {
             // Cleared first, so a deadline armed meanwhile lists the QP again.
             qp.timer_listed.store(false, Ordering::Release);
             let dev = qp.device();
+            // Idle native connections go once in a while (`native::reap_now_and_then`).
+            if !reaped && dev.native {
+                crate::native::reap_now_and_then(dev);
+                reaped = true;
+            }
             // A destroyed QP (no longer published) is let go.
             let live = dev
                 .lookup_qp(qp.qp_num())

@@ -89,7 +89,7 @@ pub(crate) enum Counter {
     /// RC/UC packets whose source or destination address is not the QP's peer and its own
     /// (its address vector): dropped (also counted in `rcvd_dropped`).
     RcvdBadAddr,
-    /// Native connections dropped from a full table for a new one (unbound and quiet).
+    /// Native connections reaped (no QP bound, nothing in flight, no DATA from the peer for 2 s).
     NativePeersReaped,
     /// Native DATA packets with a new connection id from a quiet peer's address, dropped until
     /// proven (restart proof, transport.rst section 7.1).

@@ -4,7 +4,7 @@
 //! they add to, the RTT gauges, the debugfs `connections` view and the stats pages processes
 //! map (`struct metaroce_conn_stats`).
 
-use super::{Peer, PeerInner, Peers, MAX_PEERS, PATHS, STREAMS};
+use super::{Peer, PeerInner, Peers, PATHS, STREAMS};
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::conn::ConnStats;
 use crate::proto::path::{PathState, PathStats};
@@ -280,7 +280,7 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
 pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
     let (mut min, mut sum, mut n) = (u64::MAX, 0u64, 0u64);
     let t = peers.lock();
-    for p in t.peers.iter() {
+    for p in t.iter() {
         let g = p.inner.lock();
         for i in 0..PATHS {
             if let Some((_, _, pmin, pavg)) = g.conn.path_rtt(i).filter(|r| r.2 != 0) {
@@ -341,14 +341,17 @@ impl core::fmt::Display for Gid<'_> {
 
 impl core::fmt::Debug for ConnView {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut peers: [Option<Arc<Peer>>; MAX_PEERS] = [const { None }; MAX_PEERS];
-        {
-            let t = self.0.lock();
-            for (slot, p) in peers.iter_mut().zip(t.peers.iter()) {
-                *slot = Some(p.clone());
+        // The connections as they are now (those created after the count was taken wait for
+        // the next read); each is printed from a copy taken under its own lock.
+        let n = self.0.lock().len();
+        let mut peers: KVec<Arc<Peer>> =
+            KVec::with_capacity(n, GFP_KERNEL).map_err(|_| core::fmt::Error)?;
+        for p in self.0.lock().iter() {
+            if peers.push_within_capacity(p.clone()).is_err() {
+                break;
             }
         }
-        for p in peers.iter().flatten() {
+        for p in peers.iter() {
             let s = {
                 let g = p.inner.lock();
                 let c = &g.conn;

@@ -87,7 +87,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
             }
             let peer = native::peer(qp.device(), &av, mtu, qp.paths)?;
             let page = qp.stats.as_ref().map(|s| s.buf.clone());
-            let idx = native::bind(&peer, qp.qpn, dest, page)?;
+            let idx = native::bind(&peer, qp.qpn, qp.ucontext_id(), dest, page)?;
             Some((peer, idx))
         } else {
             None

@@ -201,6 +201,25 @@ impl<const N: usize> RateAlloc<N> {
         }
     }
 
+    /// A slot for a sender that has none (a device with more senders than
+    /// `N` maps them onto the slots as they send): the first slot never
+    /// noted or forgotten, else the one whose sender was seen longest ago.
+    /// Taking a slot whose sender is still active undercounts the active
+    /// senders by one (with more than `N` of them at once, the share is
+    /// that of `N`); its next packet claims a slot again.
+    pub fn claim(&self) -> usize {
+        let mut best = 0;
+        let mut oldest = u64::MAX;
+        for (i, s) in self.last_seen.iter().enumerate() {
+            match *s {
+                None => return i,
+                Some(t) if t < oldest => (best, oldest) = (i, t),
+                Some(_) => {}
+            }
+        }
+        best
+    }
+
     /// The senders ever noted and not forgotten: when each last sent.
     fn seen(&self) -> impl Iterator<Item = u64> + '_ {
         self.last_seen
@@ -294,6 +313,23 @@ mod tests {
             a.on_ack(u32::MAX);
         }
         assert_eq!(a.cwnd(), 256_000);
+    }
+
+    #[test]
+    fn claim_takes_free_then_stalest_slot() {
+        let mut r = RateAlloc::<3>::new(3000, 100, 1000);
+        assert_eq!(r.claim(), 0);
+        r.note(0, 10);
+        assert_eq!(r.claim(), 1);
+        r.note(1, 5);
+        r.note(2, 20);
+        // Full: the sender seen longest ago gives its slot.
+        assert_eq!(r.claim(), 1);
+        r.forget(2);
+        assert_eq!(r.claim(), 2);
+        r.note(2, 30);
+        r.note(1, 40);
+        assert_eq!(r.claim(), 0);
     }
 
     #[test]
