@@ -74,6 +74,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hostile_user as h  # noqa: E402  (ring and verbs helpers, the case runner)
+from checklib import Files  # noqa: E402
 import pyverbs.enums as e  # noqa: E402
 from pyverbs.addr import AHAttr, GlobalRoute  # noqa: E402
 from pyverbs.cq import CQ  # noqa: E402
@@ -415,21 +416,14 @@ def uc_write_victim(dev, gidx, peer, d):
 
 def rc_pair(role, dev, gidx, peer, d):
     """See the module's docstring."""
-    def path(n):
-        return os.path.join(d, n)
-
-    def put(n, v):
-        with open(path(n) + ".tmp", "w") as f:
-            f.write(f"{v}\n")
-        os.rename(path(n) + ".tmp", path(n))
+    files = Files(d)
+    put = files.put
 
     def wait(n, seconds=120):
-        end = time.monotonic() + seconds
-        while not os.path.exists(path(n)):
-            if time.monotonic() > end:
-                sys.exit(f"rc-pair {role}: no {n} after {seconds} s")
-            time.sleep(0.05)
-        return open(path(n)).read().strip()
+        v = files.wait(n, seconds)
+        if v is None:
+            sys.exit(f"rc-pair {role}: no {n} after {seconds} s")
+        return v
 
     qp, cq, mr = victim_qp(dev, e.IBV_QPT_RC, 8 if role == "a" else 0)
     put(f"qpn-{role}", qp.qp_num)

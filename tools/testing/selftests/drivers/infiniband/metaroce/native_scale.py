@@ -24,14 +24,16 @@ import os
 import sys
 import time
 
-import pyverbs.enums as e
-from pyverbs.addr import GID, AHAttr, GlobalRoute
-from pyverbs.cq import CQ
-from pyverbs.device import Context
-from pyverbs.mr import MR
-from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-from pyverbs.wr import SGE, RecvWR, SendWR
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checklib import Files  # noqa: E402
+import pyverbs.enums as e  # noqa: E402
+from pyverbs.addr import GID, AHAttr, GlobalRoute  # noqa: E402
+from pyverbs.cq import CQ  # noqa: E402
+from pyverbs.device import Context  # noqa: E402
+from pyverbs.mr import MR  # noqa: E402
+from pyverbs.pd import PD  # noqa: E402
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr  # noqa: E402
+from pyverbs.wr import SGE, RecvWR, SendWR  # noqa: E402
 
 PORT = 1
 
@@ -88,23 +90,15 @@ def pattern(i, size):
 
 
 def main(role, dev, d, na, nb, size):
-    def path(name):
-        return os.path.join(d, name)
-
-    def put(name, text):
-        with open(path(name) + ".tmp", "w") as f:
-            f.write(f"{text}\n")
-        os.rename(path(name) + ".tmp", path(name))
+    files = Files(d)
+    put = files.put
 
     def wait(name, seconds=600):
-        end = time.monotonic() + seconds
-        while not os.path.exists(path(name)):
-            if time.monotonic() > end:
-                put(f"result-{role}", f"FAIL no {name} after {seconds} s")
-                sys.exit(1)
-            time.sleep(0.1)
-        with open(path(name)) as f:
-            return f.read().strip()
+        v = files.wait(name, seconds, 0.1)
+        if v is None:
+            put(f"result-{role}", f"FAIL no {name} after {seconds} s")
+            sys.exit(1)
+        return v
 
     gids = gid_indices(dev)
     side_a = [full6(f"2001:db8::1:{i + 1:x}") for i in range(na)]
