@@ -250,11 +250,13 @@ impl Transport {
         }
     }
 
-    /// Drops the transport; returns the native stream the QP held, to give back to its
-    /// connection once the QP lock is released.
-    fn take_stream(&mut self) -> Option<(Arc<Peer>, usize)> {
+    /// Drops the transport; returns a native QP's connection and the stream it still held (to
+    /// give back once the QP lock is released). The caller drops the connection's reference
+    /// with the lock released too: it may be the last one (the table reaped the connection),
+    /// and freeing the connection may sleep.
+    fn take_stream(&mut self) -> Option<(Arc<Peer>, Option<usize>)> {
         match core::mem::replace(self, Transport::None) {
-            Transport::Native(s) => s.stream.map(|idx| (s.peer, idx)),
+            Transport::Native(s) => Some((s.peer, s.stream)),
             _ => None,
         }
     }
@@ -306,13 +308,14 @@ pub(crate) struct Notify {
     /// The QP's SRQ reached its limit.
     srq_limit: bool,
     /// A native QP's stream to close (taken from the QP under its lock; closed once the lock
-    /// is released, as the connection's lock comes first).
-    unbind: Option<(Arc<Peer>, usize)>,
+    /// is released, as the connection's lock comes first), or only the QP's reference to its
+    /// connection, dropped then.
+    unbind: Option<(Arc<Peer>, Option<usize>)>,
 }
 
 impl Notify {
     pub(crate) fn deliver(self, qp: &Qp<MetaRoceDriver>) {
-        if let Some((peer, idx)) = &self.unbind {
+        if let Some((peer, Some(idx))) = &self.unbind {
             native::unbind(peer, *idx, qp.qpn);
         }
         if self.send {

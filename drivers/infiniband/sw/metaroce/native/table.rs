@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A device's native connections (`transport.rst`, section 7.3): one [`Peer`] per (our GID,
+//! A device's native connections (`transport.rst`, section 7): one [`Peer`] per (our GID,
 //! remote GID), found by the two GIDs in a red-black tree, created when a QP binds towards a
 //! remote device the table does not hold yet and reaped once no QP is bound to it and it has
 //! been quiet for [`REAP_IDLE_NS`]. The table has no fixed size: `native_max_peers` bounds it

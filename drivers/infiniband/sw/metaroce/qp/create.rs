@@ -199,8 +199,8 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
         let mut g = qp.inner.lock();
         g.transport.take_stream()
     };
-    if let Some((peer, idx)) = bound {
-        native::unbind(&peer, idx, qp.qpn);
+    if let Some((peer, Some(idx))) = &bound {
+        native::unbind(peer, *idx, qp.qpn);
     }
     // No new packet or transmit run can find the QP after this; the abstraction then waits
     // for the ones in progress.

@@ -166,7 +166,7 @@ pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut
     }
     s.posted = s.head;
     if let Some(idx) = s.stream.take() {
-        n.unbind = Some((s.peer.clone(), idx));
+        n.unbind = Some((s.peer.clone(), Some(idx)));
     }
 }
 
@@ -403,11 +403,21 @@ pub(crate) fn native_place(
             } else {
                 scatter(&mem, inner.sq.bufs(slot), 0, &p.va.to_ne_bytes())
             };
-            // Its local buffers went away: the request fails with a local protection error
-            // (the QP breaks below, flushing the others).
+            // Its local buffers went away: the request fails with a local protection error,
+            // reported in posting order as for a request whose data could not be read
+            // ([`native_local_error`]): the QP breaks (below) once every request before it
+            // has completed. Responses to several READs may arrive interleaved (per-packet
+            // placement over several paths), so an earlier READ may still be incomplete; its
+            // own responses complete it, or fail it the same way.
             if placed.is_err() {
                 if let Some(ns) = inner.sq.native.get_mut(slot) {
                     ns.done.get_or_insert(WcStatus::LocProtErr);
+                }
+                if let Some(s) = inner.transport.native_mut() {
+                    s.local_error = true;
+                }
+                if !native_retire(qp, inner, n) {
+                    return Ok(());
                 }
             }
             return placed;
