@@ -2,13 +2,16 @@
 
 //! A device's native connections (`transport.rst`, section 7): one [`Peer`] per (our GID,
 //! remote GID), found by the two GIDs in a red-black tree, created when a QP binds towards a
-//! remote device the table does not hold yet and reaped once no QP is bound to it and it has
-//! been quiet for [`REAP_IDLE_NS`]. The table has no fixed size: `native_max_peers` bounds it
-//! (memory), `native_ctx_peers` bounds what the QPs of one user context may hold.
+//! remote device the table does not hold yet and reaped once no QP is bound to it and it
+//! failed or has been quiet for [`REAP_IDLE_NS`]. The table has no fixed size:
+//! `native_max_peers` bounds it (memory), `native_ctx_peers` bounds what the QPs of one user
+//! context may hold.
 //!
 //! Reaping runs when a connection is created and from the device's timer tick, at most once
 //! per [`REAP_SCAN_NS`]. Connections are dropped with the table's lock released: the last
-//! reference frees the connection's vmalloc'd state, which may sleep.
+//! reference frees the connection's vmalloc'd state, which may sleep. A QP whose stream closed
+//! (its connection failed) may hold the last reference after the table let go; it drops it
+//! with its own lock released too (`qp.rs`, `Transport::take_stream`).
 //!
 //! Locking: the table's lock is taken before a peer's, never after.
 
