@@ -20,7 +20,7 @@ use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::cc::{RateAlloc, ACTIVE_NS};
 use crate::verbs::RoceAv;
 use crate::xmit::OutPacket;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNode};
 use kernel::rdma::device::Device;
@@ -38,6 +38,9 @@ const BATCH: usize = 16;
 /// senders maps them onto these slots as they send ([`RateAlloc::claim`]).
 const RATE_SLOTS: usize = 64;
 
+/// The identity the next connection gets (never 0: 0 marks a free rate slot).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 /// The tree's key: our GID, then the remote GID.
 type PeerKey = [u8; 32];
 
@@ -52,8 +55,6 @@ fn key(sgid: &[u8; 16], dgid: &[u8; 16]) -> PeerKey {
 pub(crate) struct PeerTable {
     by_gids: RBTree<PeerKey, Arc<Peer>>,
     len: usize,
-    /// The identity the next connection gets (never 0: 0 marks a free rate slot).
-    next_id: u64,
     /// The receive side's fair-share allocator over the peers that send to us (spec 6.4), and
     /// the connection (its id) that holds each of its slots.
     alloc: RateAlloc<RATE_SLOTS>,
@@ -71,7 +72,6 @@ impl PeerTable {
         Self {
             by_gids: RBTree::new(),
             len: 0,
-            next_id: 1,
             alloc: RateAlloc::new(link_kbps, ACTIVE_NS, u32::from(super::mss(eth_mtu))),
             rate_owner: [0; RATE_SLOTS],
             scanned_ns: 0,
@@ -193,12 +193,7 @@ pub(crate) fn peer(
         }
     }
     reap_now_and_then(dev);
-    let id = {
-        let mut t = dev.peers.lock();
-        let id = t.next_id;
-        t.next_id += 1;
-        id
-    };
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let p = new_peer(dev, av, eth_mtu, paths.clamp(1, PATHS as u8), id)?;
     let node = RBTreeNode::new(key(&av.sgid, &av.dgid), p.clone(), GFP_KERNEL)?;
     let max = crate::module_parameters::native_max_peers
@@ -221,27 +216,27 @@ pub(crate) fn peer(
         drop((replaced, old));
         return Ok(p);
     }
+    // Full: unbound, quiet connections give their places (a process that made connections
+    // towards made-up destinations and let their QPs go does not keep the table full), else
+    // the bind fails. The reaped ones are dropped with the lock released.
+    let mut reaped: [Option<Arc<Peer>>; BATCH] = [const { None }; BATCH];
+    let n = if t.len >= max {
+        t.take_reapable(dev.now_ns(), &mut reaped)
+    } else {
+        0
+    };
     if t.len >= max {
-        // Full: an unbound, quiet connection gives its place (a process that made
-        // connections towards made-up destinations and let their QPs go does not keep the
-        // table full), else the bind fails.
-        let mut out: [Option<Arc<Peer>>; BATCH] = [const { None }; BATCH];
-        let now = dev.now_ns();
-        let n = t.take_reapable(now, &mut out);
-        if n == 0 {
-            drop(t);
-            drop(node);
-            return Err(ENOSPC);
-        }
-        t.by_gids.insert(node);
-        t.len += 1;
         drop(t);
-        dev.count(Counter::NativePeersReaped, n as u64);
-        drop(out);
-        return Ok(p);
+        drop(node);
+        return Err(ENOSPC);
     }
     t.by_gids.insert(node);
     t.len += 1;
+    drop(t);
+    if n > 0 {
+        dev.count(Counter::NativePeersReaped, n as u64);
+    }
+    drop(reaped);
     Ok(p)
 }
 

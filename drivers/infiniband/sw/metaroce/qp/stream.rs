@@ -146,7 +146,8 @@ pub(super) fn report_native_send(
 }
 
 /// The error state of a native QP: completions already known are reported, every other
-/// request is flushed, in posting order; the stream is given back (by `n`).
+/// request is flushed, in posting order, a later one that failed meanwhile too (IBA: after an
+/// error completion every later request completes flushed); the stream is given back (by `n`).
 pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut Notify) {
     native_retire(qp, inner, n);
     let QpInner { transport, sq, .. } = inner;
@@ -155,13 +156,7 @@ pub(super) fn native_flush(qp: &Qp<MetaRoceDriver>, inner: &mut QpInner, n: &mut
     };
     while s.head != sq.tail {
         let slot = sq.slot(s.head);
-        report_native_send(
-            qp,
-            sq,
-            slot,
-            sq.nslot(slot).done.unwrap_or(WcStatus::WrFlushErr),
-            n,
-        );
+        report_native_send(qp, sq, slot, WcStatus::WrFlushErr, n);
         s.head = s.head.wrapping_add(1);
     }
     s.posted = s.head;
@@ -283,25 +278,39 @@ pub(crate) fn native_local_error(
     if s.local_error {
         return true;
     }
-    let slot = native_msg_slot(s, &inner.sq, msn, |_| true);
-    let marked = slot
-        .and_then(|slot| inner.sq.native.get_mut(slot))
-        .is_some_and(|ns| {
-            if ns.done.is_some() {
-                return false;
-            }
-            ns.done = Some(WcStatus::LocProtErr);
-            true
-        });
-    if let (true, Some(s)) = (marked, inner.transport.native_mut()) {
-        s.local_error = true;
-    }
+    let waiting = native_msg_slot(s, &inner.sq, msn, |_| true).filter(|&slot| {
+        inner
+            .sq
+            .native
+            .get(slot)
+            .is_some_and(|ns| ns.done.is_none())
+    });
     // Not among the requests waiting (or done already): the QP breaks now, as before.
-    if !marked || native_retire(qp, inner, n) {
+    let now = waiting.is_none_or(|slot| fail_in_order(qp, inner, slot, n));
+    if now {
         enter_error(qp, inner, n);
         return false;
     }
     true
+}
+
+/// Marks the request in `slot` failed with a local protection error (kept if it failed
+/// already) and reports what is done in posting order: the QP is to break once every request
+/// before it has completed ([`NativeState::local_error`]). Returns whether that is now, after
+/// which the caller moves the QP to the error state.
+fn fail_in_order(
+    qp: &Qp<MetaRoceDriver>,
+    inner: &mut QpInner,
+    slot: usize,
+    n: &mut Notify,
+) -> bool {
+    if let Some(ns) = inner.sq.native.get_mut(slot) {
+        ns.done.get_or_insert(WcStatus::LocProtErr);
+    }
+    if let Some(s) = inner.transport.native_mut() {
+        s.local_error = true;
+    }
+    native_retire(qp, inner, n)
 }
 
 /// The send queue slot of message `msn` among the requests handed to the connection and not
@@ -409,16 +418,8 @@ pub(crate) fn native_place(
             // has completed. Responses to several READs may arrive interleaved (per-packet
             // placement over several paths), so an earlier READ may still be incomplete; its
             // own responses complete it, or fail it the same way.
-            if placed.is_err() {
-                if let Some(ns) = inner.sq.native.get_mut(slot) {
-                    ns.done.get_or_insert(WcStatus::LocProtErr);
-                }
-                if let Some(s) = inner.transport.native_mut() {
-                    s.local_error = true;
-                }
-                if !native_retire(qp, inner, n) {
-                    return Ok(());
-                }
+            if placed.is_err() && !fail_in_order(qp, inner, slot, n) {
+                return Ok(());
             }
             return placed;
         }
