@@ -49,6 +49,13 @@ while read -r name st; do
 done < <(sed -nE 's/^test (.*) \.\.\. (ok|FAILED|ignored.*)$/\1 \2/p' "$OUT/cargo-test.log")
 if [ "$crc" != 0 ] && [ "$cp_fail" = 0 ]; then tail -30 "$OUT/cargo-test.log" | sed 's/^/# /'; result not-ok "cargo test" "exit $crc"; fi
 
+step "host: fuzz harness (stable build, seeds and regressions replayed)"
+# The libFuzzer targets need nightly (make fuzz); their harness crate builds on stable, and a
+# change of the core's types must not leave it broken until the next fuzz run.
+if (cd "$repo/fuzz" && cargo test --locked --manifest-path harness/Cargo.toml) >"$OUT/fuzz-harness.log" 2>&1; then
+  result ok "fuzz harness: builds, replays"
+else tail -20 "$OUT/fuzz-harness.log" | sed 's/^/# /'; result not-ok "fuzz harness" "see $OUT/fuzz-harness.log"; fi
+
 if [ -n "${METAROCE_FULL:-}" ]; then
   step "full: simulator sweep, 500 seeds at each impairment level"
   # The sweep runs only the binary this build made: a failed build is a failure, never a run of

@@ -182,7 +182,7 @@ pub enum Step {
         cum: u32,
         /// AckSeq likewise.
         ack_seq: u32,
-        /// Bit 0: cum raw; bit 1: ack_seq raw.
+        /// Bit 0: cum raw; bit 1: ack_seq raw; bit 2: the RNR flag.
         mode: u8,
         /// Bitmap.
         sack: [u64; 4],
@@ -605,6 +605,7 @@ pub fn run_input(input: &Input) {
                     rate_hint_kbps: hint,
                     ce_count: ce,
                     sack,
+                    rnr: mode & 4 != 0,
                 };
                 let mut b = vec![0u8; 56];
                 a.write(&mut b).unwrap();

@@ -80,8 +80,8 @@ fn reference(d: &[u8]) -> Result<MrcPacket<'_>, Vec<MrcError>> {
         1 => {}
         2 => {
             let mut errs = Vec::new();
-            // ACK byte 1 flags and byte 3 are reserved.
-            if flags != 0 || opb != 0 {
+            // ACK byte 1: the RNR flag (0x40, section 5.6), the rest and byte 3 reserved.
+            if flags & !0x40 != 0 || opb != 0 {
                 errs.push(MrcError::Reserved);
             }
             if d.len() < ACK_LEN {
@@ -99,6 +99,7 @@ fn reference(d: &[u8]) -> Result<MrcPacket<'_>, Vec<MrcError>> {
                 rate_hint_kbps: be32(d, 16),
                 ce_count: be32(d, 20),
                 sack,
+                rnr: flags & 0x40 != 0,
             }));
         }
         t @ (3 | 4) => {

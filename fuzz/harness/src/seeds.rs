@@ -1149,6 +1149,7 @@ pub fn mrc_packet() -> Seeds {
         rate_hint_kbps: 1_000_000,
         ce_count: 3,
         sack: [1, 0, 1 << 63, 0x55],
+        rnr: false,
     };
     let mut a = vec![0u8; 56];
     ack.write(&mut a).unwrap();
