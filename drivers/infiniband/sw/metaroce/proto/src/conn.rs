@@ -109,7 +109,9 @@ use super::path::{
 use super::restart::{Proven, RestartGuard, RestartStats};
 use super::sack::{seq_diff, Mark, SeqWindow};
 pub use super::stream::{MsgDesc, PostError, Request, Response};
-use super::stream::{RecvDone, RespRing, RespSegment, RxStream, Segment, StreamDrop, TxStream};
+use super::stream::{
+    RecvDone, RespRing, RespSegment, RxStream, Segment, Stream, StreamDrop, StreamStore, TxStream,
+};
 
 /// Connection parameters (`transport.rst`, section 10).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -523,6 +525,7 @@ pub struct Conn<
     const S: usize,
     const K: usize,
     C = Aimd,
+    St = [Stream<K>; S],
 > {
     cfg: ConnConfig,
     state: ConnState,
@@ -553,10 +556,14 @@ pub struct Conn<
     rr_ack: usize,
     rr_done: usize,
     port_rng: u32,
-    tx_streams: [TxStream<K>; S],
-    rx_streams: [RxStream<K>; S],
-    /// Requests of the peer we answer, per stream.
-    resps: [RespRing<K>; S],
+    /// Each stream's state ([`StreamStore`]).
+    streams: St,
+    /// Our QP number of each open stream (the StreamId we accept), to find a packet's stream
+    /// without visiting every stream's state.
+    qpns: [u32; S],
+    /// One past the highest open stream: scans of the streams stop there (slots are taken
+    /// lowest first, so a connection with few QPs scans few).
+    hi: usize,
     rx_paths: [RxPath; P],
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
@@ -579,6 +586,30 @@ pub struct Conn<
     ack_window: ReplayWindow,
     /// Counters.
     pub stats: ConnStats,
+}
+
+/// A connection whose streams are inline (every slot holds storage: the host's tests and
+/// simulators).
+impl<
+        const P: usize,
+        const D: usize,
+        const DW: usize,
+        const S: usize,
+        const K: usize,
+        C: CongestionEngine,
+        St: StreamStore<K, Slot = ()>,
+    > Conn<P, D, DW, S, K, C, St>
+{
+    /// Opens stream `idx` between our QP `local_qpn` and the peer's QP `remote_qpn`
+    /// ([`Self::open_stream_in`]); `false` if there is no stream `idx` or it is open.
+    pub fn open_stream(&mut self, idx: usize, local_qpn: u32, remote_qpn: u32) -> bool {
+        self.open_stream_in(idx, local_qpn, remote_qpn, ()).is_ok()
+    }
+
+    /// Closes stream `idx` ([`Self::close_stream_out`]); `false` if there is no stream `idx`.
+    pub fn close_stream(&mut self, idx: usize) -> bool {
+        self.close_stream_out(idx).is_some()
+    }
 }
 
 /// What [`Conn::vet`] found out about a DATA packet.
@@ -608,8 +639,14 @@ const PORT_BASE: u16 = 49152;
 /// Ports in the range.
 const PORT_SPAN: u32 = 16384;
 
-impl<const P: usize, const D: usize, const DW: usize, const S: usize, const K: usize>
-    Conn<P, D, DW, S, K>
+impl<
+        const P: usize,
+        const D: usize,
+        const DW: usize,
+        const S: usize,
+        const K: usize,
+        St: StreamStore<K>,
+    > Conn<P, D, DW, S, K, Aimd, St>
 {
     /// A connection with `cfg` and the software AIMD.
     ///
@@ -638,7 +675,8 @@ impl<
         const S: usize,
         const K: usize,
         C: CongestionEngine,
-    > Conn<P, D, DW, S, K, C>
+        St: StreamStore<K>,
+    > Conn<P, D, DW, S, K, C, St>
 {
     /// A connection with `cfg` whose windows engine `C` keeps: equal to
     /// [`Self::new`] for the default engine, but not a `const fn` (trait
@@ -689,9 +727,9 @@ impl<
             rr_ack: 0,
             rr_done: 0,
             port_rng: cfg.port_seed | 1,
-            tx_streams: [TxStream::EMPTY; S],
-            rx_streams: [RxStream::EMPTY; S],
-            resps: [RespRing::EMPTY; S],
+            streams: St::EMPTY,
+            qpns: [0; S],
+            hi: 0,
             rx_paths: [RxPath::EMPTY; P],
             rx_dsn: SeqWindow::new(0),
             peer: None,
@@ -713,8 +751,7 @@ impl<
         let fresh = self.state == ConnState::Idle
             && self.dsn_next == 0
             && self.peer.is_none()
-            && self.tx_streams.iter().all(|t| !t.open)
-            && self.rx_streams.iter().all(|r| !r.open);
+            && self.hi == 0;
         if !fresh {
             return false;
         }
@@ -762,17 +799,17 @@ impl<
         self.rx_hint = 0;
         self.last_data = None;
         self.rx_dsn = SeqWindow::new(0);
-        for q in self.resps.iter_mut() {
-            q.forget_refusals();
-        }
         for p in self.rx_paths.iter_mut() {
             *p = RxPath::EMPTY;
         }
-        for r in self.rx_streams.iter_mut() {
-            let (open, qpn) = (r.open, r.local_qpn);
-            *r = RxStream::EMPTY;
-            r.open = open;
-            r.local_qpn = qpn;
+        for i in 0..self.hi {
+            if let Some(s) = self.streams.slot_mut(i) {
+                s.resp.forget_refusals();
+                let (open, qpn) = (s.rx.open, s.rx.local_qpn);
+                s.rx = RxStream::EMPTY;
+                s.rx.open = open;
+                s.rx.local_qpn = qpn;
+            }
         }
     }
 
@@ -812,43 +849,99 @@ impl<
         }
     }
 
-    /// Opens stream `idx` between our QP `local_qpn` and the peer's QP
-    /// `remote_qpn`.
-    pub fn open_stream(&mut self, idx: usize, local_qpn: u32, remote_qpn: u32) -> bool {
-        let (Some(t), Some(r)) = (self.tx_streams.get_mut(idx), self.rx_streams.get_mut(idx))
-        else {
-            return false;
-        };
-        *t = TxStream::default();
-        t.open = true;
-        t.remote_qpn = remote_qpn & 0x00FF_FFFF;
-        *r = RxStream::default();
-        r.open = true;
-        r.local_qpn = local_qpn & 0x00FF_FFFF;
-        if let Some(q) = self.resps.get_mut(idx) {
-            *q = RespRing::EMPTY;
+    /// Opens stream `idx`, in storage `slot`, between our QP `local_qpn` and the peer's QP
+    /// `remote_qpn`. Gives `slot` back (and changes nothing) if there is no stream `idx` or it
+    /// is open.
+    pub fn open_stream_in(
+        &mut self,
+        idx: usize,
+        local_qpn: u32,
+        remote_qpn: u32,
+        slot: St::Slot,
+    ) -> Result<(), St::Slot> {
+        if idx >= S || self.rx(idx).is_some_and(|r| r.open) {
+            return Err(slot);
         }
+        self.streams.put(idx, slot)?;
+        let (Some(s), Some(q)) = (self.streams.slot_mut(idx), self.qpns.get_mut(idx)) else {
+            // A store that took the slot but shows no storage for it (none of ours).
+            return Ok(());
+        };
+        *s = Stream::EMPTY;
+        s.tx.open = true;
+        s.tx.remote_qpn = remote_qpn & 0x00FF_FFFF;
+        s.rx.open = true;
+        s.rx.local_qpn = local_qpn & 0x00FF_FFFF;
+        *q = s.rx.local_qpn;
+        self.hi = self.hi.max(idx + 1);
         if self.state == ConnState::Idle {
             self.state = ConnState::Active;
         }
-        true
+        Ok(())
     }
 
     /// Closes stream `idx` (its QP left RTS/RTR or was destroyed): its messages not yet
     /// acknowledged are abandoned (never sent or resent again, no completion), the
-    /// receiving half stops accepting data for it. The slot may be opened again.
-    pub fn close_stream(&mut self, idx: usize) -> bool {
-        let (Some(t), Some(r)) = (self.tx_streams.get_mut(idx), self.rx_streams.get_mut(idx))
-        else {
-            return false;
-        };
-        *t = TxStream::EMPTY;
-        *r = RxStream::EMPTY;
-        if let Some(q) = self.resps.get_mut(idx) {
-            *q = RespRing::EMPTY;
+    /// receiving half stops accepting data for it. The slot may be opened again. Returns its
+    /// storage (`None`: there is no stream `idx`, or its slot held none).
+    pub fn close_stream_out(&mut self, idx: usize) -> Option<St::Slot> {
+        let slot = self.streams.take(idx)?;
+        if let Some(q) = self.qpns.get_mut(idx) {
+            *q = 0;
+        }
+        while self.hi > 0 && self.stream_qpn(self.hi - 1).is_none() {
+            self.hi -= 1;
         }
         self.abandon(idx, true);
-        true
+        Some(slot)
+    }
+
+    /// Whether stream `idx` is open, and our QP number on it.
+    pub fn stream_qpn(&self, idx: usize) -> Option<u32> {
+        self.rx(idx).filter(|r| r.open).map(|r| r.local_qpn)
+    }
+
+    /// One past the highest open stream (0: none is open).
+    pub const fn streams_hi(&self) -> usize {
+        self.hi
+    }
+
+    /// The streams' store (read only: its slots' state is the connection's).
+    pub const fn store(&self) -> &St {
+        &self.streams
+    }
+
+    /// The open stream whose QP is `local_qpn` (StreamId on the wire).
+    pub fn stream_of(&self, local_qpn: u32) -> Option<usize> {
+        self.qpns
+            .get(..self.hi)?
+            .iter()
+            .enumerate()
+            .position(|(i, &q)| q == local_qpn && self.rx(i).is_some_and(|r| r.open))
+    }
+
+    fn tx(&self, i: usize) -> Option<&TxStream<K>> {
+        self.streams.slot(i).map(|s| &s.tx)
+    }
+
+    fn tx_mut(&mut self, i: usize) -> Option<&mut TxStream<K>> {
+        self.streams.slot_mut(i).map(|s| &mut s.tx)
+    }
+
+    fn rx(&self, i: usize) -> Option<&RxStream<K>> {
+        self.streams.slot(i).map(|s| &s.rx)
+    }
+
+    fn rx_mut(&mut self, i: usize) -> Option<&mut RxStream<K>> {
+        self.streams.slot_mut(i).map(|s| &mut s.rx)
+    }
+
+    fn resp(&self, i: usize) -> Option<&RespRing<K>> {
+        self.streams.slot(i).map(|s| &s.resp)
+    }
+
+    fn resp_mut(&mut self, i: usize) -> Option<&mut RespRing<K>> {
+        self.streams.slot_mut(i).map(|s| &mut s.resp)
     }
 
     /// Abandons the unacknowledged packets of stream `idx`'s messages (and
@@ -871,13 +964,12 @@ impl<
     /// messages complete with retry exceeded, then flushed; it takes no
     /// more (the glue closes it at that completion).
     pub fn stream_failed(&self, idx: usize) -> bool {
-        self.tx_streams.get(idx).is_some_and(|t| t.open && t.failed)
+        self.tx(idx).is_some_and(|t| t.open && t.failed)
     }
 
     /// Messages posted on stream `idx` and not completed (0 for a closed stream).
     pub fn outstanding(&self, idx: usize) -> u32 {
-        self.tx_streams
-            .get(idx)
+        self.tx(idx)
             .filter(|t| t.open)
             .map_or(0, |t| t.outstanding())
     }
@@ -894,7 +986,7 @@ impl<
             return Err(PostError::ConnFailed);
         }
         let mss = self.cfg.mss;
-        let s = self.tx_streams.get_mut(idx).ok_or(PostError::NoStream)?;
+        let s = self.tx_mut(idx).ok_or(PostError::NoStream)?;
         Ok((s, mss))
     }
 
@@ -919,9 +1011,7 @@ impl<
     /// the answer does not fit it.
     pub fn respond(&mut self, idx: usize, msn: u32, r: Response) -> bool {
         let mss = self.cfg.mss;
-        self.resps
-            .get_mut(idx)
-            .is_some_and(|q| q.answer(msn, r, mss))
+        self.resp_mut(idx).is_some_and(|q| q.answer(msn, r, mss))
     }
 
     /// Refuses the peer's data message `msn` (SEND, SEND_IMM, SEND_INV,
@@ -938,9 +1028,10 @@ impl<
     /// message or it is already refused.
     pub fn refuse(&mut self, idx: usize, msn: u32, code: NakCode) -> bool {
         let last = self.last_data.filter(|&(s, m, ..)| s == idx && m == msn);
-        let Some(r) = self.rx_streams.get_mut(idx) else {
+        let Some(st) = self.streams.slot_mut(idx) else {
             return false;
         };
+        let r = &mut st.rx;
         // Complete here and not refused right on its last packet: its
         // acknowledgement may be gone, the requester may complete it.
         if !r.open || (r.all_placed(msn) && last.is_none()) || r.refused(msn).is_some() {
@@ -957,15 +1048,14 @@ impl<
             if !r.refuse(msn, code) {
                 return false;
             }
-            if let Some(t) = self.tx_streams.get_mut(own) {
+            if let Some(t) = self.tx_mut(own) {
                 t.nak(msn, code);
             }
             self.last_data = None;
             return true;
         }
-        let Some(q) = self.resps.get_mut(idx) else {
-            return false;
-        };
+        let q = &mut st.resp;
+        let r = &mut st.rx;
         if !r.refuse(msn, code) || !q.refuse_data(idx, msn, op, code) {
             return false;
         }
@@ -1021,9 +1111,9 @@ impl<
     }
 
     fn stream_has_unsent(&self, i: usize) -> bool {
-        self.tx_streams.get(i).is_some_and(|s| s.open)
-            && (self.resps.get(i).is_some_and(|q| q.has_unsent())
-                || self.tx_streams.get(i).is_some_and(|s| s.has_unsent()))
+        self.tx(i).is_some_and(|s| s.open)
+            && (self.resp(i).is_some_and(|q| q.has_unsent())
+                || self.tx(i).is_some_and(|s| s.has_unsent()))
     }
 
     fn desc_index(dsn: u32) -> usize {
@@ -1178,25 +1268,21 @@ impl<
         let stream = if dup {
             None
         } else {
-            match self
-                .rx_streams
-                .iter()
-                .position(|s| s.open && s.local_qpn == h.stream)
-            {
+            match self.stream_of(h.stream) {
                 Some(idx) => {
                     if h.op.is_response() {
                         // Answers one of our requests (section 11.2); one for a
                         // message flushed by a failure is acknowledged, not placed.
-                        let t = self.tx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                        let t = self.tx(idx).ok_or(RxDrop::NoStream)?;
                         stale = t.stale_response(h);
                         if !stale {
                             t.check_response(h).map_err(RxDrop::Stream)?;
                         }
                     } else {
-                        let s = self.rx_streams.get(idx).ok_or(RxDrop::NoStream)?;
+                        let s = self.rx(idx).ok_or(RxDrop::NoStream)?;
                         s.check(h).map_err(RxDrop::Stream)?;
                         if h.op.is_request() {
-                            let q = self.resps.get(idx).ok_or(RxDrop::NoStream)?;
+                            let q = self.resp(idx).ok_or(RxDrop::NoStream)?;
                             q.check(h).map_err(RxDrop::Stream)?;
                         }
                     }
@@ -1214,18 +1300,10 @@ impl<
         // requester cannot complete the message before the NAK arrived.
         let mut held = None;
         if !h.op.is_request() && !h.op.is_response() {
-            if let Some(i) = self
-                .rx_streams
-                .iter()
-                .position(|s| s.open && s.local_qpn == h.stream)
-            {
+            if let Some(i) = self.stream_of(h.stream) {
                 // (A duplicate: its message may be complete and gone.)
-                let pending = self.resps.get(i).is_some_and(|q| q.nak_pending(h.msn))
-                    && (dup
-                        || self
-                            .rx_streams
-                            .get(i)
-                            .is_some_and(|s| s.would_complete(h.msn, h.len)));
+                let pending = self.resp(i).is_some_and(|q| q.nak_pending(h.msn))
+                    && (dup || self.rx(i).is_some_and(|s| s.would_complete(h.msn, h.len)));
                 if pending {
                     held = Some(i);
                 }
@@ -1347,7 +1425,7 @@ impl<
         }
         let mut invalidate = None;
         if h.op.is_response() {
-            if let Some(t) = self.tx_streams.get_mut(idx) {
+            if let Some(t) = self.tx_mut(idx) {
                 t.response(h);
             }
             if h.op == MrcOp::Nak {
@@ -1358,7 +1436,7 @@ impl<
                     code,
                 });
             }
-        } else if let Some(s) = self.rx_streams.get_mut(idx) {
+        } else if let Some(s) = self.rx_mut(idx) {
             let was_complete = s.all_placed(h.msn);
             s.placed(h);
             if let Some(code) = s.refused(h.msn) {
@@ -1373,7 +1451,7 @@ impl<
         }
         if h.op.is_request() {
             let mss = self.cfg.mss;
-            let q = self.resps.get_mut(idx).ok_or(RxDrop::NoStream)?;
+            let q = self.resp_mut(idx).ok_or(RxDrop::NoStream)?;
             let req = q.insert(idx, h, payload).ok_or(RxDrop::NoStream)?;
             if req.op.is_atomic() && req.va % 8 != 0 {
                 let code = NakCode::InvalidRequest;
@@ -1413,7 +1491,7 @@ impl<
         }
         let d = self.descs.get(Self::desc_index(h.dsn))?;
         let si = usize::from(d.stream);
-        let t = self.tx_streams.get(si)?;
+        let t = self.tx(si)?;
         let same = !d.resp
             && d.state != DescState::Acked
             && (d.msn, d.offset, d.len) == (h.msn, h.offset, h.len);
@@ -1456,8 +1534,7 @@ impl<
             retx,
             retx_head,
             retx_len,
-            tx_streams,
-            resps,
+            streams,
             cc,
             newest_acked,
             ..
@@ -1488,11 +1565,12 @@ impl<
                     cc.on_ack(now, len);
                     acked_bytes = acked_bytes.saturating_add(len);
                     if d.resp {
-                        if let Some(q) = resps.get_mut(usize::from(d.stream)) {
+                        if let Some(s) = streams.slot_mut(usize::from(d.stream)) {
+                            let q = &mut s.resp;
                             q.packet_acked(d.msn);
                         }
-                    } else if let Some(s) = tx_streams.get_mut(usize::from(d.stream)) {
-                        s.packet_acked(d.msn);
+                    } else if let Some(s) = streams.slot_mut(usize::from(d.stream)) {
+                        s.tx.packet_acked(d.msn);
                     }
                 }
                 PathEvent::Lost { dsn, seq } => {
@@ -2021,8 +2099,7 @@ impl<
             // requester completed it (section 11.3), nothing to resend.
             let gone = d.resp
                 && self
-                    .resps
-                    .get(usize::from(d.stream))
+                    .resp(usize::from(d.stream))
                     .is_none_or(|q| q.get(d.msn).is_none());
             if gone {
                 if let Some(dm) = self.descs.get_mut(Self::desc_index(dsn)) {
@@ -2046,7 +2123,7 @@ impl<
                     d.tx_count >= 2 && self.newest_acked.is_some_and(|n| seq_diff(n, dsn) > 0);
                 if alive && !d.resp {
                     let si = usize::from(d.stream);
-                    if let Some(t) = self.tx_streams.get_mut(si) {
+                    if let Some(t) = self.tx_mut(si) {
                         t.failed = true;
                     }
                     self.abandon(si, false);
@@ -2098,8 +2175,9 @@ impl<
                 return None;
             }
         }
-        for k in 0..S {
-            let si = self.rr_stream.wrapping_add(k) % S.max(1);
+        let n = self.hi.min(S);
+        for k in 0..n {
+            let si = self.rr_stream.wrapping_add(k) % n;
             if !self.stream_has_unsent(si) {
                 continue;
             }
@@ -2109,22 +2187,22 @@ impl<
                 None => self.pick_path(None, u32::from(mss))?,
             };
             // Responses first: they complete the peer's requests.
-            let resp = self.resps.get(si).is_some_and(|q| q.has_unsent());
-            let atomic = !resp && self.tx_streams.get(si).is_some_and(|t| t.next_is_atomic());
+            let resp = self.resp(si).is_some_and(|q| q.has_unsent());
+            let atomic = !resp && self.tx(si).is_some_and(|t| t.next_is_atomic());
             if atomic && buf.len() < MAX_HDR_LEN {
                 // No room for the operand block: the stream waits for a
                 // caller with a larger buffer.
                 continue;
             }
             let seg = if resp {
-                let r = self.resps.get_mut(si)?.next_segment(mss)?;
+                let r = self.resp_mut(si)?.next_segment(mss)?;
                 Segment {
                     msn: r.msn,
                     offset: r.offset,
                     len: r.len,
                 }
             } else {
-                self.tx_streams.get_mut(si)?.next_segment(mss)?
+                self.tx_mut(si)?.next_segment(mss)?
             };
             let dsn = self.dsn_next;
             if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
@@ -2198,7 +2276,8 @@ impl<
             len: d.len,
         };
         let si = usize::from(d.stream);
-        let t = self.tx_streams.get(si)?;
+        let st = self.streams.slot(si)?;
+        let t = &st.tx;
         let mut mr = None;
         let mut operands = None;
         if d.resp {
@@ -2207,7 +2286,7 @@ impl<
                 offset: d.offset,
                 len: d.len,
             };
-            let q = self.resps.get(si)?;
+            let q = &st.resp;
             q.fill_header(&seg, t.remote_qpn, &mut h)?;
             if let Some((req, Response::Read)) = q.get(d.msn) {
                 mr = Some(MrRef {
@@ -2280,8 +2359,7 @@ impl<
     fn is_atomic_desc(&self, d: &Desc) -> bool {
         !d.resp
             && self
-                .tx_streams
-                .get(usize::from(d.stream))
+                .tx(usize::from(d.stream))
                 .and_then(|t| t.operands(d.msn))
                 .is_some()
     }
@@ -2301,9 +2379,10 @@ impl<
     /// The next completion: sends and receives, each stream in order.
     pub fn poll_completion(&mut self) -> Option<Completion> {
         let conn_failed = self.state == ConnState::Failed;
-        for k in 0..S {
-            let si = self.rr_done.wrapping_add(k) % S.max(1);
-            if let Some(t) = self.tx_streams.get_mut(si) {
+        let n = self.hi.min(S);
+        for k in 0..n {
+            let si = self.rr_done.wrapping_add(k) % n;
+            if let Some(t) = self.tx_mut(si) {
                 let failed = conn_failed || t.failed;
                 // After the stream's RetryExceeded only flushes follow
                 // (transport.rst, section 7), even for messages whose
@@ -2337,7 +2416,7 @@ impl<
                     }
                 }
             }
-            if let Some(r) = self.rx_streams.get_mut(si) {
+            if let Some(r) = self.rx_mut(si) {
                 if let Some(done) = r.pop_complete() {
                     self.rr_done = si;
                     return Some(Completion::Recv { stream: si, done });

@@ -1048,6 +1048,77 @@ impl<const K: usize> RespRing<K> {
     }
 }
 
+/// One stream's whole state: its sending side, its receiving side and the
+/// responder's ring of the peer's requests on it.
+#[derive(Clone, Copy, Debug)]
+pub struct Stream<const K: usize> {
+    /// The sending side.
+    pub tx: TxStream<K>,
+    /// The receiving side.
+    pub rx: RxStream<K>,
+    /// The peer's requests we answer.
+    pub resp: RespRing<K>,
+}
+
+impl<const K: usize> Stream<K> {
+    /// A closed stream with nothing posted or received.
+    pub const EMPTY: Self = Stream {
+        tx: TxStream::EMPTY,
+        rx: RxStream::EMPTY,
+        resp: RespRing::EMPTY,
+    };
+}
+
+/// Where a connection keeps its streams: slot `i` holds stream `i`'s [`Stream`] while it is
+/// open. The core never allocates: a store whose slots are not inline (the kernel's, one
+/// allocation per bound QP, so that an unbound connection costs nothing for its streams) is
+/// handed a slot's storage by [`super::conn::Conn::open_stream`] and gives it back at
+/// [`super::conn::Conn::close_stream`], for the caller to free where it may.
+pub trait StreamStore<const K: usize> {
+    /// The storage of one stream, as the caller hands it in (`()` for an inline store).
+    type Slot;
+    /// Every slot empty.
+    const EMPTY: Self;
+    /// Stream `i`'s state, if slot `i` holds storage.
+    fn slot(&self, i: usize) -> Option<&Stream<K>>;
+    /// Stream `i`'s state, if slot `i` holds storage.
+    fn slot_mut(&mut self, i: usize) -> Option<&mut Stream<K>>;
+    /// Puts `s` into slot `i` (its state is reset by the caller, [`super::conn::Conn`]).
+    /// Gives `s` back if there is no slot `i` or it already holds storage.
+    fn put(&mut self, i: usize, s: Self::Slot) -> Result<(), Self::Slot>;
+    /// Takes slot `i`'s storage out (`None`: it holds none).
+    fn take(&mut self, i: usize) -> Option<Self::Slot>;
+}
+
+/// Streams inline, `S` of them (the host's tests and simulators): every slot always holds
+/// storage, a closed stream is [`Stream::EMPTY`].
+impl<const K: usize, const S: usize> StreamStore<K> for [Stream<K>; S] {
+    type Slot = ();
+    const EMPTY: Self = [Stream::EMPTY; S];
+
+    fn slot(&self, i: usize) -> Option<&Stream<K>> {
+        self.get(i)
+    }
+
+    fn slot_mut(&mut self, i: usize) -> Option<&mut Stream<K>> {
+        self.get_mut(i)
+    }
+
+    fn put(&mut self, i: usize, s: ()) -> Result<(), ()> {
+        if i < S {
+            Ok(())
+        } else {
+            Err(s)
+        }
+    }
+
+    fn take(&mut self, i: usize) -> Option<()> {
+        let s = self.get_mut(i)?;
+        *s = Stream::EMPTY;
+        Some(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

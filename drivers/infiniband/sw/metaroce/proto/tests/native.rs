@@ -1796,7 +1796,10 @@ fn stream_never_acknowledged_by_a_live_peer_fails_alone() {
         "{zero:?}"
     );
     assert_eq!(a.state(), ConnState::Active);
-    // A fresh QP pair on stream 1.
+    // A fresh QP pair on stream 1: the glue closed the failed one (`pump`); the receiver's
+    // old QP goes too (an open stream is not opened again).
+    assert!(!b.open_stream(1, 211, 111));
+    assert!(b.close_stream(1));
     assert!(a.open_stream(1, 111, 211));
     assert!(b.open_stream(1, 211, 111));
     let sends = pump(&mut a, &mut b, &mut now, writes(1, 20, 8 * 1024), |_| false);

@@ -264,7 +264,7 @@ fn a_restarted_receiver_is_proven_through_its_acks() {
     // `b` restarts as 44 (its QPs too) and a QP of `a` talks to a new QP of it.
     let mut b2 = conn(44);
     assert!(b2.open_stream(1, 201, 101));
-    assert!(a.open_stream(1, 101, 201));
+    assert!(a.close_stream(1) && a.open_stream(1, 101, 201));
     let quiet = 2_000_000_000;
     a.post(1, send(100)).unwrap();
     assert_eq!(placed(&a_to_b(&mut a, &mut b2, quiet)), 1);
