@@ -35,7 +35,7 @@ use crate::qp::{self, Notify};
 use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit::{self, BuildError, OutPacket, Pull};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -47,10 +47,12 @@ use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
 
 mod auth;
+mod streams;
 mod table;
 mod telemetry;
 
 use auth::{KernelMac, PeerKeyCache, PeerKeys};
+use streams::{Bindings, Bound};
 
 pub(crate) use table::{peer, pull_orphans, reap_now_and_then, within_quota, PeerTable, Peers};
 use telemetry::{account, Figures, PathSeen};
@@ -60,8 +62,9 @@ pub(crate) use telemetry::{rtt_figures, ConnView, StatsPage};
 pub(crate) const PATHS: usize = 8;
 /// Dsn descriptors per connection (packets in flight), a multiple of 64.
 const DESCS: usize = 512;
-/// Streams (RC QPs) per connection.
-pub(crate) const STREAMS: usize = 16;
+/// Streams (RC QPs) per connection; each bound one is an allocation of its own
+/// ([`streams::Bound`]).
+pub(crate) const STREAMS: usize = 256;
 /// Messages per stream outstanding (`K`).
 pub(crate) const MSGS: usize = 32;
 /// Completions handled per peer lock hold (their QPs are notified after it).
@@ -70,9 +73,10 @@ const NOTES: usize = 16;
 /// connection id to prove it (section 7.1, `IDLE_REAP`).
 const RESTART_IDLE_NS: u64 = 1_000_000_000;
 
-/// The protocol core's connection in the kernel's shape (about 160 KiB: allocated with
-/// vmalloc, never on a stack).
-pub(crate) type NativeConn = Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS>;
+/// The protocol core's connection in the kernel's shape (about 70 KiB without its streams:
+/// allocated with vmalloc, never on a stack).
+pub(crate) type NativeConn =
+    Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS, crate::proto::cc::Aimd, Bindings>;
 
 /// A connection that was never used, copied into each new allocation (in place, from
 /// read-only data: [`init_const`]) and then configured.
@@ -98,11 +102,6 @@ pub(crate) fn mss(eth_mtu: u32) -> u16 {
 /// A connection's mutable state.
 pub(crate) struct PeerInner {
     pub(crate) conn: VBox<NativeConn>,
-    /// The QP number bound to each stream slot (0: free).
-    streams: [u32; STREAMS],
-    /// The user context of the QP bound to each stream (`None`: a kernel QP or a free slot),
-    /// for the per-context quota ([`within_quota`]).
-    owners: [Option<UcontextId>; STREAMS],
     /// The authenticated mode: keys of the peer's data direction.
     peer_keys: PeerKeyCache,
     /// DATA packets dropped because the destination QP had no receive request posted.
@@ -116,8 +115,6 @@ pub(crate) struct PeerInner {
     tracing: bool,
     /// The rate hint the last `metaroce_rate_hint` event reported.
     traced_hint: u32,
-    /// The stats page of the QP bound to each stream (`telemetry::publish`), if it has one.
-    pages: [Option<Arc<SharedBuf>>; STREAMS],
     /// When the pages were last rewritten (ns, 0: never), their sequence number (even) and how
     /// many rewrites there were.
     published_ns: u64,
@@ -141,22 +138,23 @@ pub(crate) struct Peer {
     orphan: AtomicBool,
     /// The authenticated mode's fixed keys (`None`: the plain mode).
     keys: Option<PeerKeys>,
-    /// Streams (bit `i`: stream `i`) whose QPs may have work requests the connection has not
-    /// taken yet: set by the posting side without the connection's lock ([`want_feed`]),
-    /// taken by [`feed`] under it, so that a transmission visits only the QPs that posted.
-    feed: AtomicU32,
+    /// Streams (bit `i % 64` of word `i / 64`: stream `i`) whose QPs may have work requests
+    /// the connection has not taken yet: set by the posting side without the connection's
+    /// lock ([`want_feed`]), taken by [`feed`] under it, so that a transmission visits only the
+    /// QPs that posted.
+    feed: [AtomicU64; FEED_WORDS],
     #[pin]
     pub(crate) inner: SpinLockIrq<PeerInner>,
 }
 
-// One bit per stream in `Peer::feed`.
-const _: () = assert!(STREAMS <= 32);
+/// Words of `Peer::feed`, one bit per stream.
+const FEED_WORDS: usize = STREAMS.div_ceil(64);
 
 /// Stream `idx` of `peer` has work requests for the connection to take ([`feed`]). Any
 /// context, no lock needed.
 pub(crate) fn want_feed(peer: &Peer, idx: usize) {
-    if idx < STREAMS {
-        peer.feed.fetch_or(1 << idx, Ordering::AcqRel);
+    if let Some(w) = peer.feed.get(idx / 64) {
+        w.fetch_or(1 << (idx % 64), Ordering::AcqRel);
     }
 }
 
@@ -185,7 +183,7 @@ impl Peer {
     /// restart. QPs that still hold a reference keep the connection alive, outside the table.
     fn reapable(&self, now: u64) -> bool {
         let g = self.inner.lock();
-        g.streams.iter().all(|&q| q == 0)
+        g.conn.streams_hi() == 0
             && (g.conn.state() == ConnState::Failed
                 || (g.conn.next_deadline().is_none()
                     && g.conn
@@ -195,7 +193,7 @@ impl Peer {
 
     /// Whether a QP of user context `ctx` is bound to this connection.
     fn held_by(&self, ctx: UcontextId) -> bool {
-        self.inner.lock().owners.contains(&Some(ctx))
+        self.inner.lock().conn.store().held_by(ctx)
     }
 }
 
@@ -263,19 +261,16 @@ fn new_peer(
             rate_slot: AtomicU32::new(u32::MAX),
             orphan: AtomicBool::new(false),
             keys,
-            feed: AtomicU32::new(0),
+            feed: [const { AtomicU64::new(0) }; FEED_WORDS],
             inner <- new_spinlock_irq!(
                 PeerInner {
                     conn,
-                    streams: [0; STREAMS],
-                    owners: [None; STREAMS],
                     peer_keys: PeerKeyCache::EMPTY,
                     rnr_drops: 0,
                     counted: Figures::default(),
                     traced: [PathSeen::NONE; PATHS],
                     tracing: false,
                     traced_hint: 0,
-                    pages: [const { None }; STREAMS],
                     published_ns: 0,
                     stats_seq: 0,
                     publishes: 0,
@@ -298,20 +293,31 @@ pub(crate) fn bind(
     remote_qpn: u32,
     page: Option<Arc<SharedBuf>>,
 ) -> Result<usize> {
-    // Declared before the guard, so dropped after it (a stream's page is `None` while it is
-    // free, but never free one under the lock).
-    let _old;
-    let mut g = peer.inner.lock();
-    let inner = &mut *g;
-    let idx = inner.streams.iter().position(|&q| q == 0).ok_or(ENOSPC)?;
-    if !inner.conn.open_stream(idx, local_qpn, remote_qpn) {
-        return Err(EINVAL);
-    }
-    inner.streams[idx] = local_qpn;
-    inner.owners[idx] = owner;
-    _old = core::mem::replace(&mut inner.pages[idx], page);
-    // The new page gets the figures at the next chance.
-    inner.published_ns = 0;
+    // Given back if it is not taken: freed (with its page reference) after the lock.
+    let mut b = Some(Bound::new(owner, page)?);
+    let idx = {
+        let mut g = peer.inner.lock();
+        let inner = &mut *g;
+        match (inner.conn.store().free(), b.take()) {
+            (Some(i), Some(s)) => match inner.conn.open_stream_in(i, local_qpn, remote_qpn, s) {
+                Ok(()) => {
+                    // The new page gets the figures at the next chance.
+                    inner.published_ns = 0;
+                    Ok(i)
+                }
+                Err(s) => {
+                    b = Some(s);
+                    Err(EINVAL)
+                }
+            },
+            (_, s) => {
+                b = s;
+                Err(ENOSPC)
+            }
+        }
+    };
+    drop(b);
+    let idx = idx?;
     // Requests posted before the QP was bound wait for the connection too.
     want_feed(peer, idx);
     Ok(idx)
@@ -320,25 +326,25 @@ pub(crate) fn bind(
 /// Closes stream `idx` of `peer` if QP `qpn` still holds it. Any context; the caller holds
 /// no QP lock.
 pub(crate) fn unbind(peer: &Peer, idx: usize, qpn: u32) {
-    let page = {
+    let bound = {
         let mut g = peer.inner.lock();
-        let inner = &mut *g;
-        if inner.streams.get(idx) != Some(&qpn) {
+        if g.conn.stream_qpn(idx) != Some(qpn) {
             return;
         }
-        inner.conn.close_stream(idx);
-        inner.streams[idx] = 0;
-        inner.owners[idx] = None;
-        inner.pages[idx].take()
+        g.conn.close_stream_out(idx)
     };
     // Outside the lock: the last reference frees the page (vfree).
-    drop(page);
+    drop(bound);
 }
 
 /// QPs whose completions or errors were produced under a peer lock, notified after it.
 struct Notes {
     qps: [Option<(ARef<Qp<MetaRoceDriver>>, Notify)>; NOTES],
     len: usize,
+    /// The storage of streams closed under the lock ([`close`]), freed after it (a stats
+    /// page's last reference must not go under a spinlock). One QP is bound to one stream, and
+    /// a stream is closed only for a QP listed here: `NOTES` entries suffice.
+    closed: [Option<KBox<Bound>>; NOTES],
 }
 
 impl Notes {
@@ -346,6 +352,7 @@ impl Notes {
         Self {
             qps: [const { None }; NOTES],
             len: 0,
+            closed: [const { None }; NOTES],
         }
     }
 
@@ -388,10 +395,10 @@ fn stream_qp(
     inner: &PeerInner,
     idx: usize,
 ) -> Option<ARef<Qp<MetaRoceDriver>>> {
-    match inner.streams.get(idx) {
-        Some(&qpn) if qpn != 0 => dev.lookup_qp(qpn),
-        _ => None,
-    }
+    inner
+        .conn
+        .stream_qpn(idx)
+        .and_then(|qpn| dev.lookup_qp(qpn))
 }
 
 /// Hands the connection's completions to their QPs (as many as `notes` has room for).
@@ -409,16 +416,20 @@ fn reap(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner, notes: &mut Notes) 
         let Some(n) = notes.of(&q) else { return };
         if !qp::native_completion(&q, idx, &c, n) {
             // The QP broke (its stream is closed at once; the binding was taken).
-            close(inner, idx);
+            close(inner, idx, notes);
         }
     }
 }
 
-fn close(inner: &mut PeerInner, idx: usize) {
-    if let Some(q) = inner.streams.get_mut(idx) {
-        *q = 0;
-        inner.owners[idx] = None;
-        inner.conn.close_stream(idx);
+/// Closes stream `idx` under the connection's lock; its storage waits in `notes`, freed after
+/// the lock.
+fn close(inner: &mut PeerInner, idx: usize, notes: &mut Notes) {
+    if let Some(b) = inner.conn.close_stream_out(idx) {
+        match notes.closed.iter_mut().find(|c| c.is_none()) {
+            Some(c) => *c = Some(b),
+            // Not reached (see `Notes::closed`): its QP, listed, still holds the page.
+            None => drop(b),
+        }
     }
 }
 
@@ -426,23 +437,25 @@ fn close(inner: &mut PeerInner, idx: usize) {
 /// connection. A QP whose requests do not all fit (the connection's message window is full)
 /// stays marked, and the next transmission, after completions made room, tries again.
 fn feed(dev: &Device<MetaRoceDriver>, peer: &Peer, inner: &mut PeerInner, notes: &mut Notes) {
-    let mut bits = peer.feed.swap(0, Ordering::AcqRel);
-    while bits != 0 {
-        let idx = bits.trailing_zeros() as usize;
-        let Some(q) = stream_qp(dev, inner, idx) else {
+    for (w, word) in peer.feed.iter().enumerate() {
+        let mut bits = word.swap(0, Ordering::AcqRel);
+        while bits != 0 {
+            let idx = w * 64 + bits.trailing_zeros() as usize;
+            let Some(q) = stream_qp(dev, inner, idx) else {
+                bits &= bits - 1;
+                continue;
+            };
+            let Some(n) = notes.of(&q) else {
+                // No room to note more QPs: the rest waits for the next transmission.
+                word.fetch_or(bits, Ordering::AcqRel);
+                return;
+            };
             bits &= bits - 1;
-            continue;
-        };
-        let Some(n) = notes.of(&q) else {
-            // No room to note more QPs: the rest waits for the next transmission.
-            peer.feed.fetch_or(bits, Ordering::AcqRel);
-            return;
-        };
-        bits &= bits - 1;
-        match qp::native_feed(&q, idx, &mut inner.conn, n) {
-            Some(false) => {}
-            Some(true) => want_feed(peer, idx),
-            None => close(inner, idx),
+            match qp::native_feed(&q, idx, &mut inner.conn, n) {
+                Some(false) => {}
+                Some(true) => want_feed(peer, idx),
+                None => close(inner, idx, notes),
+            }
         }
     }
 }
@@ -520,7 +533,7 @@ fn local_error(
     }
     let Some(n) = notes.of(q) else { return };
     if !qp::native_local_error(q, stream, msn, n) {
-        close(inner, stream);
+        close(inner, stream, notes);
     }
 }
 
@@ -735,7 +748,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         let inner = &mut *g;
         let res = match pkt {
             MrcPacket::Data(h, data) => {
-                let idx = inner.streams.iter().position(|&q| q != 0 && q == h.stream);
+                let idx = inner.conn.stream_of(h.stream);
                 let q = idx.and_then(|i| stream_qp(dev, inner, i));
                 match (idx, q) {
                     (Some(idx), Some(q)) => {
@@ -760,7 +773,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
                                             qp::Placed::Refuse(code) => {
                                                 inner.conn.refuse(idx, place.msn, code);
                                             }
-                                            qp::Placed::Broken => close(inner, idx),
+                                            qp::Placed::Broken => close(inner, idx, &mut notes),
                                         }
                                     }
                                     // Answered before the lock is released (the core
@@ -802,7 +815,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, ip: &[u8], udp: &[u8], paylo
         // Someone must send the ACK this packet is owed and the data an ACK made room for:
         // the receiving QP, else any QP of the connection.
         if kick.is_none() {
-            kick = (0..STREAMS).find_map(|i| stream_qp(dev, inner, i));
+            kick = (0..inner.conn.streams_hi()).find_map(|i| stream_qp(dev, inner, i));
         }
         account(dev, inner);
         timed = inner.conn.next_deadline().is_some();

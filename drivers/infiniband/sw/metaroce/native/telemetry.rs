@@ -4,7 +4,7 @@
 //! they add to, the RTT gauges, the debugfs `connections` view and the stats pages processes
 //! map (`struct metaroce_conn_stats`).
 
-use super::{Peer, PeerInner, Peers, PATHS, STREAMS};
+use super::{Peer, PeerInner, Peers, PATHS};
 use crate::device::{Counter, MetaRoceDriver};
 use crate::proto::conn::ConnStats;
 use crate::proto::path::{PathState, PathStats};
@@ -48,7 +48,7 @@ impl StatsPage {
 /// [`PUBLISH_NS`]), as a sequence lock: `seq` odd, the figures, `seq` even again (release).
 /// Any context, under the connection's lock.
 fn publish(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
-    if inner.pages.iter().all(Option::is_none) {
+    if inner.conn.store().pages().next().is_none() {
         return;
     }
     let now = dev.now_ns();
@@ -96,7 +96,7 @@ fn publish(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
     }
     inner.stats_seq = inner.stats_seq.wrapping_add(2) & !1;
     let seq = inner.stats_seq;
-    for page in inner.pages.iter().flatten() {
+    for page in inner.conn.store().pages() {
         // Offsets within the page: these cannot fail.
         let _ = page.store_relaxed_u32(0, seq.wrapping_sub(1));
         // The odd `seq` is visible before any of the new figures.
@@ -301,13 +301,18 @@ pub(crate) fn rtt_figures(peers: &Peers) -> (u64, u64) {
 /// port, state, window, RTT and counters.
 pub(crate) struct ConnView(pub(crate) Arc<Peers>);
 
+/// Open streams whose QP numbers the view lists per connection.
+const SHOWN_STREAMS: usize = 16;
+
 /// What the view prints of one connection, copied under its lock.
 struct Snapshot {
     conn_id: u32,
     state: crate::proto::conn::ConnState,
     window: (u32, u32),
     stats: ConnStats,
-    streams: [u32; STREAMS],
+    /// The QP numbers of the first [`SHOWN_STREAMS`] open streams, and how many are open.
+    streams: [u32; SHOWN_STREAMS],
+    open: usize,
     rnr_drops: u64,
     restarts: u64,
     paths: [Option<PathSnapshot>; PATHS],
@@ -360,7 +365,17 @@ impl core::fmt::Debug for ConnView {
                     state: c.state(),
                     window: c.conn_window(),
                     stats: c.stats,
-                    streams: g.streams,
+                    streams: {
+                        let mut q = [0; SHOWN_STREAMS];
+                        let open = (0..c.streams_hi()).filter_map(|i| c.stream_qpn(i));
+                        for (d, s) in q.iter_mut().zip(open) {
+                            *d = s;
+                        }
+                        q
+                    },
+                    open: (0..c.streams_hi())
+                        .filter(|&i| c.stream_qpn(i).is_some())
+                        .count(),
                     rnr_drops: g.rnr_drops,
                     restarts: c.restart_stats().restarts,
                     // The paths in use (the connection's `paths`, at most `PATHS`).
@@ -385,8 +400,12 @@ impl core::fmt::Debug for ConnView {
                 s.restarts
             )?;
             write!(f, "  streams (QPN):")?;
-            for q in s.streams.iter().filter(|&&q| q != 0) {
+            for q in s.streams.iter().take(s.open) {
                 write!(f, " {q}")?;
+            }
+            // More than are listed: how many.
+            if s.open > SHOWN_STREAMS {
+                write!(f, " ... ({} in all)", s.open)?;
             }
             writeln!(f)?;
             writeln!(f, "  {:?}", s.stats)?;

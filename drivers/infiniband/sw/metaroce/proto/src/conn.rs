@@ -8,9 +8,12 @@
 //! Outputs, pulled by the caller: [`Conn::poll_transmit`] (headers written
 //! into the caller's buffer plus a reference to the payload),
 //! [`Conn::poll_completion`] and [`Conn::next_deadline`]. Time is `u64`
-//! nanoseconds of any monotonic clock. All storage is inside the value and
-//! sized by const generics: `P` paths, `D` Dsn descriptors (`D = 64 * DW`),
-//! `S` streams, `K` messages per stream.
+//! nanoseconds of any monotonic clock. Storage is sized by const generics:
+//! `P` paths, `D` Dsn descriptors (`D = 64 * DW`), `S` streams, `K` messages
+//! per stream. Everything but the streams is inside the value; the streams'
+//! state is in a [`StreamStore`] (by default inline, `[Stream<K>; S]`), whose
+//! slots a caller may fill only while a stream is open
+//! ([`Conn::open_stream_in`], [`Conn::close_stream_out`]).
 //!
 //! # RDMA READ and atomics (`transport.rst`, section 11)
 //!

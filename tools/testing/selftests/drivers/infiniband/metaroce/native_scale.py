@@ -3,12 +3,15 @@
 """Many native connections on one device (issue 34, item 4), one end of each: run by
 single/69-native-scale.sh in two namespaces, the ends meeting through files in DIR.
 
-usage: native_scale.py a|b DEV DIR NA NB SIZE
+usage: native_scale.py a|b DEV DIR NA NB SIZE [Q]
        native_scale.py poke DEV GID_INDEX DGID
 
 mra0 has NA addresses 2001:db8::1:1 and on, mrb0 NB addresses 2001:db8::2:1 and on; a
 connection is per pair of GIDs, so N = NA x NB RC QP pairs, pair (i, j) between mra0's address
-i and mrb0's address j, make N connections on each device.
+i and mrb0's address j, make N connections on each device. Q (default 1): QP pairs per address
+pair, all on that pair's connection (N x Q QP pairs); with Q > 1, a then binds one QP more on
+the first address pair and writes what its move to RTR gave in DIR/extra-a ("ok" or the errno
+name: ENOSPC once the connection has all its streams).
 a (on mra0): QP (i, j) from address i towards mrb0's address j, with one posted receive of SIZE
    bytes.
 b (on mrb0): QP (i, j) from address j towards mra0's address i.
@@ -20,6 +23,7 @@ after k as 4 bytes) and a checks every receive; each writes DIR/result-ROLE ("ok
 poke: one RC QP on DEV from GID_INDEX to DGID (a made-up destination) moved to RTR and closed:
 creating a connection is when the device reaps its idle ones.
 """
+import errno
 import os
 import sys
 import time
@@ -30,6 +34,7 @@ import pyverbs.enums as e  # noqa: E402
 from pyverbs.addr import GID, AHAttr, GlobalRoute  # noqa: E402
 from pyverbs.cq import CQ  # noqa: E402
 from pyverbs.device import Context  # noqa: E402
+from pyverbs.pyverbs_error import PyverbsRDMAError  # noqa: E402
 from pyverbs.mr import MR  # noqa: E402
 from pyverbs.pd import PD  # noqa: E402
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr  # noqa: E402
@@ -89,7 +94,7 @@ def pattern(i, size):
     return i.to_bytes(4, "little") + bytes([i % 251 + 1]) * (size - 4)
 
 
-def main(role, dev, d, na, nb, size):
+def main(role, dev, d, na, nb, size, q=1):
     files = Files(d)
     put = files.put
 
@@ -103,7 +108,7 @@ def main(role, dev, d, na, nb, size):
     gids = gid_indices(dev)
     side_a = [full6(f"2001:db8::1:{i + 1:x}") for i in range(na)]
     side_b = [full6(f"2001:db8::2:{j + 1:x}") for j in range(nb)]
-    pairs = [(side_a[i], side_b[j]) for i in range(na) for j in range(nb)]
+    pairs = [(side_a[i], side_b[j]) for i in range(na) for j in range(nb)] * q
     if role == "a":
         local, remote = [gids.get(x) for x, _ in pairs], [y for _, y in pairs]
     else:
@@ -157,6 +162,15 @@ def main(role, dev, d, na, nb, size):
         put(f"result-{role}", f"FAIL {len(done)} of {n} completions, bad {bad[:4]}")
     else:
         put(f"result-{role}", f"ok {n} {secs:.1f}")
+    if role == "a" and q > 1:
+        extra = rc_qp(pd, cq)
+        to_init(extra)
+        try:
+            extra.to_rtr(conn_attr(local[0], remote[0], other[0]))
+            put("extra-a", "ok")
+        except PyverbsRDMAError as ex:
+            put("extra-a", errno.errorcode.get(ex.error_code, str(ex.error_code)))
+        extra.close()
     wait("release")
     for qp in qps:
         qp.close()
@@ -176,7 +190,7 @@ def poke(dev, gidx, dgid):
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "poke":
         poke(sys.argv[2], int(sys.argv[3]), sys.argv[4])
-    elif len(sys.argv) == 7 and sys.argv[1] in ("a", "b"):
+    elif len(sys.argv) in (7, 8) and sys.argv[1] in ("a", "b"):
         main(sys.argv[1], sys.argv[2], sys.argv[3], *(int(x) for x in sys.argv[4:]))
     else:
         sys.exit(__doc__)

@@ -12,16 +12,19 @@
 # later every connection is idle and unbound, and the next connection made on a device
 # (native_scale.py poke) reaps them: native_peers_reaped must grow by N on each device and the
 # connections must be gone. No kernel warning.
+# MR_SCALE_Q (default 1): QP pairs per address pair, all on its connection; with Q > 1 one QP
+# more is bound on the first pair, which must fail with ENOSPC once Q is the 256 streams a
+# connection carries (70-native-streams: 1 x 1 addresses, 256 QP pairs).
 . "$(dirname "$0")/../lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 # make check leaves it to check-full (8 x 10 took 98 s on the test kernel; the table's code runs
 # in every native test, and 64-native-attack makes 80 connections to as many destinations).
 [ -n "${MR_FULL:-}" ] || [ -n "${MR_SCALE_NA:-}" ] || skip "make check-full only (98 s for 80 connections per device under TCG)"
-NA=${MR_SCALE_NA:-32} NB=${MR_SCALE_NB:-32}
-N=$((NA * NB)) SIZE=4096 PY="$MR_SELFTESTS/native_scale.py"
+NA=${MR_SCALE_NA:-32} NB=${MR_SCALE_NB:-32} Q=${MR_SCALE_Q:-1}
+N=$((NA * NB)) SIZE=4096 PY="$MR_SELFTESTS/native_scale.py" STREAMS=256
 # The steps' files, on the output share when there is one (a run's progress can be watched).
 D=$( [ -d /tmp/out ] && echo /tmp/out/native-scale || echo /tmp/native-scale )
-echo "$NA x $NB addresses: $N connections per device"
+echo "$NA x $NB addresses: $N connections per device, $Q QP pair(s) on each"
 mr_fresh
 # One process holds every QP of its device: the per-context quota is raised to N.
 modprobe metaroce native_ctx_peers=$((N + 16)) || fail "modprobe metaroce native_ctx_peers=$((N + 16))"
@@ -57,18 +60,24 @@ waitfor() {
 rm -rf $D; mkdir -p $D
 r0a=$(mr_stat mra mra0 native_peers_reaped) r0b=$(mr_stat mrb mrb0 native_peers_reaped)
 t0=$SECONDS
-ip netns exec mra /usr/bin/python3 "$PY" a mra0 $D $NA $NB $SIZE > $D/a.log 2>&1 & pa=$!
-ip netns exec mrb /usr/bin/python3 "$PY" b mrb0 $D $NA $NB $SIZE > $D/b.log 2>&1 & pb=$!
+ip netns exec mra /usr/bin/python3 "$PY" a mra0 $D $NA $NB $SIZE $Q > $D/a.log 2>&1 & pa=$!
+ip netns exec mrb /usr/bin/python3 "$PY" b mrb0 $D $NA $NB $SIZE $Q > $D/b.log 2>&1 & pb=$!
 waitfor 600 init-a init-b
-echo "$N QPs in INIT on each device in $((SECONDS - t0)) s"
+echo "$((N * Q)) QPs in INIT on each device in $((SECONDS - t0)) s"
 m0=$(mem)
 touch $D/go
 waitfor 600 result-a result-b
 m1=$(mem) ca=$(conns mra0) cb=$(conns mrb0)
-echo "connected (a: $(cat $D/rts-a) s, b: $(cat $D/rts-b) s) and moved $N x $SIZE B: a $(cat $D/result-a), b $(cat $D/result-b)"
+echo "connected (a: $(cat $D/rts-a) s, b: $(cat $D/rts-b) s) and moved $((N * Q)) x $SIZE B: a $(cat $D/result-a), b $(cat $D/result-b)"
 echo "connections: mra0 $ca, mrb0 $cb; memory (vmalloc + slab) +$(( (m1 - m0) / 1024 )) MiB for $((2 * N)) connections:" \
-  "$(( (m1 - m0) / (2 * N) )) KiB per connection"
-grep -q "^ok $N " $D/result-a && grep -q "^ok $N " $D/result-b || fail "not every pair moved its data"
+  "$(( (m1 - m0) / (2 * N) )) KiB per connection with $Q QP(s) bound"
+grep -q "^ok $((N * Q)) " $D/result-a && grep -q "^ok $((N * Q)) " $D/result-b || fail "not every pair moved its data"
+if [ "$Q" -gt 1 ]; then
+  waitfor 60 extra-a
+  want=$([ "$Q" -ge $STREAMS ] && echo ENOSPC || echo ok)
+  echo "one QP more on the first connection: $(cat $D/extra-a) (expected $want)"
+  [ "$(cat $D/extra-a)" = "$want" ] || fail "QP $((Q + 1)) on one connection: $(cat $D/extra-a), expected $want"
+fi
 [ "$ca" -ge $N ] && [ "$cb" -ge $N ] || fail "connections held: mra0 $ca, mrb0 $cb; expected $N each"
 touch $D/release
 waitfor 300 closed-a closed-b
