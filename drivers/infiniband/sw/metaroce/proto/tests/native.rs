@@ -766,16 +766,10 @@ fn deliver(
     to: &mut C,
     now: u64,
 ) -> Vec<Result<RxEvent, metaroce_proto::conn::RxDrop>> {
-    let mut buf = [0u8; DATA_HDR_LEN];
-    let mut out = Vec::new();
-    while let Some(t) = from.poll_transmit(now, &mut buf) {
-        let mut bytes = buf[..t.hdr_len].to_vec();
-        if let Some(p) = t.payload {
-            bytes.resize(t.hdr_len + usize::from(p.len), 0);
-        }
-        out.push(to.on_packet(now, &bytes, false, 50_000, 0));
-    }
-    out
+    common::packets(from, now)
+        .iter()
+        .map(|b| to.on_packet(now, b, false, 50_000, 0))
+        .collect()
 }
 
 #[test]

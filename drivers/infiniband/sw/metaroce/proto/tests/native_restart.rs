@@ -3,13 +3,11 @@
 //! the ConnId in a round trip; a forger that spoofs the address never can.
 
 use metaroce_proto::conn::{Conn, ConnConfig, RxDrop, RxEvent};
-use metaroce_proto::mrc_wire::{
-    parse, DataHdr, MrcPacket, ProbeKind, ProbePkt, DATA_HDR_LEN, PROBE_LEN,
-};
+use metaroce_proto::mrc_wire::{parse, DataHdr, MrcPacket, ProbeKind, ProbePkt, PROBE_LEN};
 use metaroce_proto::stream::StreamDrop;
 
 mod common;
-use common::send;
+use common::{packets, send};
 
 type C = Conn<4, 128, 2, 2, 8>;
 
@@ -41,19 +39,6 @@ fn like_a(id: u32) -> Box<C> {
     let mut c = conn(id, u64::from(id));
     assert!(c.open_stream(0, 100, 200));
     c
-}
-
-fn packets(from: &mut C, now: u64) -> Vec<Vec<u8>> {
-    let mut buf = [0u8; DATA_HDR_LEN];
-    let mut out = Vec::new();
-    while let Some(t) = from.poll_transmit(now, &mut buf) {
-        let mut bytes = buf[..t.hdr_len].to_vec();
-        if let Some(p) = t.payload {
-            bytes.resize(t.hdr_len + usize::from(p.len), 0);
-        }
-        out.push(bytes);
-    }
-    out
 }
 
 fn deliver(from: &mut C, to: &mut C, now: u64) -> Vec<Result<RxEvent, RxDrop>> {

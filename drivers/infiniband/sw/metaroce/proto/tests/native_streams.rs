@@ -3,8 +3,10 @@
 //! streams, and a connection carries hundreds of QPs.
 
 use metaroce_proto::conn::{Completion, Conn, ConnConfig, RxDrop, RxEvent, SendStatus};
-use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
-use metaroce_proto::stream::{MsgDesc, Stream, StreamStore};
+use metaroce_proto::stream::{Stream, StreamStore};
+
+mod common;
+use common::{packets, send};
 
 const K: usize = 8;
 /// The kernel's streams per connection.
@@ -61,29 +63,12 @@ fn slot() -> Box<Stream<K>> {
     Box::new(Stream::EMPTY)
 }
 
-fn send(len: u32) -> MsgDesc {
-    MsgDesc {
-        op: MrcOp::Send,
-        len,
-        va: 0,
-        rkey: 0,
-        imm: 0,
-        se: false,
-    }
-}
-
 /// Every packet `from` has now, handed to `to`; what `to` made of them.
 fn deliver(from: &mut C, to: &mut C, now: u64) -> Vec<Result<RxEvent, RxDrop>> {
-    let mut buf = [0u8; DATA_HDR_LEN];
-    let mut out = Vec::new();
-    while let Some(t) = from.poll_transmit(now, &mut buf) {
-        let mut bytes = buf[..t.hdr_len].to_vec();
-        if let Some(p) = t.payload {
-            bytes.resize(t.hdr_len + usize::from(p.len), 0);
-        }
-        out.push(to.on_packet(now, &bytes, false, 50_000, 0));
-    }
-    out
+    packets(from, now)
+        .iter()
+        .map(|b| to.on_packet(now, b, false, 50_000, 0))
+        .collect()
 }
 
 fn completions(c: &mut C) -> Vec<Completion> {

@@ -6,11 +6,12 @@
 use metaroce_proto::bth::Bth;
 use metaroce_proto::conn::{Conn, ConnConfig};
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, NakCode, Reth, Syndrome};
-use metaroce_proto::mrc_wire::MrcOp;
+use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
+use metaroce_proto::offload::CongestionEngine;
 use metaroce_proto::opcode::{ExtSet, Opcode};
 use metaroce_proto::packet::Headers;
 use metaroce_proto::psn::{Psn, PSN_MASK};
-use metaroce_proto::stream::MsgDesc;
+use metaroce_proto::stream::{MsgDesc, StreamStore};
 use proptest::prelude::*;
 
 pub fn all_opcodes() -> Vec<Opcode> {
@@ -114,6 +115,32 @@ impl Rand {
     pub fn permille(&mut self, p: u64) -> bool {
         self.next() % 1000 < p
     }
+}
+
+/// Every packet `from` sends now, as bytes (payloads zero; atomics wait: the buffer has no room
+/// for their operands).
+pub fn packets<
+    const P: usize,
+    const D: usize,
+    const DW: usize,
+    const S: usize,
+    const K: usize,
+    C: CongestionEngine,
+    St: StreamStore<K>,
+>(
+    from: &mut Conn<P, D, DW, S, K, C, St>,
+    now: u64,
+) -> Vec<Vec<u8>> {
+    let mut buf = [0u8; DATA_HDR_LEN];
+    let mut out = Vec::new();
+    while let Some(t) = from.poll_transmit(now, &mut buf) {
+        let mut bytes = buf[..t.hdr_len].to_vec();
+        if let Some(p) = t.payload {
+            bytes.resize(t.hdr_len + usize::from(p.len), 0);
+        }
+        out.push(bytes);
+    }
+    out
 }
 
 /// A native SEND of `len` bytes.
