@@ -43,7 +43,7 @@ mr_our_kernel() { [[ $(uname -r) == *-mr || $(uname -r) == *-mr-test ]]; }
 
 # The index of the RoCE v2 GID of IPv4 address $2 in device $1's table (empty if none yet). An
 # IPv6 address is given in full (2001:0db8:0000:...:0001), as sysfs prints GIDs. The table has
-# 1024 entries, searched in index order with the shell's own `read` (no process per entry).
+# 256 entries (rdma_rxe's 1024), searched in index order with the shell's own `read` (no process per entry).
 mr_gid_index() {
   local want g n
   case $2 in
