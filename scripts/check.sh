@@ -142,7 +142,7 @@ collect() { # GUEST_DIR
 # much as the overlap saved, tried 2026-12-06).
 # Each guest's results are collected at the end.
 # METAROCE_SERIAL=1 runs everything one guest after the other (slower; for timing single tests).
-SPLIT=${METAROCE_SPLIT:-57}   # the last test of shape (a) in lane 1 (the rest go to lane 2 after shape (b))
+SPLIT=${METAROCE_SPLIT:-58}   # the last test of shape (a) in lane 1 (the rest go to lane 2 after shape (b))
 lane1() {
   run_single test single single "0-$SPLIT"
 }

@@ -50,23 +50,33 @@ impl Bound {
 }
 
 /// The streams of one connection, by slot.
-pub(crate) struct Bindings([Option<KBox<Bound>>; STREAMS]);
+pub(crate) struct Bindings {
+    slots: [Option<KBox<Bound>>; STREAMS],
+    /// How many of the bound QPs have a stats page: the transmit and receive paths ask on
+    /// every poll whether there is one to publish to ([`Bindings::has_pages`]), which must
+    /// not walk the slots.
+    pages: usize,
+}
 
 impl StreamStore<MSGS> for Bindings {
     type Slot = KBox<Bound>;
-    const EMPTY: Self = Bindings([const { None }; STREAMS]);
+    const EMPTY: Self = Bindings {
+        slots: [const { None }; STREAMS],
+        pages: 0,
+    };
 
     fn slot(&self, i: usize) -> Option<&Stream<MSGS>> {
-        self.0.get(i)?.as_deref().map(|b| &b.stream)
+        self.slots.get(i)?.as_deref().map(|b| &b.stream)
     }
 
     fn slot_mut(&mut self, i: usize) -> Option<&mut Stream<MSGS>> {
-        self.0.get_mut(i)?.as_deref_mut().map(|b| &mut b.stream)
+        self.slots.get_mut(i)?.as_deref_mut().map(|b| &mut b.stream)
     }
 
     fn put(&mut self, i: usize, s: KBox<Bound>) -> core::result::Result<(), KBox<Bound>> {
-        match self.0.get_mut(i) {
+        match self.slots.get_mut(i) {
             Some(e @ None) => {
+                self.pages += usize::from(s.page.is_some());
                 *e = Some(s);
                 Ok(())
             }
@@ -75,23 +85,34 @@ impl StreamStore<MSGS> for Bindings {
     }
 
     fn take(&mut self, i: usize) -> Option<KBox<Bound>> {
-        self.0.get_mut(i)?.take()
+        let b = self.slots.get_mut(i)?.take()?;
+        self.pages -= usize::from(b.page.is_some());
+        Some(b)
     }
 }
 
 impl Bindings {
     /// The first slot that holds no stream.
     pub(crate) fn free(&self) -> Option<usize> {
-        self.0.iter().position(Option::is_none)
+        self.slots.iter().position(Option::is_none)
     }
 
     /// Whether a QP of user context `ctx` is bound.
     pub(crate) fn held_by(&self, ctx: UcontextId) -> bool {
-        self.0.iter().flatten().any(|b| b.owner == Some(ctx))
+        self.slots.iter().flatten().any(|b| b.owner == Some(ctx))
     }
 
-    /// The stats pages of the bound QPs that have one.
+    /// Whether any bound QP has a stats page.
+    pub(crate) fn has_pages(&self) -> bool {
+        self.pages != 0
+    }
+
+    /// The stats pages of the bound QPs that have one (the walk stops at the last).
     pub(crate) fn pages(&self) -> impl Iterator<Item = &Arc<SharedBuf>> {
-        self.0.iter().flatten().filter_map(|b| b.page.as_ref())
+        self.slots
+            .iter()
+            .flatten()
+            .filter_map(|b| b.page.as_ref())
+            .take(self.pages)
     }
 }

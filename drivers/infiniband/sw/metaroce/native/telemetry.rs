@@ -48,7 +48,7 @@ impl StatsPage {
 /// [`PUBLISH_NS`]), as a sequence lock: `seq` odd, the figures, `seq` even again (release).
 /// Any context, under the connection's lock.
 fn publish(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
-    if inner.conn.store().pages().next().is_none() {
+    if !inner.conn.store().has_pages() {
         return;
     }
     let now = dev.now_ns();
@@ -360,22 +360,22 @@ impl core::fmt::Debug for ConnView {
             let s = {
                 let g = p.inner.lock();
                 let c = &g.conn;
+                // The first QPNs and the count, in one pass over the open streams.
+                let mut shown = [0; SHOWN_STREAMS];
+                let mut open = 0;
+                for q in (0..c.streams_hi()).filter_map(|i| c.stream_qpn(i)) {
+                    if let Some(d) = shown.get_mut(open) {
+                        *d = q;
+                    }
+                    open += 1;
+                }
                 Snapshot {
                     conn_id: c.config().conn_id,
                     state: c.state(),
                     window: c.conn_window(),
                     stats: c.stats,
-                    streams: {
-                        let mut q = [0; SHOWN_STREAMS];
-                        let open = (0..c.streams_hi()).filter_map(|i| c.stream_qpn(i));
-                        for (d, s) in q.iter_mut().zip(open) {
-                            *d = s;
-                        }
-                        q
-                    },
-                    open: (0..c.streams_hi())
-                        .filter(|&i| c.stream_qpn(i).is_some())
-                        .count(),
+                    streams: shown,
+                    open,
                     rnr_drops: g.rnr_drops,
                     restarts: c.restart_stats().restarts,
                     // The paths in use (the connection's `paths`, at most `PATHS`).

@@ -1268,10 +1268,11 @@ impl<
         // until the whole connection fails), and dropped (section 4).
         let mut no_stream = false;
         let mut stale = false;
+        let found = self.stream_of(h.stream);
         let stream = if dup {
             None
         } else {
-            match self.stream_of(h.stream) {
+            match found {
                 Some(idx) => {
                     if h.op.is_response() {
                         // Answers one of our requests (section 11.2); one for a
@@ -1303,7 +1304,7 @@ impl<
         // requester cannot complete the message before the NAK arrived.
         let mut held = None;
         if !h.op.is_request() && !h.op.is_response() {
-            if let Some(i) = self.stream_of(h.stream) {
+            if let Some(i) = found {
                 // (A duplicate: its message may be complete and gone.)
                 let pending = self.resp(i).is_some_and(|q| q.nak_pending(h.msn))
                     && (dup || self.rx(i).is_some_and(|s| s.would_complete(h.msn, h.len)));

@@ -9,6 +9,7 @@
 # serving (README, rdma_cm). Server a between two MetaRoCE guests (both ways in check-full), each
 # side once as server and once as client against rdma_rxe (MR_BOTH_WAYS).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: the interop suite keeps rping, ucmatose and udaddy over rdma_cm)"
 mr_rdma_dev || fail "RDMA device"
 port=19000 failed=0
 runs=("100 10000")

@@ -6,6 +6,7 @@
 # connection (five in a row in check-full). Server a between two MetaRoCE guests (both ways in
 # check-full), each side as server and as client against rdma_rxe (MR_BOTH_WAYS).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: the interop suite keeps rping, ucmatose and udaddy over rdma_cm)"
 mr_rdma_dev || fail "RDMA device"
 port=19020 failed=0 n=1
 [ -n "${MR_FULL:-}" ] && n=5

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Network namespaces joined by veth act as hosts (shape a): UDP crosses between them.
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: the harness's two-namespace set-up; every two-namespace test from 36-rx on crosses the same veth)"
 ip netns add mra && ip netns add mrb || fail "ip netns add"
 trap 'ip netns del mra; ip netns del mrb' EXIT
 ip link add va netns mra type veth peer name vb netns mrb || fail "veth pair"

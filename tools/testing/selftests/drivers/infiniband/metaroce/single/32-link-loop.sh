@@ -3,6 +3,7 @@
 # Rounds of `rdma link add`/`rdma link delete` on one netdev leave no device, no leak report and
 # no warning.
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: a soak of add/delete rounds; 30, 31, 33 and 34 create and delete devices in make check)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 trap mr_teardown EXIT

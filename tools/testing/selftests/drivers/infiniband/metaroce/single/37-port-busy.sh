@@ -4,6 +4,7 @@
 # with EADDRINUSE and says why in dmesg, nothing is left half-created, and once the port is
 # free the same command works.
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: 31-link-errors keeps the other refusals of rdma link add)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 bpid=

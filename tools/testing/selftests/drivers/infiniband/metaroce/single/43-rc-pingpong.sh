@@ -6,6 +6,7 @@
 # (-c): 64 B event-driven (-e), 1 MiB polling, and 4 KiB over loopback (server and client on the
 # same device).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: pair/30-rc-pingpong and interop/30-rc-pingpong run ibv_rc_pingpong -c)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_two_devices

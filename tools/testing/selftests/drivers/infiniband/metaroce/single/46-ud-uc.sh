@@ -5,6 +5,7 @@
 # address handles, named in each work request by the number the driver returned; the 40-byte
 # GRH area of every receive buffer) and ibv_uc_pingpong (SEND over UC, 4 KiB in 4 packets).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: interop/35-qp-types runs ibv_ud_pingpong and ibv_uc_pingpong -c against rdma_rxe)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_two_devices

@@ -7,6 +7,7 @@
 # (exclusive netns mode), received buffers validated (-c): ibv_srq_pingpong with four QPs sharing
 # one SRQ, and perftest's ib_send_bw --use-srq.
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: interop/35-qp-types runs ibv_srq_pingpong -c against rdma_rxe)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_two_devices

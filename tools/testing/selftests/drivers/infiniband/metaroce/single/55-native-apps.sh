@@ -7,6 +7,7 @@
 # and ibv_uc_pingpong, whose UD and UC QPs travel as RoCEv2 on a native device. The device counters
 # must show native DATA for the RC runs and RoCEv2-only traffic for the UD/UC ones.
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: 51-native runs the stock apps' core over the native transport)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_two_devices metaroce-native

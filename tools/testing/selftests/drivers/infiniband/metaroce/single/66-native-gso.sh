@@ -8,6 +8,7 @@
 # responses batch as well. (65-native-rx-transmit checks that nothing is batched with the default
 # tx_gso=0.) The module is unloaded at the end (the next test loads it with its defaults).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: tx_gso=1 and native_path_run=8 are not the defaults; 51-native runs the defaults)"
 . "$MR_SELFTESTS/single/link-common.bash"
 trap 'mr_teardown; rmmod metaroce 2>/dev/null' EXIT
 

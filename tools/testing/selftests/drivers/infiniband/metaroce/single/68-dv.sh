@@ -13,6 +13,7 @@
 #    count, transmissions on them), and "not native" for a RoCEv2 QP;
 #  - the native wire is refused (EINVAL) on a RoCEv2 device, and paths above the maximum.
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: 67-provider keeps libmetaroce itself)"
 . "$MR_SELFTESTS/single/link-common.bash"
 command -v metaroce_dv_write >/dev/null || fail "metaroce_dv_write is not installed (make provider)"
 mr_fresh
