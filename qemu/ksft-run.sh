@@ -7,7 +7,8 @@
 # "SKIP: ..." line), which kselftest itself does not print.
 # Usage: ksft-run.sh KSFT_INSTALL_DIR SUITE [FIRST-LAST]
 #   FIRST-LAST: only the tests whose number prefix lies in that range (e.g. 10-55), so that one
-#   suite can be shared between guests that run side by side.
+#   suite can be shared between guests that run side by side; several ranges joined by commas
+#   (10-34,57-57) select the tests of any of them.
 # Per-test timeout: the collection's `settings` file (900 s), MR_TEST_TIMEOUT if set, else 2400 s
 # under make check-full (MR_FULL).
 set -o pipefail
@@ -16,7 +17,11 @@ col=drivers/infiniband/metaroce/$suite
 sel=()
 while IFS=: read -r c t; do
   [ "$c" = "$col" ] || continue
-  if [[ $t == [0-9][0-9]-* ]]; then n=$((10#${t%%-*})); [ "$n" -ge "${range%-*}" ] && [ "$n" -le "${range#*-}" ] || continue; fi
+  if [[ $t == [0-9][0-9]-* ]]; then
+    n=$((10#${t%%-*})) in=
+    for r in ${range//,/ }; do [ "$n" -ge "${r%-*}" ] && [ "$n" -le "${r#*-}" ] && in=1; done
+    [ -n "$in" ] || continue
+  fi
   sel+=(-t "$c:$t")
 done <"$ksft/kselftest-list.txt"
 [ "${#sel[@]}" -gt 0 ] || { echo "ksft-run: no test of $col in $range"; exit 1; }
@@ -43,7 +48,8 @@ annotate() {
 }
 
 "$ksft/run_kselftest.sh" "${sel[@]}" ${to:+-o "$to"} | annotate; rc=$?
-if [ -w /sys/kernel/debug/kmemleak ]; then
+# (A test kernel booted with kmemleak=off has no kmemleak file: the collection says so.)
+if [ -w /sys/kernel/debug/kmemleak ] || grep -qw kmemleak=off /proc/cmdline; then
   "$ksft/run_kselftest.sh" -t drivers/infiniband/metaroce/kmemleak:kmemleak.sh | annotate || rc=1
 fi
 exit $rc

@@ -57,12 +57,14 @@ guest_script() { # FILE SUITE [FIRST-LAST] [ROLE]
 }
 
 # Boots one guest (kind, name, suite) alone, 2 vCPUs, namespaces exclusive; FIRST-LAST limits the
-# suite to the tests numbered in that range (qemu/ksft-run.sh).
-run_single() { # KIND NAME SUITE [FIRST-LAST]
+# suite to the tests numbered in that range, or in any of several joined by commas
+# (qemu/ksft-run.sh). MR_GUEST_APPEND (optional): more kernel command-line words.
+run_single() { # KIND NAME SUITE [FIRST-LAST[,FIRST-LAST...]]
   local kind=$1 name=$2 suite=$3 d=$OUT/$2
   guest_kernel "$kind"; mkdir -p "$d"; guest_script "$d/cmd.in" "$suite" "${4:-}" || return 1
   "$repo/qemu/run-guest.sh" --name "$name" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
-    --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_SINGLE_TIMEOUT" --append "ib_core.netns_mode=0"
+    --out "$d" --cmd "$d/cmd.in" --smp 2 --timeout "$MR_SINGLE_TIMEOUT" \
+    --append "ib_core.netns_mode=0${MR_GUEST_APPEND:+ $MR_GUEST_APPEND}"
 }
 
 # The two ends of a pair's QEMU link: sets LINK_A and LINK_B (run-guest.sh --net) and LINK_SOCK

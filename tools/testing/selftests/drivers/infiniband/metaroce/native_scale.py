@@ -4,6 +4,7 @@
 single/69-native-scale.sh in two namespaces, the ends meeting through files in DIR.
 
 usage: native_scale.py a|b DEV DIR NA NB SIZE [Q]
+       native_scale.py loop DEV GID_INDEX N SIZE DIR
        native_scale.py poke DEV GID_INDEX DGID
 
 mra0 has NA addresses 2001:db8::1:1 and on, mrb0 NB addresses 2001:db8::2:1 and on; a
@@ -15,11 +16,14 @@ name: ENOSPC once the connection has all its streams).
 a (on mra0): QP (i, j) from address i towards mrb0's address j, with one posted receive of SIZE
    bytes.
 b (on mrb0): QP (i, j) from address j towards mra0's address i.
-The steps, each announced by a file in DIR: both ends create their QPs (INIT) and write their
+The steps, each announced by a file in DIR: both ends open the device and make their PD, CQ and
+MR (DIR/open-ROLE), and on DIR/create create their QPs (INIT) and write their
 QP numbers (DIR/qpns-ROLE), then DIR/init-ROLE; on DIR/go both move to RTS (DIR/rts-ROLE: the
 seconds it took); b then sends SIZE bytes on every QP (buffer k filled with byte k % 251 + 1
 after k as 4 bytes) and a checks every receive; each writes DIR/result-ROLE ("ok N SECONDS" or
 "FAIL ..."), then both hold their QPs until DIR/release and exit (which destroys them).
+loop: N RC QP pairs on one device that is not MetaRoCE (rdma_rxe), each pair connected to itself
+   through the device's GID GID_INDEX, one SEND of SIZE bytes checked on each (loop()).
 poke: one RC QP on DEV from GID_INDEX to DGID (a made-up destination) moved to RTR and closed:
 creating a connection is when the device reaps its idle ones.
 """
@@ -122,6 +126,8 @@ def main(role, dev, d, na, nb, size, q=1):
     pd = PD(ctx)
     cq = CQ(ctx, n)
     mr = MR(pd, n * size, e.IBV_ACCESS_LOCAL_WRITE)
+    put(f"open-{role}", 1)
+    wait("create")
     qps = []
     for i in range(n):
         qp = rc_qp(pd, cq)
@@ -177,6 +183,76 @@ def main(role, dev, d, na, nb, size, q=1):
     put(f"closed-{role}", 1)
 
 
+def loop(dev, gidx, n, size, d):
+    """N RC QP pairs on one device, each pair connected to itself over the device's GID gidx
+    (the loopback of a device that is not MetaRoCE: rdma_rxe, whose per-QP memory single/69
+    reports beside MetaRoCE's per connection). Same steps and files as a/b, role "l"."""
+    files = Files(d)
+    put = files.put
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    cq = CQ(ctx, 2 * n)
+    mr = MR(pd, n * size, e.IBV_ACCESS_LOCAL_WRITE)
+    src = MR(pd, size, e.IBV_ACCESS_LOCAL_WRITE)
+    gid = str(ctx.query_gid(PORT, gidx))
+    put("open-l", 1)
+    if files.wait("create", 600, 0.1) is None:
+        put("result-l", "FAIL no create after 600 s")
+        sys.exit(1)
+    senders, receivers = [], []
+    for i in range(n):
+        s, r = rc_qp(pd, cq), rc_qp(pd, cq)
+        to_init(s)
+        to_init(r)
+        r.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + i * size, size, mr.lkey)]))
+        senders.append(s)
+        receivers.append(r)
+    put("init-l", n)
+    if files.wait("go", 600, 0.1) is None:
+        put("result-l", "FAIL no go after 600 s")
+        sys.exit(1)
+    t0 = time.monotonic()
+    for s, r in zip(senders, receivers):
+        s.to_rts(conn_attr(gidx, gid, r.qp_num))
+        r.to_rts(conn_attr(gidx, gid, s.qp_num))
+    put("rts-l", f"{time.monotonic() - t0:.1f}")
+    # The SENDs leave one at a time from one source buffer (made before the QPs, so that the
+    # memory the QPs took is read without it).
+    t0 = time.monotonic()
+    got, bad = set(), []
+    for i, s in enumerate(senders):
+        src.write(pattern(i, size), size, 0)
+        s.post_send(SendWR(wr_id=n + i, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(src.buf, size, src.lkey)],
+                           send_flags=e.IBV_SEND_SIGNALED))
+        # One SEND in flight at a time (its source buffer is reused).
+        while True:
+            k, wcs = cq.poll(2)
+            for wc in wcs:
+                if wc.status != e.IBV_WC_SUCCESS:
+                    bad.append((wc.wr_id, wc.status))
+                elif wc.wr_id < n:
+                    if wc.byte_len != size or mr.read(size, wc.wr_id * size) != pattern(wc.wr_id, size):
+                        bad.append((wc.wr_id, "data"))
+                    got.add(wc.wr_id)
+                else:
+                    got.add(wc.wr_id)
+            if (n + i in got and i in got) or bad or time.monotonic() - t0 > 300:
+                break
+            if not k:
+                time.sleep(0.001)
+        if bad:
+            break
+    secs = time.monotonic() - t0
+    if bad or len(got) < 2 * n:
+        put("result-l", f"FAIL {len(got)} of {2 * n} completions, bad {bad[:4]}")
+    else:
+        put("result-l", f"ok {n} {secs:.1f}")
+    files.wait("release", 600, 0.1)
+    for qp in senders + receivers:
+        qp.close()
+    put("closed-l", 1)
+
+
 def poke(dev, gidx, dgid):
     ctx = Context(name=dev)
     pd = PD(ctx)
@@ -188,7 +264,9 @@ def poke(dev, gidx, dgid):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "poke":
+    if len(sys.argv) == 7 and sys.argv[1] == "loop":
+        loop(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif len(sys.argv) == 5 and sys.argv[1] == "poke":
         poke(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif len(sys.argv) in (7, 8) and sys.argv[1] in ("a", "b"):
         main(sys.argv[1], sys.argv[2], sys.argv[3], *(int(x) for x in sys.argv[4:]))

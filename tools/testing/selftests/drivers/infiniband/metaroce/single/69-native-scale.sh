@@ -5,13 +5,15 @@
 # is per pair of GIDs, so NA x NB RC QP pairs, pair (I, J) between mra0's address I and mrb0's
 # address J (native_scale.py), make N = NA x NB connections on each device at once: more than
 # the 64 a device could ever hold before; 32 x 32 = 1,024 (MR_SCALE_NA and MR_SCALE_NB set
-# them). Every pair moves one 4 KiB SEND, checked byte for byte. Printed: the
-# time to connect and to move the data, the debugfs connection count of each device, and the
-# memory (vmalloc + slab) the connections took: the growth between the QPs in INIT (rings and
-# all already allocated) and the QPs at RTS, per connection. Then the QPs are destroyed: 2 s
-# later every connection is idle and unbound, and the next connection made on a device
-# (native_scale.py poke) reaps them: native_peers_reaped must grow by N on each device and the
-# connections must be gone. No kernel warning.
+# them). Every pair moves one 4 KiB SEND, checked byte for byte. Printed: the time to connect and
+# to move the data, the debugfs connection count of each device, and the memory (vmalloc + slab)
+# the connections took: the growth between the QPs in INIT (rings and all already allocated) and
+# the QPs at RTS, per connection; and per QP, from before its creation to RTS. Then the QPs are
+# destroyed: 2 s later every connection is idle and unbound, and the next connection made on a
+# device (native_scale.py poke) reaps them: native_peers_reaped must grow by N on each device and
+# the connections must be gone. Then, beside it, rdma_rxe's memory per QP: the same N RC QP pairs
+# on one rdma_rxe device, each pair looped through the device's address, one checked SEND each
+# (MR_SCALE_RXE=0 leaves it out). No kernel warning.
 # MR_SCALE_Q (default 1): QP pairs per address pair, all on its connection; with Q > 1 one QP
 # more is bound on the first pair, which must fail with ENOSPC once Q is the 256 streams a
 # connection carries (70-native-streams: 1 x 1 addresses, 256 QP pairs).
@@ -62,6 +64,9 @@ r0a=$(mr_stat mra mra0 native_peers_reaped) r0b=$(mr_stat mrb mrb0 native_peers_
 t0=$SECONDS
 ip netns exec mra /usr/bin/python3 "$PY" a mra0 $D $NA $NB $SIZE $Q > $D/a.log 2>&1 & pa=$!
 ip netns exec mrb /usr/bin/python3 "$PY" b mrb0 $D $NA $NB $SIZE $Q > $D/b.log 2>&1 & pb=$!
+waitfor 600 open-a open-b
+mq=$(mem)
+touch $D/create
 waitfor 600 init-a init-b
 echo "$((N * Q)) QPs in INIT on each device in $((SECONDS - t0)) s"
 m0=$(mem)
@@ -70,7 +75,8 @@ waitfor 600 result-a result-b
 m1=$(mem) ca=$(conns mra0) cb=$(conns mrb0)
 echo "connected (a: $(cat $D/rts-a) s, b: $(cat $D/rts-b) s) and moved $((N * Q)) x $SIZE B: a $(cat $D/result-a), b $(cat $D/result-b)"
 echo "connections: mra0 $ca, mrb0 $cb; memory (vmalloc + slab) +$(( (m1 - m0) / 1024 )) MiB for $((2 * N)) connections:" \
-  "$(( (m1 - m0) / (2 * N) )) KiB per connection with $Q QP(s) bound"
+  "$(( (m1 - m0) / (2 * N) )) KiB per connection with $Q QP(s) bound;" \
+  "$(( (m1 - mq) / (2 * N * Q) )) KiB per QP from its creation to RTS, its connection's share included"
 grep -q "^ok $((N * Q)) " $D/result-a && grep -q "^ok $((N * Q)) " $D/result-b || fail "not every pair moved its data"
 if [ "$Q" -gt 1 ]; then
   waitfor 60 extra-a
@@ -94,4 +100,38 @@ echo "after the QPs went and one new connection each: reaped mra0 $ra, mrb0 $rb;
   "mrb0 $(conns mrb0); memory $(( (m1 - m2) / 1024 )) MiB lower than with every connection up"
 [ "$ra" -ge $N ] && [ "$rb" -ge $N ] || fail "reaped mra0 $ra, mrb0 $rb; expected $N each"
 [ "$(conns mra0)" -le 1 ] && [ "$(conns mrb0)" -le 1 ] || fail "connections left after reaping"
+
+# rdma_rxe beside it (MR_SCALE_RXE=0 leaves it out): N RC QP pairs on one rdma_rxe device,
+# each pair connected to itself through the device's own address (rdma_rxe's UDP sockets are the
+# initial namespace's, so the device is there, on a veth of its own), one checked SEND each, the
+# memory read the same way: what a QP costs there from its creation to RTS, where MetaRoCE's
+# figure above is a QP plus its share of a connection.
+if [ "${MR_SCALE_RXE:-1}" != 0 ] && [ "$Q" = 1 ]; then
+  modprobe rdma_rxe || fail "modprobe rdma_rxe (the test kernel builds it beside MetaRoCE)"
+  trap 'kill $pa $pb $pl 2>/dev/null; rdma link delete rxl0 2>/dev/null; ip link del rxv0 2>/dev/null; mr_two_namespaces_cleanup' EXIT
+  ip link add rxv0 type veth peer name rxv1 && ip addr add 192.0.2.60/24 dev rxv0 &&
+    ip link set rxv1 up && ip link set rxv0 up || fail "veth rxv0 for rdma_rxe"
+  rdma link add rxl0 type rxe netdev rxv0 || fail "rdma link add rxl0 type rxe"
+  gx=
+  for ((i = 0; i < 100 && ${#gx} == 0; i++)); do gx=$(mr_gid_index rxl0 192.0.2.60); [ -n "$gx" ] || sleep 0.1; done
+  [ -n "$gx" ] || fail "no RoCE v2 GID for 192.0.2.60 on rxl0"
+  rm -f $D/go $D/create $D/release
+  t0=$SECONDS
+  /usr/bin/python3 "$PY" loop rxl0 $gx $N $SIZE $D > $D/l.log 2>&1 & pl=$!
+  waitfor 600 open-l
+  mq=$(mem)
+  touch $D/create
+  waitfor 600 init-l
+  touch $D/go
+  waitfor 600 result-l
+  m1=$(mem)
+  echo "rdma_rxe: $N RC QP pairs connected in $(cat $D/rts-l) s and $N x $SIZE B moved: $(cat $D/result-l);" \
+    "$(( (m1 - mq) / (2 * N) )) KiB per QP from its creation to RTS"
+  grep -q "^ok $N " $D/result-l || fail "rdma_rxe: not every pair moved its data"
+  touch $D/release
+  waitfor 300 closed-l
+  wait $pl
+  rdma link delete rxl0 || fail "rdma link delete rxl0"
+  ip link del rxv0
+fi
 mr_dmesg_clean
