@@ -143,16 +143,16 @@ collect() { # GUEST_DIR
 # kmemleak: it makes every process of a test-kernel guest ~2.5x slower under TCG (tracking each
 # slab allocation; /bin/true 1.3 s against 0.5 s, ibv_devinfo 2.9 s against 1.2 s, 2026-12-07),
 # which make check's hour cannot afford in every guest. make check keeps it in the guest of the
-# lifecycle tests (module, links, netdev deletion, unload), teardown under load and hostile user
-# space, where objects are most often left behind, and boots the others with kmemleak=off (their
+# lifecycle tests (module, links, netdev deletion, unload) and teardown under load, where objects
+# are most often left behind, and boots the others with kmemleak=off (their
 # kmemleak collection says so); KASAN, UBSAN, lockdep and kCFI stay on everywhere. check-full
 # keeps kmemleak in every guest.
 # Each guest's results are collected at the end.
 # METAROCE_SERIAL=1 runs everything one guest after the other (slower; for timing single tests).
 if [ -n "${METAROCE_FULL:-}" ]; then NOLEAK=; else NOLEAK=kmemleak=off; fi
-LEAK_TESTS=${METAROCE_LEAK_TESTS:-10-34,57-57,59-59}   # shape (a) tests in the kmemleak guest (lane 1)
-LANE1_REST=${METAROCE_LANE1_REST:-35-50}                # then lane 1's second guest
-LANE2_REST=${METAROCE_LANE2_REST:-51-56,58-58,60-99}    # lane 2's, after shape (b)
+LEAK_TESTS=${METAROCE_LEAK_TESTS:-10-34,57-57}   # shape (a) tests in the kmemleak guest (lane 1)
+LANE1_REST=${METAROCE_LANE1_REST:-35-50,58-59}          # then lane 1's second guest
+LANE2_REST=${METAROCE_LANE2_REST:-51-56,60-99}          # lane 2's, after shape (b)
 lane1() {
   MR_GUEST_APPEND= run_single test single single "$LEAK_TESTS"
   MR_GUEST_APPEND=$NOLEAK run_single test single-3 single "$LANE1_REST"

@@ -6,7 +6,7 @@
 # without kmemleak (the release kernel, Debian's).
 . "$(dirname "$0")/../lib.sh"
 grep -qw kmemleak=off /proc/cmdline &&
-  skip "kmemleak=off on this guest's command line (make check: kmemleak costs ~2.5x per process under TCG, so only the guest of the lifecycle, teardown and hostile-user tests keeps it; check-full keeps it in every test-kernel guest)"
+  skip "kmemleak=off on this guest's command line (make check: kmemleak costs ~2.5x per process under TCG, so only the guest of the lifecycle and teardown tests keeps it; check-full keeps it in every test-kernel guest)"
 [ -w /sys/kernel/debug/kmemleak ] || skip "no kmemleak in this kernel"
 # Twice: the first scan only ages objects freed moments ago (kmemleak reports an object once it
 # was seen unreferenced for 5 s).

@@ -10,7 +10,7 @@
 mr_our_kernel || skip "peer runs $(uname -r), not MetaRoCE's kernel"
 # About 2 minutes on the test kernel; make check keeps pair/70-ucx, which takes the same RC and UD
 # paths through an engine.
-[ -n "${MR_FULL:-}" ] || skip "make check-full only (pair/70-ucx covers an engine in make check)"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (with pair/70-ucx: the engines run in check-full and make cluster)"
 command -v fi_pingpong >/dev/null || skip "fi_pingpong not installed (Debian's libfabric-bin)"
 trap mr_roce_back EXIT
 # Both guests run one fi_pingpong (guest a serves on control port $2, b connects, retrying while

@@ -7,6 +7,7 @@
 # and WRITEs while another thread keeps dropping the target's pages. Data must land intact, the
 # faults must be counted (odp_faults), and the console must stay clean (KASAN, lockdep).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: its ~3 minutes of rdma-core's ODP tests; on-demand paging is a feature no other make-check test needs)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_veth_up

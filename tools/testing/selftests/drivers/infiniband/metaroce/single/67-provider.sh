@@ -12,6 +12,7 @@
 # Skips on a kernel built with CONFIG_RDMA_METAROCE_RXE_ABI (MetaRoCE then reports rdma_rxe's
 # id and librxe drives it; the other tests cover that).
 . "$(dirname "$0")/../lib.sh"
+[ -n "${MR_FULL:-}" ] || skip "make check-full only (make check's hour: every make-check verbs test goes through libmetaroce; rdma_rxe beside MetaRoCE in one kernel is checked here only)"
 . "$MR_SELFTESTS/single/link-common.bash"
 mr_fresh
 mr_two_devices
