@@ -6,11 +6,11 @@
 # (verbs;ofi_rxm). The RDM run sets FI_UNIVERSE_SIZE=64: ofi_rxm sizes its CQ as (rx + tx queue) x
 # the universe size, 65,536 entries by default, beyond a soft-RoCE device's 32,767 (rdma_rxe's
 # limit too), and fi_enable fails with EINVAL. Expected: every run reports its 100 transfers.
+MR_FULL_ONLY="with pair/70-ucx: the engines run in check-full and make cluster"
 . "$(dirname "$0")/../lib.sh"
 mr_our_kernel || skip "peer runs $(uname -r), not MetaRoCE's kernel"
 # About 2 minutes on the test kernel; make check keeps pair/70-ucx, which takes the same RC and UD
 # paths through an engine.
-[ -n "${MR_FULL:-}" ] || skip "make check-full only (with pair/70-ucx: the engines run in check-full and make cluster)"
 command -v fi_pingpong >/dev/null || skip "fi_pingpong not installed (Debian's libfabric-bin)"
 trap mr_roce_back EXIT
 # Both guests run one fi_pingpong (guest a serves on control port $2, b connects, retrying while
