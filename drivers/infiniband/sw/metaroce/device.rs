@@ -3,7 +3,7 @@
 //! The MetaRoCE RDMA device: its data and its ib_core hooks (queries and user contexts).
 
 use crate::mr::MrTable;
-use crate::native::{ConnView, PeerTable, Peers};
+use crate::native::{ConnView, FlightPool, PeerTable, Peers};
 use crate::odp::OdpFaults;
 use crate::proto::mcast::McastTable;
 use crate::qp::{MetaRoceQp, MAX_QP, MAX_QP_WR, MAX_SGE, MIN_QPN};
@@ -156,6 +156,9 @@ pub(crate) struct MetaRoceDev {
     pub(crate) auth: Option<SecretKey>,
     /// The native connections, one per (our GID, remote GID); any context.
     pub(crate) peers: Arc<Peers>,
+    /// The native connections' state for packets in flight, lent while they send.
+    #[pin]
+    pub(crate) flights: FlightPool,
     /// Some native connection owes its peer packets while no QP is bound to it; the next
     /// transmission of any QP sends those ([`crate::native::pull_orphans`]).
     pub(crate) orphans: AtomicBool,
@@ -207,6 +210,7 @@ impl MetaRoceDev {
             GFP_KERNEL,
         )?;
         let held: ARef<NetDevice> = netdev.into();
+        let flights = FlightPool::new()?;
         Ok(try_pin_init!(Self {
             tx_netdev <- Revocable::new(held),
             guid_be,
@@ -248,6 +252,7 @@ impl MetaRoceDev {
             native,
             auth,
             peers,
+            flights <- flights,
             orphans: AtomicBool::new(false),
             _debugfs: debugfs,
         }))
@@ -624,14 +629,17 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
         for (v, c) in values.iter_mut().zip(dev.counters.iter()) {
             *v = c.load(Ordering::Relaxed);
         }
-        // The RTT gauges are read off the connections now.
+        // The RTT gauges are read off the connections now, the flight gauges off the pool.
         let (min_ns, avg_ns) = crate::native::rtt_figures(&dev.peers);
-        for (c, ns) in [
-            (Counter::NativeRttMinUs, min_ns),
-            (Counter::NativeRttAvgUs, avg_ns),
+        let (made, lent) = dev.flights.figures();
+        for (c, v) in [
+            (Counter::NativeRttMinUs, min_ns / 1000),
+            (Counter::NativeRttAvgUs, avg_ns / 1000),
+            (Counter::NativeFlights, made),
+            (Counter::NativeFlightsLent, lent),
         ] {
-            if let Some(v) = values.get_mut(c as usize) {
-                *v = ns / 1000;
+            if let Some(x) = values.get_mut(c as usize) {
+                *x = v;
             }
         }
         // The fault handler counts for itself (its work item holds no device).

@@ -129,6 +129,14 @@ kernel::prelude::module! {
                 1: every packet; Documentation/metaroce/transport.rst section 10): the runs \
                 tx_gso hands over as one GSO packet; read when a connection is created",
         },
+        native_flight_idle_ms: u32 {
+            default: 100,
+            description: "How long a native connection keeps its state for packets in flight \
+                (about 60 KiB, lent from the device's pool) with nothing in flight and nothing \
+                to send before it gives it back (1..=60000 ms, default 100; \
+                Documentation/metaroce/transport.rst section 10.1): an idle connection then \
+                costs a few KiB; read when a connection is created",
+        },
         native_max_peers: u32 {
             default: 1024,
             description: "Native connections (remote devices) a metaroce-native device keeps at \

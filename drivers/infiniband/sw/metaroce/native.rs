@@ -36,7 +36,6 @@ use crate::timer;
 use crate::verbs::RoceAv;
 use crate::xmit::{self, BuildError, OutPacket, Pull};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use kernel::alloc::VBox;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::device::Device;
@@ -47,11 +46,13 @@ use kernel::sync::aref::ARef;
 use kernel::sync::{Arc, SpinLockIrq};
 
 mod auth;
+mod flight;
 mod streams;
 mod table;
 mod telemetry;
 
 use auth::{KernelMac, PeerKeyCache, PeerKeys};
+pub(crate) use flight::FlightPool;
 use streams::{Bindings, Bound};
 
 pub(crate) use table::{peer, pull_orphans, reap_now_and_then, within_quota, PeerTable, Peers};
@@ -73,10 +74,19 @@ const NOTES: usize = 16;
 /// connection id to prove it (section 7.1, `IDLE_REAP`).
 const RESTART_IDLE_NS: u64 = 1_000_000_000;
 
-/// The protocol core's connection in the kernel's shape (about 70 KiB without its streams:
-/// allocated with vmalloc, never on a stack).
-pub(crate) type NativeConn =
-    Conn<PATHS, DESCS, { DESCS / 64 }, STREAMS, MSGS, crate::proto::cc::Aimd, Bindings>;
+/// The protocol core's connection in the kernel's shape: about 4.5 KiB plus its streams'
+/// pointers ([`Bindings`]), never on a stack; its state for packets in flight is lent from the
+/// device's pool while it sends ([`flight`]).
+pub(crate) type NativeConn = Conn<
+    PATHS,
+    DESCS,
+    { DESCS / 64 },
+    STREAMS,
+    MSGS,
+    crate::proto::cc::Aimd,
+    Bindings,
+    Option<flight::Lent>,
+>;
 
 /// A connection that was never used, copied into each new allocation (in place, from
 /// read-only data: [`init_const`]) and then configured.
@@ -101,7 +111,7 @@ pub(crate) fn mss(eth_mtu: u32) -> u16 {
 
 /// A connection's mutable state.
 pub(crate) struct PeerInner {
-    pub(crate) conn: VBox<NativeConn>,
+    pub(crate) conn: KBox<NativeConn>,
     /// The authenticated mode: keys of the peer's data direction.
     peer_keys: PeerKeyCache,
     /// DATA packets dropped because the destination QP had no receive request posted.
@@ -185,7 +195,7 @@ impl Peer {
         let g = self.inner.lock();
         g.conn.streams_hi() == 0
             && (g.conn.state() == ConnState::Failed
-                || (g.conn.next_deadline().is_none()
+                || (g.conn.timer_deadline().is_none()
                     && g.conn
                         .last_rx()
                         .is_none_or(|t| now.saturating_sub(t) > table::REAP_IDLE_NS)))
@@ -206,7 +216,7 @@ fn new_peer(
     paths: u8,
     id: u64,
 ) -> Result<Arc<Peer>> {
-    let mut conn = VBox::init(init_const::<Blank>(), GFP_KERNEL)?;
+    let mut conn = KBox::init(init_const::<Blank>(), GFP_KERNEL)?;
     let mut cfg = ConnConfig::new(conn_id());
     cfg.mss = mss(eth_mtu);
     cfg.paths = paths;
@@ -237,6 +247,12 @@ fn new_peer(
         .value()
         .clamp(1, u32::from(u16::MAX)) as u16;
     cfg.restart_idle_ns = RESTART_IDLE_NS;
+    // A lent flight goes back after this long idle; given back at a tick, so at least two.
+    cfg.flight_idle_ns = u64::from(
+        crate::module_parameters::native_flight_idle_ms
+            .value()
+            .clamp(2 * timer::TICK_MS, 60_000),
+    ) * 1_000_000;
     // Runs of packets per path that the transmit batch hands the stack as one GSO packet.
     cfg.path_run = crate::module_parameters::native_path_run
         .value()
@@ -558,6 +574,8 @@ pub(crate) fn pull_tx(
     let mut got = 0;
     // New messages are taken in once, before the first poll; not for control packets only.
     let mut feed_first = pull != Pull::Control;
+    // A flight the connection did not take, given back after the lock.
+    let mut unused = None;
     loop {
         let mut polled: [Option<Polled>; POLL_CHUNK] = [const { None }; POLL_CHUNK];
         let want = POLL_CHUNK.min(out.len() - got);
@@ -571,6 +589,13 @@ pub(crate) fn pull_tx(
                 feed_first = false;
             }
             let now = dev.now_ns();
+            // New data waits for a flight: a spare from the pool, else one the timer tick
+            // makes (the deadline below arms it).
+            if pull != Pull::Control && inner.conn.flight_wanted() {
+                if let Some(f) = dev.flights.take() {
+                    unused = inner.conn.lend_flight(now, f).err();
+                }
+            }
             while n < want {
                 // Room for an atomic request's operands after the header.
                 let mut hdr = [0u8; MAX_HDR_LEN];
@@ -613,8 +638,11 @@ pub(crate) fn pull_tx(
                 reap(dev, inner, &mut notes);
                 feed(dev, peer, inner, &mut notes);
                 account(dev, inner);
-                timed = Some(inner.conn.next_deadline().is_some());
+                timed = Some(inner.conn.next_deadline().is_some() || inner.conn.flight_wanted());
             }
+        }
+        if let Some(f) = unused.take() {
+            drop(dev.flights.give(f));
         }
         for p in polled.iter().flatten() {
             match build(peer, headroom, p) {
@@ -646,18 +674,45 @@ pub(crate) fn pull_tx(
     }
 }
 
-/// Runs the connection's timers if one is due. Returns whether a deadline is still pending.
-/// Process context (the device's timer tick), through any QP bound to `peer`.
+/// Runs the connection's timers if one is due, lends it a flight if it waits for one (made
+/// here if the pool has none) and takes back the flight of a connection idle for long enough.
+/// Returns whether there is something to send (the caller schedules the transmission) and
+/// whether a deadline is still pending. Process context (the device's timer tick), through any
+/// QP bound to `peer`.
 pub(crate) fn on_tick(dev: &Device<MetaRoceDriver>, peer: &Peer) -> (bool, bool) {
-    let mut g = peer.inner.lock();
-    let now = dev.now_ns();
+    let wanted = peer.inner.lock().conn.flight_wanted();
+    // Made before the lock is taken (vmalloc sleeps).
+    let mut lend = if wanted {
+        dev.flights.take_or_make()
+    } else {
+        None
+    };
     let mut fired = false;
-    if g.conn.next_deadline().is_some_and(|d| d <= now) {
-        g.conn.on_timer(now);
-        account(dev, &mut g);
-        fired = true;
+    let (back, pending) = {
+        let mut g = peer.inner.lock();
+        let now = dev.now_ns();
+        if let Some(f) = lend.take() {
+            match g.conn.lend_flight(now, f) {
+                Ok(()) => fired = true,
+                Err(f) => lend = Some(f),
+            }
+        }
+        if g.conn.timer_deadline().is_some_and(|d| d <= now) {
+            g.conn.on_timer(now);
+            fired = true;
+        }
+        let back = g.conn.reclaim_flight(now);
+        if fired || back.is_some() {
+            account(dev, &mut g);
+        }
+        let pending = g.conn.next_deadline().is_some() || g.conn.flight_wanted();
+        (back, pending)
+    };
+    // Kept as spares or freed, with no lock held.
+    for f in [lend, back].into_iter().flatten() {
+        drop(dev.flights.give(f));
     }
-    (fired, g.conn.next_deadline().is_some())
+    (fired, pending)
 }
 
 /// Whether the IP header says Congestion Experienced.

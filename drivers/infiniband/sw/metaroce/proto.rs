@@ -15,6 +15,8 @@ pub mod comp;
 pub mod conn;
 #[path = "proto/src/ext.rs"]
 pub mod ext;
+#[path = "proto/src/flight.rs"]
+pub mod flight;
 #[path = "proto/src/icrc.rs"]
 pub mod icrc;
 #[path = "proto/src/mcast.rs"]

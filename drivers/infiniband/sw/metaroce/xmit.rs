@@ -230,6 +230,11 @@ impl WorkItem for TxEngine {
             };
             // Cleared before the batch, so work posted meanwhile schedules the QP again.
             qp.tx_queued.store(false, Ordering::Release);
+            let dev = qp.device();
+            if dev.native {
+                // Spares for native connections that start sending (process context here).
+                dev.flights.refill();
+            }
             if transmit(&qp, 1, Pull::All) {
                 // More to send: back to the end of the list.
                 schedule(&qp);

@@ -106,9 +106,18 @@ pub(crate) enum Counter {
     /// Packets of two or more native datagrams handed to the network stack as one GSO packet
     /// (`tx_gso`; their datagrams are in `sent_pkts`).
     SentGsoBatches,
+    /// Flights (a native connection's state for packets in flight, about 60 KiB) lent to
+    /// connections that started sending.
+    NativeFlightsTaken,
+    /// Flights connections gave back after `native_flight_idle_ms` with nothing in flight.
+    NativeFlightsReturned,
+    /// Gauge: flights that exist (lent or kept spare by the device's pool).
+    NativeFlights,
+    /// Gauge: flights lent now (connections sending or recently busy).
+    NativeFlightsLent,
 }
 
-pub(super) const NUM_COUNTERS: usize = Counter::SentGsoBatches as usize + 1;
+pub(super) const NUM_COUNTERS: usize = Counter::NativeFlightsLent as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 pub(super) static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -162,4 +171,8 @@ pub(super) static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_restarts"),
     StatDesc::new(c"native_auth_errors"),
     StatDesc::new(c"sent_gso_batches"),
+    StatDesc::new(c"native_flights_taken"),
+    StatDesc::new(c"native_flights_returned"),
+    StatDesc::new(c"native_flights"),
+    StatDesc::new(c"native_flights_lent"),
 ];

@@ -252,6 +252,14 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         d(n.rate_hint_changes, w.rate_hint_changes),
     );
     dev.count(
+        Counter::NativeFlightsTaken,
+        d(n.flights_lent, w.flights_lent),
+    );
+    dev.count(
+        Counter::NativeFlightsReturned,
+        d(n.flights_returned, w.flights_returned),
+    );
+    dev.count(
         Counter::NativeDelaySignals,
         d(n.delay_signals, w.delay_signals),
     );
@@ -315,6 +323,8 @@ struct Snapshot {
     open: usize,
     rnr_drops: u64,
     restarts: u64,
+    /// The connection holds a flight (`super::flight`).
+    flight: bool,
     paths: [Option<PathSnapshot>; PATHS],
 }
 
@@ -348,6 +358,15 @@ impl core::fmt::Debug for ConnView {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // The connections as they are now (those created after the count was taken wait for
         // the next read); each is printed from a copy taken under its own lock.
+        // What a connection, a flight and a bound QP's stream take (allocation sizes).
+        writeln!(
+            f,
+            "# bytes: connection {} + {}, flight {}, stream of a bound QP {}",
+            core::mem::size_of::<Peer>(),
+            core::mem::size_of::<super::NativeConn>(),
+            core::mem::size_of::<super::flight::NativeFlight>(),
+            core::mem::size_of::<super::streams::Bound>(),
+        )?;
         let n = self.0.lock().len();
         let mut peers: KVec<Arc<Peer>> =
             KVec::with_capacity(n, GFP_KERNEL).map_err(|_| core::fmt::Error)?;
@@ -378,6 +397,7 @@ impl core::fmt::Debug for ConnView {
                     open,
                     rnr_drops: g.rnr_drops,
                     restarts: c.restart_stats().restarts,
+                    flight: c.has_flight(),
                     // The paths in use (the connection's `paths`, at most `PATHS`).
                     paths: core::array::from_fn(|i| {
                         c.path_info(i)
@@ -389,7 +409,7 @@ impl core::fmt::Debug for ConnView {
             };
             writeln!(
                 f,
-                "connection {:#010x} {} -> {} {:?} window {} B rate hint {} kbit/s rnr drops {} peer restarts {}",
+                "connection {:#010x} {} -> {} {:?} window {} B rate hint {} kbit/s rnr drops {} peer restarts {} flight {}",
                 s.conn_id,
                 Gid(&p.sgid),
                 Gid(&p.dgid),
@@ -397,7 +417,8 @@ impl core::fmt::Debug for ConnView {
                 s.window.0,
                 s.window.1,
                 s.rnr_drops,
-                s.restarts
+                s.restarts,
+                if s.flight { "lent" } else { "none" }
             )?;
             write!(f, "  streams (QPN):")?;
             for q in s.streams.iter().take(s.open) {

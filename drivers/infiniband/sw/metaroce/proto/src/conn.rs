@@ -10,10 +10,13 @@
 //! [`Conn::poll_completion`] and [`Conn::next_deadline`]. Time is `u64`
 //! nanoseconds of any monotonic clock. Storage is sized by const generics:
 //! `P` paths, `D` Dsn descriptors (`D = 64 * DW`), `S` streams, `K` messages
-//! per stream. Everything but the streams is inside the value; the streams'
-//! state is in a [`StreamStore`] (by default inline, `[Stream<K>; S]`), whose
-//! slots a caller may fill only while a stream is open
-//! ([`Conn::open_stream_in`], [`Conn::close_stream_out`]).
+//! per stream. Everything but the streams and the packets in flight is inside the
+//! value; the streams' state is in a [`StreamStore`] (by default inline,
+//! `[Stream<K>; S]`), whose slots a caller may fill only while a stream is open
+//! ([`Conn::open_stream_in`], [`Conn::close_stream_out`]); the state of the packets in
+//! flight is in a [`FlightStore`] (by default inline, [`Flight`]), which a caller may
+//! lend only while the connection is busy ([`Conn::lend_flight`],
+//! [`Conn::reclaim_flight`]).
 //!
 //! # RDMA READ and atomics (`transport.rst`, section 11)
 //!
@@ -99,6 +102,8 @@
 
 use super::auth::{mark, ReplayWindow, Sealed};
 use super::cc::{pace_gap_ns, Aimd, MD_ECN_CONN, MD_ECN_PATH, Q16_ONE};
+use super::flight::{Desc, DescState};
+pub use super::flight::{Flight, FlightStore};
 pub use super::mrc_wire::NakCode;
 use super::mrc_wire::{
     parse, parse_auth, AckPkt, DataHdr, MrcError, MrcOp, MrcPacket, ProbeKind, ProbePkt,
@@ -106,7 +111,7 @@ use super::mrc_wire::{
 };
 use super::offload::{CongestionEngine, Window};
 use super::path::{
-    PathEvent, PathState, PathStats, RxPath, TxPath, PATH_WINDOW, SLOW_PATH_FACTOR,
+    PathEvent, PathState, PathStats, RxPath, SlotWindow, TxPath, PATH_WINDOW, SLOW_PATH_FACTOR,
     SLOW_PATH_SAMPLES,
 };
 use super::restart::{Proven, RestartGuard, RestartStats};
@@ -178,6 +183,10 @@ pub struct ConnConfig {
     /// packets a host stack can hand its network layer as one segmentation batch (the
     /// kernel's fraglist UDP GSO), at the cost of coarser spraying.
     pub path_run: u8,
+    /// How long a connection whose flight is lent ([`FlightStore::LENDS`]) keeps it with
+    /// nothing in flight and nothing to send before [`Conn::reclaim_flight`] gives it back
+    /// (section 10.1, **our choice**; 0: never).
+    pub flight_idle_ns: u64,
 }
 
 impl ConnConfig {
@@ -204,6 +213,7 @@ impl ConnConfig {
             ack_every: 1,
             auth: false,
             path_run: 1,
+            flight_idle_ns: 100_000_000,
         }
     }
 }
@@ -448,6 +458,10 @@ pub struct ConnStats {
     pub delay_signals: u64,
     /// Rate hint changes received.
     pub rate_hint_changes: u64,
+    /// Flights lent to the connection ([`Conn::lend_flight`]).
+    pub flights_lent: u64,
+    /// Flights given back ([`Conn::reclaim_flight`]).
+    pub flights_returned: u64,
 }
 
 impl ConnStats {
@@ -467,41 +481,10 @@ impl ConnStats {
         conn_ecn_decreases: 0,
         delay_signals: 0,
         rate_hint_changes: 0,
+        flights_lent: 0,
+        flights_returned: 0,
     };
 }
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum DescState {
-    Unacked,
-    Lost,
-    Acked,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Desc {
-    stream: u16,
-    /// A response packet (of the stream's [`RespRing`]), not of our message.
-    resp: bool,
-    msn: u32,
-    offset: u32,
-    len: u16,
-    path: u8,
-    seq: u32,
-    tx_count: u8,
-    state: DescState,
-}
-
-const FREE_DESC: Desc = Desc {
-    stream: 0,
-    resp: false,
-    msn: 0,
-    offset: 0,
-    len: 0,
-    path: 0,
-    seq: 0,
-    tx_count: 0,
-    state: DescState::Acked,
-};
 
 struct SizeCheck<const D: usize, const DW: usize>;
 
@@ -529,16 +512,19 @@ pub struct Conn<
     const K: usize,
     C = Aimd,
     St = [Stream<K>; S],
+    Fl = Flight<P, D>,
 > {
     cfg: ConnConfig,
     state: ConnState,
     paths: [TxPath<C>; P],
-    descs: [Desc; D],
+    /// Descriptors, retransmission queue and path slots ([`FlightStore`]). Absent only while
+    /// nothing is in flight: `dsn_base == dsn_next` and no path has a transmission out.
+    flight: Fl,
+    /// When the sending half last sent DATA or took an ACK, or was lent its flight: a lent
+    /// flight goes back [`ConnConfig::flight_idle_ns`] after it.
+    busy_at: u64,
     dsn_base: u32,
     dsn_next: u32,
-    retx: [u32; D],
-    retx_head: usize,
-    retx_len: usize,
     cc: C,
     min_rtt: u64,
     rate_hint: u32,
@@ -601,7 +587,8 @@ impl<
         const K: usize,
         C: CongestionEngine,
         St: StreamStore<K, Slot = ()>,
-    > Conn<P, D, DW, S, K, C, St>
+        Fl: FlightStore<P, D>,
+    > Conn<P, D, DW, S, K, C, St, Fl>
 {
     /// Opens stream `idx` between our QP `local_qpn` and the peer's QP `remote_qpn`
     /// ([`Self::open_stream_in`]); `false` if there is no stream `idx` or it is open.
@@ -649,7 +636,8 @@ impl<
         const S: usize,
         const K: usize,
         St: StreamStore<K>,
-    > Conn<P, D, DW, S, K, Aimd, St>
+        Fl: FlightStore<P, D>,
+    > Conn<P, D, DW, S, K, Aimd, St, Fl>
 {
     /// A connection with `cfg` and the software AIMD.
     ///
@@ -679,7 +667,8 @@ impl<
         const K: usize,
         C: CongestionEngine,
         St: StreamStore<K>,
-    > Conn<P, D, DW, S, K, C, St>
+        Fl: FlightStore<P, D>,
+    > Conn<P, D, DW, S, K, C, St, Fl>
 {
     /// A connection with `cfg` whose windows engine `C` keeps: equal to
     /// [`Self::new`] for the default engine, but not a `const fn` (trait
@@ -709,12 +698,10 @@ impl<
             cfg,
             state: ConnState::Idle,
             paths,
-            descs: [FREE_DESC; D],
+            flight: Fl::EMPTY,
+            busy_at: 0,
             dsn_base: 0,
             dsn_next: 0,
-            retx: [0; D],
-            retx_head: 0,
-            retx_len: 0,
             cc,
             min_rtt: 0,
             rate_hint: 0,
@@ -824,6 +811,65 @@ impl<
     /// The restart proof's counters (section 7.1).
     pub const fn restart_stats(&self) -> &RestartStats {
         &self.guard.stats
+    }
+
+    /// Whether the connection holds its flight ([`FlightStore`]).
+    pub fn has_flight(&self) -> bool {
+        self.flight.get().is_some()
+    }
+
+    /// Whether the connection has something to send that needs a flight it does not hold:
+    /// the caller lends one ([`Self::lend_flight`]) before polling, else no new DATA leaves.
+    pub fn flight_wanted(&self) -> bool {
+        self.state == ConnState::Active
+            && self.flight.get().is_none()
+            && (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i))
+    }
+
+    /// Lends the connection flight `f` at `now` (empty, as [`Flight::EMPTY`] or as
+    /// [`Self::reclaim_flight`] gave it back). Gives `f` back if it holds one.
+    pub fn lend_flight(&mut self, now: u64, f: Fl::Lent) -> Result<(), Fl::Lent> {
+        self.flight.put(f)?;
+        self.busy_at = now;
+        self.stats.flights_lent = self.stats.flights_lent.saturating_add(1);
+        Ok(())
+    }
+
+    /// Nothing in flight or queued for retransmission (every descriptor acknowledged).
+    fn flight_quiet(&self) -> bool {
+        self.dsn_base == self.dsn_next
+            && self.paths.iter().all(|p| p.inflight_pkts() == 0)
+            && self.flight.get().is_some_and(|f| f.retx.is_empty())
+    }
+
+    /// When a lent flight may go back: [`ConnConfig::flight_idle_ns`] after the sending half
+    /// was last busy, while nothing is in flight ([`Self::next_deadline`] includes it, so
+    /// that the caller's timer asks [`Self::reclaim_flight`]).
+    fn release_at(&self) -> Option<u64> {
+        let idle = self.cfg.flight_idle_ns;
+        (Fl::LENDS && idle != 0 && self.flight_quiet()).then(|| self.busy_at.saturating_add(idle))
+    }
+
+    /// Takes the lent flight back, emptied, if the connection had nothing in flight and
+    /// nothing to send for [`ConnConfig::flight_idle_ns`] at `now` (section 10.1). The paths
+    /// forget what their slots still knew of lost transmissions (a late ACK can no longer
+    /// prove one received). A connection with something to send keeps it and counts as busy.
+    pub fn reclaim_flight(&mut self, now: u64) -> Option<Fl::Lent> {
+        if self.release_at().is_none_or(|t| t > now) {
+            return None;
+        }
+        if (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i)) {
+            self.busy_at = now;
+            return None;
+        }
+        for p in self.paths.iter_mut() {
+            if !p.forget_slots() {
+                return None;
+            }
+        }
+        self.flight.get_mut()?.clear();
+        self.stats.flights_returned = self.stats.flights_returned.saturating_add(1);
+        self.flight.take()
     }
 
     /// Whether DATA packet `h` would pass every check of [`Self::on_packet`] that comes before
@@ -952,7 +998,7 @@ impl<
     fn abandon(&mut self, idx: usize, responses: bool) {
         let mut dsn = self.dsn_base;
         while dsn != self.dsn_next {
-            if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
+            if let Some(d) = self.desc_mut(dsn) {
                 if usize::from(d.stream) == idx && (responses || !d.resp) {
                     // A Lost descriptor still queued for retransmission is skipped when popped.
                     d.state = DescState::Acked;
@@ -1121,6 +1167,20 @@ impl<
 
     fn desc_index(dsn: u32) -> usize {
         (dsn as usize) % D.max(1)
+    }
+
+    /// Dsn `dsn`'s descriptor (`None` without a flight: nothing is in flight then).
+    fn desc(&self, dsn: u32) -> Option<&Desc> {
+        self.flight.get()?.descs.get(Self::desc_index(dsn))
+    }
+
+    fn desc_mut(&mut self, dsn: u32) -> Option<&mut Desc> {
+        self.flight.get_mut()?.descs.get_mut(Self::desc_index(dsn))
+    }
+
+    /// Path `pi`'s slots, if the connection holds its flight.
+    fn slots(&self, pi: usize) -> Option<&SlotWindow> {
+        self.flight.get()?.slots.get(pi)
     }
 
     /// Handles a packet addressed to this connection. `ce` says whether its
@@ -1493,7 +1553,7 @@ impl<
         if h.conn != self.cfg.conn_id || !ours {
             return None;
         }
-        let d = self.descs.get(Self::desc_index(h.dsn))?;
+        let d = self.desc(h.dsn)?;
         let si = usize::from(d.stream);
         let t = self.tx(si)?;
         let same = !d.resp
@@ -1509,15 +1569,19 @@ impl<
     /// duplicates cannot spend the NAK's retries and fail our connection.
     fn resend_nak(&mut self, idx: usize, msn: u32) {
         let n = self.dsn_next.wrapping_sub(self.dsn_base);
+        let limit = self.cfg.max_retx / 2;
+        let Some(f) = self.flight.get_mut() else {
+            return;
+        };
         for k in 0..n {
             let dsn = self.dsn_base.wrapping_add(k);
-            let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) else {
+            let Some(d) = f.descs.get_mut(Self::desc_index(dsn)) else {
                 return;
             };
             if d.resp && usize::from(d.stream) == idx && d.msn == msn {
-                if d.state == DescState::Unacked && d.tx_count < self.cfg.max_retx / 2 {
+                if d.state == DescState::Unacked && d.tx_count < limit {
                     d.state = DescState::Lost;
-                    push_retx(&mut self.retx, &mut self.retx_head, &mut self.retx_len, dsn);
+                    f.retx.push(dsn);
                 }
                 return;
             }
@@ -1532,25 +1596,28 @@ impl<
         if pi >= self.npaths() {
             return Err(RxDrop::BadPath);
         }
+        self.busy_at = now;
         let Self {
             paths,
-            descs,
-            retx,
-            retx_head,
-            retx_len,
+            flight,
             streams,
             cc,
             newest_acked,
             ..
         } = self;
         let p = paths.get_mut(pi).ok_or(RxDrop::BadPath)?;
+        // Without a flight nothing is in flight: the path takes the ACK's ECN echo only.
+        let (slots, mut descs, mut retx) = match flight.get_mut() {
+            Some(f) => (f.slots.get_mut(pi), Some(&mut f.descs), Some(&mut f.retx)),
+            None => (None, None, None),
+        };
         let sampled = p.rtt.samples();
         let mut acked_bytes = 0u32;
         let dsn_base = self.dsn_base;
         let dsn_next = self.dsn_next;
         let in_dsn_window = |dsn: u32| dsn.wrapping_sub(dsn_base) < dsn_next.wrapping_sub(dsn_base);
         let ce = p
-            .on_ack(a, now, |ev| match ev {
+            .on_ack(slots, a, now, |ev| match ev {
                 PathEvent::Acked { dsn, len, .. } => {
                     if !in_dsn_window(dsn) {
                         return;
@@ -1558,7 +1625,10 @@ impl<
                     if newest_acked.is_none_or(|n| seq_diff(dsn, n) > 0) {
                         *newest_acked = Some(dsn);
                     }
-                    let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
+                    let Some(d) = descs
+                        .as_deref_mut()
+                        .and_then(|ds| ds.get_mut(Self::desc_index(dsn)))
+                    else {
                         return;
                     };
                     if d.state == DescState::Acked {
@@ -1578,7 +1648,10 @@ impl<
                     }
                 }
                 PathEvent::Lost { dsn, seq } => {
-                    let Some(d) = descs.get_mut(Self::desc_index(dsn)) else {
+                    let Some(d) = descs
+                        .as_deref_mut()
+                        .and_then(|ds| ds.get_mut(Self::desc_index(dsn)))
+                    else {
                         return;
                     };
                     if !in_dsn_window(dsn)
@@ -1589,7 +1662,9 @@ impl<
                         return;
                     }
                     d.state = DescState::Lost;
-                    push_retx(retx, retx_head, retx_len, dsn);
+                    if let Some(q) = retx.as_deref_mut() {
+                        q.push(dsn);
+                    }
                 }
             })
             .ok_or(RxDrop::BadAck)?;
@@ -1597,8 +1672,14 @@ impl<
         // its retransmissions so far are not losses and do not count towards `max_retx`, so
         // a receiver that is slow to post fails nothing (RNR retries are unlimited).
         let rnr = a.rnr
-            && p.unacked_dsn(a.ack_seq).is_some_and(|dsn| {
-                let d = descs.get_mut(Self::desc_index(dsn));
+            && match flight.get_mut() {
+                Some(f) => f.slots.get(pi).and_then(|w| p.unacked_dsn(w, a.ack_seq)),
+                None => None,
+            }
+            .is_some_and(|dsn| {
+                let d = flight
+                    .get_mut()
+                    .and_then(|f| f.descs.get_mut(Self::desc_index(dsn)));
                 match d {
                     Some(d)
                         if in_dsn_window(dsn)
@@ -1713,7 +1794,7 @@ impl<
 
     fn advance_dsn_base(&mut self) {
         while self.dsn_base != self.dsn_next {
-            match self.descs.get(Self::desc_index(self.dsn_base)) {
+            match self.desc(self.dsn_base) {
                 Some(d) if d.state != DescState::Acked => break,
                 _ => self.dsn_base = self.dsn_base.wrapping_add(1),
             }
@@ -1801,12 +1882,13 @@ impl<
         (self.new_route_rto_floor(), self.share_drain_ns())
     }
 
-    /// Path `p`'s RTO deadline, with `floors` from [`Self::rto_floors`]: the
+    /// Path `pi`'s RTO deadline, with `floors` from [`Self::rto_floors`]: the
     /// new-route floor if it is on a new route, and the paced drain time.
-    fn rto_deadline(&self, p: &TxPath<C>, (floor, drain): (u64, u64)) -> Option<u64> {
+    fn rto_deadline(&self, pi: usize, (floor, drain): (u64, u64)) -> Option<u64> {
         let c = &self.cfg;
+        let p = self.paths.get(pi)?;
         let min = if p.new_route() { floor } else { c.rto_min_ns };
-        p.deadline(c.rto_init_ns, min.max(drain), c.rto_max_ns)
+        p.deadline(self.slots(pi)?, c.rto_init_ns, min.max(drain), c.rto_max_ns)
     }
 
     /// How long the bytes in flight take to drain at the paced rate, plus
@@ -1824,16 +1906,26 @@ impl<
         bytes_ns(u64::from(self.inflight_bytes()), rate).saturating_add(self.min_rtt)
     }
 
-    /// The earliest time [`Self::on_timer`] has work.
+    /// The earliest time [`Self::on_timer`] or [`Self::reclaim_flight`] has work.
     pub fn next_deadline(&self) -> Option<u64> {
+        [self.timer_deadline(), self.release_at()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The earliest time [`Self::on_timer`] has work: a path's retransmission or probe timer,
+    /// or the pacer. `None` once nothing is in flight and nothing waits for the pacer.
+    pub fn timer_deadline(&self) -> Option<u64> {
         let c = &self.cfg;
         let floors = self.rto_floors();
         let timers = self
             .paths
             .iter()
+            .enumerate()
             .take(self.npaths())
-            .filter_map(|p| {
-                let rto = self.rto_deadline(p, floors);
+            .filter_map(|(pi, p)| {
+                let rto = self.rto_deadline(pi, floors);
                 let pto = p.probe_deadline(c.pto_min_ns);
                 match (rto, pto) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -1859,24 +1951,18 @@ impl<
         }
         let mut floors = self.rto_floors();
         for pi in 0..self.npaths() {
-            let due = self
-                .paths
-                .get(pi)
-                .and_then(|p| self.rto_deadline(p, floors))
-                .is_some_and(|t| t <= now);
+            let due = self.rto_deadline(pi, floors).is_some_and(|t| t <= now);
             if !due {
                 continue;
             }
-            let Self {
-                paths,
-                descs,
-                retx,
-                retx_head,
-                retx_len,
-                ..
-            } = self;
-            if let Some(p) = paths.get_mut(pi) {
-                p.on_timeout(|ev| {
+            let Self { paths, flight, .. } = self;
+            // A deadline means packets in flight, so a flight.
+            let (Some(p), Some(f)) = (paths.get_mut(pi), flight.get_mut()) else {
+                continue;
+            };
+            let super::flight::Flight { descs, retx, slots } = f;
+            if let Some(w) = slots.get_mut(pi) {
+                p.on_timeout(w, |ev| {
                     if let PathEvent::Lost { dsn, seq } = ev {
                         if let Some(d) = descs.get_mut(Self::desc_index(dsn)) {
                             if d.state == DescState::Unacked
@@ -1884,7 +1970,7 @@ impl<
                                 && d.seq == seq
                             {
                                 d.state = DescState::Lost;
-                                push_retx(retx, retx_head, retx_len, dsn);
+                                retx.push(dsn);
                             }
                         }
                     }
@@ -2090,9 +2176,8 @@ impl<
     }
 
     fn poll_retx(&mut self, now: u64, buf: &mut [u8]) -> Option<Transmit> {
-        while self.retx_len > 0 {
-            let dsn = *self.retx.get(self.retx_head)?;
-            let d = *self.descs.get(Self::desc_index(dsn))?;
+        while let Some(dsn) = self.flight.get().and_then(|f| f.retx.front()) {
+            let d = *self.desc(dsn)?;
             let live = d.state == DescState::Lost
                 && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
             if !live {
@@ -2106,7 +2191,7 @@ impl<
                     .resp(usize::from(d.stream))
                     .is_none_or(|q| q.get(d.msn).is_none());
             if gone {
-                if let Some(dm) = self.descs.get_mut(Self::desc_index(dsn)) {
+                if let Some(dm) = self.desc_mut(dsn) {
                     dm.state = DescState::Acked;
                 }
                 self.pop_retx();
@@ -2148,8 +2233,8 @@ impl<
     /// 5.4). Its acknowledgment reveals the gaps before it; if that packet
     /// itself was lost, the probe delivers it.
     fn poll_tail_probe(&mut self, now: u64, buf: &mut [u8], pi: usize) -> Option<Transmit> {
-        let (dsn, seq) = self.paths.get(pi)?.newest_in_flight()?;
-        let d = *self.descs.get(Self::desc_index(dsn))?;
+        let (dsn, seq) = self.paths.get(pi)?.newest_in_flight(self.slots(pi)?)?;
+        let d = *self.desc(dsn)?;
         let current = d.state == DescState::Unacked
             && usize::from(d.path) == pi
             && d.seq == seq
@@ -2166,7 +2251,8 @@ impl<
 
     /// New data; `probe`: on that path, beyond the windows and the pacer.
     fn poll_new(&mut self, now: u64, buf: &mut [u8], probe: Option<usize>) -> Option<Transmit> {
-        if self.dsn_next.wrapping_sub(self.dsn_base) as usize >= D {
+        // Without a flight nothing new leaves: the caller lends one ([`Self::flight_wanted`]).
+        if self.dsn_next.wrapping_sub(self.dsn_base) as usize >= D || self.flight.get().is_none() {
             return None;
         }
         let mss = self.cfg.mss;
@@ -2209,7 +2295,7 @@ impl<
                 self.tx_mut(si)?.next_segment(mss)?
             };
             let dsn = self.dsn_next;
-            if let Some(d) = self.descs.get_mut(Self::desc_index(dsn)) {
+            if let Some(d) = self.desc_mut(dsn) {
                 *d = Desc {
                     stream: u16::try_from(si).ok()?,
                     resp,
@@ -2243,8 +2329,7 @@ impl<
         pi: usize,
         retx: bool,
     ) -> Option<Transmit> {
-        let di = Self::desc_index(dsn);
-        let d = *self.descs.get(di)?;
+        let d = *self.desc(dsn)?;
         // Payload bytes on the wire: an atomic's operand block is written
         // here, not referenced, but windows and pacer count it all the same.
         let atomic = self.is_atomic_desc(&d);
@@ -2253,12 +2338,15 @@ impl<
         } else {
             u32::from(d.len)
         };
+        let w = self.flight.get_mut()?.slots.get_mut(pi)?;
         let p = self.paths.get_mut(pi)?;
         let floor = p.floor();
         // Every earlier transmission counts, also those of a retransmission
         // that never arrived: each one's RTO doubles (path.rs `deadline`).
         let tries = if retx { d.tx_count.max(1) } else { 0 };
-        let seq = p.on_send(dsn, wire_len, now, tries);
+        let seq = p.on_send(w, dsn, wire_len, now, tries);
+        let src_port = p.port;
+        self.busy_at = now;
         let path = u8::try_from(pi).ok()?;
         let mut h = DataHdr {
             retx,
@@ -2328,7 +2416,6 @@ impl<
                 mr,
             }),
         };
-        let src_port = p.port;
         if let Some(gap) = pace_gap_ns(wire_len, self.paced_rate()) {
             // A sender behind its schedule catches up by at most the burst.
             self.pace_from = self
@@ -2338,7 +2425,7 @@ impl<
             self.pace_next = self.pace_from.saturating_add(gap);
         }
         self.pace_blocked = false;
-        if let Some(dm) = self.descs.get_mut(di) {
+        if let Some(dm) = self.desc_mut(dsn) {
             dm.path = path;
             dm.seq = seq;
             dm.state = DescState::Unacked;
@@ -2369,15 +2456,16 @@ impl<
     }
 
     fn pop_retx(&mut self) {
-        if self.retx_len > 0 {
-            self.retx_head = (self.retx_head.wrapping_add(1)) % D.max(1);
-            self.retx_len = self.retx_len.saturating_sub(1);
+        if let Some(f) = self.flight.get_mut() {
+            f.retx.pop();
         }
     }
 
     fn fail(&mut self) {
         self.state = ConnState::Failed;
-        self.retx_len = 0;
+        if let Some(f) = self.flight.get_mut() {
+            f.retx.clear();
+        }
     }
 
     /// The next completion: sends and receives, each stream in order.
@@ -2465,18 +2553,6 @@ const fn initial_port(seed: u32, i: u32) -> u16 {
     PORT_BASE.saturating_add((h % PORT_SPAN) as u16)
 }
 
-fn push_retx(q: &mut [u32], head: &mut usize, len: &mut usize, dsn: u32) {
-    let n = q.len();
-    if n == 0 || *len >= n {
-        return;
-    }
-    let at = head.wrapping_add(*len) % n;
-    if let Some(slot) = q.get_mut(at) {
-        *slot = dsn;
-        *len = len.saturating_add(1);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -2484,6 +2560,67 @@ mod tests {
     use super::*;
 
     type C = Conn<4, 256, 4, 1, 8>;
+    /// [`C`] with its flight lent.
+    type Lent =
+        Conn<4, 256, 4, 1, 8, Aimd, [Stream<8>; 1], Option<std::boxed::Box<Flight<4, 256>>>>;
+
+    /// A flight comes back empty, also after a loss left a lost transmission in its slots.
+    #[test]
+    fn a_reclaimed_flight_is_empty() {
+        let mut cfg = ConnConfig::new(11);
+        cfg.mss = MSS;
+        cfg.paths = 1;
+        cfg.flight_idle_ns = 1_000;
+        let mut a = Lent::new(cfg);
+        cfg.conn_id = 22;
+        let mut b = Lent::new(cfg);
+        assert!(a.open_stream(0, 100, 200) && b.open_stream(0, 200, 100));
+        assert!(a.post(0, write_at_0x1000(4 * u32::from(MSS))).is_ok());
+        assert!(a.flight_wanted());
+        assert!(a
+            .lend_flight(0, std::boxed::Box::new(Flight::EMPTY))
+            .is_ok());
+        let mut now = 0;
+        let mut first = true;
+        while a.outstanding(0) > 0 {
+            now += 10_000;
+            assert!(now < 1_000_000_000, "stuck");
+            let mut buf = [0u8; MAX_HDR_LEN + MSS as usize];
+            let mut to_b = std::vec::Vec::new();
+            while let Some(t) = a.poll_transmit(now, &mut buf) {
+                let len = t.hdr_len + t.payload.map_or(0, |p| usize::from(p.len));
+                to_b.push(buf[..len].to_vec());
+            }
+            for (i, pkt) in to_b.iter().enumerate() {
+                // The second packet of the first round is lost: a SACK gap declares it.
+                if first && i == 1 {
+                    continue;
+                }
+                let _ = b.on_packet(now, pkt, false, 0, 0);
+            }
+            first &= to_b.is_empty();
+            while let Some(t) = b.poll_transmit(now, &mut buf) {
+                let _ = a.on_packet(now, &buf[..t.hdr_len], false, 0, 0);
+            }
+            a.on_timer(now);
+            while a.poll_completion().is_some() {}
+            while b.poll_completion().is_some() {}
+        }
+        assert!(a.stats.retransmits > 0);
+        let f = a.flight.get().map(|f| f.slots[0].clone());
+        assert!(
+            f.is_some_and(|w| w != SlotWindow::EMPTY),
+            "the slots were used"
+        );
+        let back = a.reclaim_flight(now + 1_000_000).expect("idle: given back");
+        assert!(back
+            .descs
+            .iter()
+            .all(|d| *d == super::super::flight::FREE_DESC));
+        assert!(back.retx.is_empty());
+        assert!(back.slots.iter().all(|w| *w == SlotWindow::EMPTY));
+        assert!(!a.has_flight() && a.next_deadline().is_none());
+    }
     const MSS: u16 = 256;
     const WIRE: usize = 512;
 

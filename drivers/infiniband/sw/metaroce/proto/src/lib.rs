@@ -22,6 +22,7 @@ pub mod cc;
 pub mod comp;
 pub mod conn;
 pub mod ext;
+pub mod flight;
 pub mod icrc;
 pub mod mcast;
 pub mod mrc_wire;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 //! One path of a MetaRoCE connection (`transport.rst`, sections 4–6): the
-//! sender's per-path sequence space with its 256 transmission slots, RTT
-//! estimate, window and loss detection from SACKs, and the receiver's
-//! per-path SACK state.
+//! sender's per-path sequence space, RTT estimate, window and loss detection
+//! from SACKs, and the receiver's per-path SACK state. The path's 256
+//! transmission slots ([`SlotWindow`]) are not part of [`TxPath`]: they are
+//! lent with the rest of the connection's state for packets in flight
+//! (`super::flight`) and passed to each method that reads or writes them.
 
 use super::cc::Aimd;
 use super::mrc_wire::AckPkt;
@@ -132,7 +134,7 @@ impl SlotState {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Slot {
     dsn: u32,
     len: u32,
@@ -158,6 +160,31 @@ const EMPTY: Slot = Slot {
     sampled: false,
     tries: 0,
 };
+
+/// The transmission slots of one path: slot `seq % PATH_WINDOW` describes transmission `seq`
+/// while it is one of the last `PATH_WINDOW` sent.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct SlotWindow([Slot; PATH_WINDOW as usize]);
+
+impl SlotWindow {
+    /// Every slot empty (what a path with nothing in flight may be given).
+    pub const EMPTY: SlotWindow = SlotWindow([EMPTY; PATH_WINDOW as usize]);
+
+    /// Makes every slot empty.
+    pub(super) fn clear(&mut self) {
+        for s in self.0.iter_mut() {
+            *s = EMPTY;
+        }
+    }
+
+    fn get(&self, seq: u32) -> Option<&Slot> {
+        self.0.get(slot_index(seq))
+    }
+
+    fn get_mut(&mut self, seq: u32) -> Option<&mut Slot> {
+        self.0.get_mut(slot_index(seq))
+    }
+}
 
 /// What happened to a transmission, reported by [`TxPath::on_ack`] and
 /// [`TxPath::on_timeout`].
@@ -264,7 +291,6 @@ pub struct TxPath<C = Aimd> {
     pub slow_samples: u16,
     base: u32,
     next: u32,
-    slots: [Slot; PATH_WINDOW as usize],
     inflight_bytes: u32,
     inflight_pkts: u32,
     backoff: u8,
@@ -304,7 +330,6 @@ impl<C: CongestionEngine> TxPath<C> {
             slow_samples: 0,
             base: 0,
             next: 0,
-            slots: [EMPTY; PATH_WINDOW as usize],
             inflight_bytes: 0,
             inflight_pkts: 0,
             backoff: 0,
@@ -365,11 +390,11 @@ impl<C: CongestionEngine> TxPath<C> {
 
     /// The newest transmission still in flight, `(Dsn, PathSeq)`: what a
     /// tail-loss probe sends again when no new data waits (section 5.4).
-    pub fn newest_in_flight(&self) -> Option<(u32, u32)> {
+    pub fn newest_in_flight(&self, w: &SlotWindow) -> Option<(u32, u32)> {
         let mut seq = self.next;
         while seq != self.base {
             seq = seq.wrapping_sub(1);
-            let s = self.slots.get(slot_index(seq))?;
+            let s = w.get(seq)?;
             if s.state == SlotState::InFlight {
                 return Some((s.dsn, seq));
             }
@@ -407,11 +432,11 @@ impl<C: CongestionEngine> TxPath<C> {
     /// Records a transmission of `dsn`, which was sent `tries` times before
     /// (on any path; 0: this is its first transmission), and returns its
     /// sequence number.
-    pub fn on_send(&mut self, dsn: u32, len: u32, now: u64, tries: u8) -> u32 {
+    pub fn on_send(&mut self, w: &mut SlotWindow, dsn: u32, len: u32, now: u64, tries: u8) -> u32 {
         let retx = tries > 0;
         let tries = tries.min(MAX_BACKOFF);
         let seq = self.next;
-        if let Some(s) = self.slots.get_mut(slot_index(seq)) {
+        if let Some(s) = w.get_mut(seq) {
             if s.state.lost() {
                 // Its seq (seq - PATH_WINDOW) is no longer recent.
                 self.lost_slots = self.lost_slots.saturating_sub(1);
@@ -426,7 +451,7 @@ impl<C: CongestionEngine> TxPath<C> {
                 tries,
             };
         }
-        if tries > 0 && self.held().map_or(0, |h| h.tries) < tries {
+        if tries > 0 && self.held(w).map_or(0, |h| h.tries) < tries {
             self.held = Some(seq);
         }
         self.next = seq.wrapping_add(1);
@@ -446,11 +471,11 @@ impl<C: CongestionEngine> TxPath<C> {
     }
 
     /// The Dsn that transmission `seq` carried, while it is not acknowledged.
-    pub fn unacked_dsn(&self, seq: u32) -> Option<u32> {
+    pub fn unacked_dsn(&self, w: &SlotWindow, seq: u32) -> Option<u32> {
         if !self.in_window(seq) {
             return None;
         }
-        let s = self.slots.get(slot_index(seq))?;
+        let s = w.get(seq)?;
         (s.state != SlotState::Acked).then_some(s.dsn)
     }
 
@@ -458,11 +483,11 @@ impl<C: CongestionEngine> TxPath<C> {
         seq.wrapping_sub(self.base) < self.next.wrapping_sub(self.base)
     }
 
-    fn resolve(&mut self, seq: u32, state: SlotState) -> Option<Slot> {
+    fn resolve(&mut self, w: &mut SlotWindow, seq: u32, state: SlotState) -> Option<Slot> {
         if !self.in_window(seq) {
             return None;
         }
-        let slot = self.slots.get_mut(slot_index(seq))?;
+        let slot = w.get_mut(seq)?;
         if slot.state != SlotState::InFlight {
             return None;
         }
@@ -504,11 +529,11 @@ impl<C: CongestionEngine> TxPath<C> {
     /// before anything sent after that RTO is acknowledged shows the RTO
     /// spurious: its window reduction is undone. Returns whether `seq` was
     /// lost.
-    fn late(&mut self, seq: u32, ev: &mut impl FnMut(PathEvent)) -> bool {
+    fn late(&mut self, w: &mut SlotWindow, seq: u32, ev: &mut impl FnMut(PathEvent)) -> bool {
         if !self.recent(seq) {
             return false;
         }
-        let Some(slot) = self.slots.get_mut(slot_index(seq)) else {
+        let Some(slot) = w.get_mut(seq) else {
             return false;
         };
         if !slot.state.lost() {
@@ -538,18 +563,23 @@ impl<C: CongestionEngine> TxPath<C> {
     /// Finds the lost transmissions `ack` proves received (AckSeq, SACK
     /// bits, and CumSeq where [`Self::proven`] allows) and reports them
     /// through [`Self::late`].
-    fn late_proofs(&mut self, ack: &AckPkt, ev: &mut impl FnMut(PathEvent)) -> bool {
+    fn late_proofs(
+        &mut self,
+        w: &mut SlotWindow,
+        ack: &AckPkt,
+        ev: &mut impl FnMut(PathEvent),
+    ) -> bool {
         if self.lost_slots == 0 || !self.late_acks {
             self.late_cum = ack.cum;
             return false;
         }
-        let mut any = self.late(ack.ack_seq, ev);
+        let mut any = self.late(w, ack.ack_seq, ev);
         let cum1 = ack.cum.wrapping_add(1);
         for i in set_bits(&ack.sack) {
             if self.lost_slots == 0 {
                 break;
             }
-            any |= self.late(cum1.wrapping_add(i), ev);
+            any |= self.late(w, cum1.wrapping_add(i), ev);
         }
         let newest = highest_bit(&ack.sack).map(|h| cum1.wrapping_add(h));
         // CumSeq: the recent seqs from the last CumSeq checked up to this one.
@@ -562,9 +592,9 @@ impl<C: CongestionEngine> TxPath<C> {
         if seq_diff(ack.cum, from) > 0 {
             let mut seq = from;
             while seq != ack.cum && self.lost_slots > 0 {
-                let lost_next = self.slots.get(slot_index(seq)).map_or(0, |s| s.lost_next);
+                let lost_next = w.get(seq).map_or(0, |s| s.lost_next);
                 if self.recent(seq) && Self::proven(ack, newest, lost_next) {
-                    any |= self.late(seq, ev);
+                    any |= self.late(w, seq, ev);
                 }
                 seq = seq.wrapping_add(1);
             }
@@ -603,8 +633,14 @@ impl<C: CongestionEngine> TxPath<C> {
 
     /// Resolves `seq` as acknowledged if it is in flight: the window grows and `ev` hears of
     /// it. Returns whether it was.
-    fn acked(&mut self, seq: u32, now: u64, ev: &mut impl FnMut(PathEvent)) -> bool {
-        let Some(s) = self.resolve(seq, SlotState::Acked) else {
+    fn acked(
+        &mut self,
+        w: &mut SlotWindow,
+        seq: u32,
+        now: u64,
+        ev: &mut impl FnMut(PathEvent),
+    ) -> bool {
+        let Some(s) = self.resolve(w, seq, SlotState::Acked) else {
             return false;
         };
         if self.undo_next.is_some_and(|n| seq_diff(seq, n) >= 0) {
@@ -620,9 +656,9 @@ impl<C: CongestionEngine> TxPath<C> {
         true
     }
 
-    fn advance_base(&mut self) {
+    fn advance_base(&mut self, w: &SlotWindow) {
         while self.base != self.next {
-            match self.slots.get(slot_index(self.base)) {
+            match w.get(self.base) {
                 Some(s) if s.state == SlotState::InFlight => break,
                 _ => self.base = self.base.wrapping_add(1),
             }
@@ -630,10 +666,13 @@ impl<C: CongestionEngine> TxPath<C> {
     }
 
     /// Processes an ACK for this path at `now`; reports every transmission
-    /// acknowledged or found lost through `ev`. Returns `Some(true)` if the
-    /// ACK echoed new ECN marks, `None` if it was inconsistent (counted).
+    /// acknowledged or found lost through `ev`. `w` is the path's slots, `None` while the
+    /// connection holds no state for packets in flight (then nothing is in flight: the ACK
+    /// can only be checked and its ECN echo taken). Returns `Some(true)` if the ACK echoed
+    /// new ECN marks, `None` if it was inconsistent (counted).
     pub fn on_ack(
         &mut self,
+        w: Option<&mut SlotWindow>,
         ack: &AckPkt,
         now: u64,
         mut ev: impl FnMut(PathEvent),
@@ -644,6 +683,37 @@ impl<C: CongestionEngine> TxPath<C> {
             return None;
         }
         self.stats.acks = self.stats.acks.saturating_add(1);
+        let any = match w {
+            Some(w) => self.ack_slots(w, ack, now, &mut ev),
+            None => {
+                self.late_cum = ack.cum;
+                false
+            }
+        };
+        // An RNR ACK acknowledges nothing new but proves the receiver alive and the path good.
+        if any || ack.rnr {
+            self.probe = Probe::Armed;
+            self.backoff = 0;
+            self.rto_in_row = 0;
+            self.state = PathState::Active;
+        }
+        let ce = seq_diff(ack.ce_count, self.last_ce) > 0;
+        if ce {
+            self.last_ce = ack.ce_count;
+            self.stats.ecn_echoes = self.stats.ecn_echoes.saturating_add(1);
+        }
+        Some(ce)
+    }
+
+    /// [`Self::on_ack`]'s work on the slots: the RTT sample, late proofs, the cumulative and
+    /// selective acknowledgments and the gaps. Returns whether anything was acknowledged.
+    fn ack_slots(
+        &mut self,
+        w: &mut SlotWindow,
+        ack: &AckPkt,
+        now: u64,
+        ev: &mut impl FnMut(PathEvent),
+    ) -> bool {
         // RTT from the triggering transmission. Its own PathSeq names it, so
         // the sample is exact (no Karn rule) also for a transmission already
         // declared lost: an ACK slower than the RTO must raise the RTO, or a
@@ -653,7 +723,7 @@ impl<C: CongestionEngine> TxPath<C> {
         // transmission. One declared lost may have been sent before the
         // path's latest repath: it does not end a new route's probation.
         if self.recent(ack.ack_seq) {
-            if let Some(s) = self.slots.get_mut(slot_index(ack.ack_seq)) {
+            if let Some(s) = w.get_mut(ack.ack_seq) {
                 if !s.sampled && s.state != SlotState::Acked {
                     s.sampled = true;
                     if s.state == SlotState::InFlight {
@@ -666,7 +736,7 @@ impl<C: CongestionEngine> TxPath<C> {
         // Transmissions declared lost that this ACK proves received; first,
         // so that an RTO proven spurious is undone before acknowledgments of
         // later transmissions could disarm that.
-        let mut any = self.late_proofs(ack, &mut ev);
+        let mut any = self.late_proofs(w, ack, ev);
         // Cumulative part: every seq before CumSeq.
         let (offs, test) = self.before(ack.cum);
         for off in offs {
@@ -674,13 +744,13 @@ impl<C: CongestionEngine> TxPath<C> {
             if test && seq_diff(seq, ack.cum) >= 0 {
                 continue;
             }
-            any |= self.acked(seq, now, &mut ev);
+            any |= self.acked(w, seq, now, ev);
         }
         // Selective part: the set bits only, in ascending order.
         let cum1 = ack.cum.wrapping_add(1);
         for i in set_bits(&ack.sack) {
             let seq = cum1.wrapping_add(i);
-            any |= self.acked(seq, now, &mut ev);
+            any |= self.acked(w, seq, now, ev);
         }
         // Newest sequence number the receiver has seen on this path.
         let mut newest = ack.cum.wrapping_sub(1);
@@ -697,25 +767,13 @@ impl<C: CongestionEngine> TxPath<C> {
             if test && seq_diff(seq, newest) >= 0 {
                 continue;
             }
-            if let Some(s) = self.resolve(seq, SlotState::Lost) {
+            if let Some(s) = self.resolve(w, seq, SlotState::Lost) {
                 self.count_loss(false);
                 ev(PathEvent::Lost { dsn: s.dsn, seq });
             }
         }
-        self.advance_base();
-        // An RNR ACK acknowledges nothing new but proves the receiver alive and the path good.
-        if any || ack.rnr {
-            self.probe = Probe::Armed;
-            self.backoff = 0;
-            self.rto_in_row = 0;
-            self.state = PathState::Active;
-        }
-        let ce = seq_diff(ack.ce_count, self.last_ce) > 0;
-        if ce {
-            self.last_ce = ack.ce_count;
-            self.stats.ecn_echoes = self.stats.ecn_echoes.saturating_add(1);
-        }
-        Some(ce)
+        self.advance_base(w);
+        any
     }
 
     fn count_loss(&mut self, rto: bool) {
@@ -740,10 +798,10 @@ impl<C: CongestionEngine> TxPath<C> {
     }
 
     /// The held retransmission's slot while it is in flight.
-    fn held(&self) -> Option<&Slot> {
+    fn held<'a>(&self, w: &'a SlotWindow) -> Option<&'a Slot> {
         self.held
             .filter(|&seq| self.in_window(seq))
-            .and_then(|seq| self.slots.get(slot_index(seq)))
+            .and_then(|seq| w.get(seq))
             .filter(|s| s.state == SlotState::InFlight)
     }
 
@@ -755,7 +813,7 @@ impl<C: CongestionEngine> TxPath<C> {
     /// knows nothing of it: without its own, a peer slower than the RTO
     /// (a queue growing faster than the RTT estimate follows) sees the same
     /// packet again every RTO until `max_retx` fails a live connection.
-    pub fn deadline(&self, init: u64, min: u64, max: u64) -> Option<u64> {
+    pub fn deadline(&self, w: &SlotWindow, init: u64, min: u64, max: u64) -> Option<u64> {
         if self.inflight_pkts == 0 {
             return None;
         }
@@ -764,25 +822,25 @@ impl<C: CongestionEngine> TxPath<C> {
         let after = |sent_at: u64, shift: u8| {
             sent_at.saturating_add((rto << shift.min(MAX_BACKOFF)).min(cap))
         };
-        let s = self.slots.get(slot_index(self.base))?;
+        let s = w.get(self.base)?;
         let oldest = after(s.sent_at, self.backoff);
-        let held = self.held().map_or(0, |h| after(h.sent_at, h.tries));
+        let held = self.held(w).map_or(0, |h| after(h.sent_at, h.tries));
         Some(oldest.max(held))
     }
 
     /// The retransmission timer fired: every transmission in flight is
     /// lost, the window restarts and the path's state steps towards
     /// FAILED. The caller repaths.
-    pub fn on_timeout(&mut self, mut ev: impl FnMut(PathEvent)) {
+    pub fn on_timeout(&mut self, w: &mut SlotWindow, mut ev: impl FnMut(PathEvent)) {
         let mut seq = self.base;
         while self.in_window(seq) {
-            if let Some(s) = self.resolve(seq, SlotState::TimedOut) {
+            if let Some(s) = self.resolve(w, seq, SlotState::TimedOut) {
                 self.count_loss(true);
                 ev(PathEvent::Lost { dsn: s.dsn, seq });
             }
             seq = seq.wrapping_add(1);
         }
-        self.advance_base();
+        self.advance_base(w);
         self.undo_next = Some(self.next);
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.probe = Probe::Armed;
@@ -794,6 +852,23 @@ impl<C: CongestionEngine> TxPath<C> {
         } else {
             PathState::Recovering
         };
+    }
+
+    /// Lets go of the path's slots (they are being given back, `super::flight`): with nothing
+    /// in flight, the slots only still tell which lost transmissions a late ACK may prove
+    /// received; that proof (and an RTO's undo) is given up. Returns `false`, changing nothing,
+    /// while a transmission is in flight.
+    pub fn forget_slots(&mut self) -> bool {
+        if self.inflight_pkts != 0 {
+            return false;
+        }
+        self.base = self.next;
+        self.lost_slots = 0;
+        self.late_cum = self.next;
+        self.undo_next = None;
+        self.held = None;
+        self.probe = Probe::Armed;
+        true
     }
 
     /// Moves the path to a new UDP source port (a new route). The RTT
@@ -869,11 +944,52 @@ mod tests {
     use super::super::cc::MD_ECN_PATH;
     use super::*;
 
-    fn path() -> TxPath {
-        TxPath::new(50000, Aimd::new(1000, 4, 256, MD_ECN_PATH))
+    /// A path with its slots, taking the slot-passing calls by their plain names.
+    struct Held {
+        p: TxPath,
+        w: SlotWindow,
     }
 
-    fn collect(p: &mut TxPath, ack: &AckPkt, now: u64) -> [u32; 2] {
+    impl core::ops::Deref for Held {
+        type Target = TxPath;
+        fn deref(&self) -> &TxPath {
+            &self.p
+        }
+    }
+
+    impl core::ops::DerefMut for Held {
+        fn deref_mut(&mut self) -> &mut TxPath {
+            &mut self.p
+        }
+    }
+
+    impl Held {
+        fn on_send(&mut self, dsn: u32, len: u32, now: u64, tries: u8) -> u32 {
+            self.p.on_send(&mut self.w, dsn, len, now, tries)
+        }
+        fn on_ack(&mut self, ack: &AckPkt, now: u64, ev: impl FnMut(PathEvent)) -> Option<bool> {
+            self.p.on_ack(Some(&mut self.w), ack, now, ev)
+        }
+        fn on_timeout(&mut self, ev: impl FnMut(PathEvent)) {
+            self.p.on_timeout(&mut self.w, ev)
+        }
+        fn deadline(&self, init: u64, min: u64, max: u64) -> Option<u64> {
+            self.p.deadline(&self.w, init, min, max)
+        }
+    }
+
+    fn held(p: TxPath) -> Held {
+        Held {
+            p,
+            w: SlotWindow::EMPTY,
+        }
+    }
+
+    fn path() -> Held {
+        held(TxPath::new(50000, Aimd::new(1000, 4, 256, MD_ECN_PATH)))
+    }
+
+    fn collect(p: &mut Held, ack: &AckPkt, now: u64) -> [u32; 2] {
         let mut n = [0u32; 2];
         p.on_ack(ack, now, |e| match e {
             PathEvent::Acked { .. } => n[0] += 1,
@@ -999,7 +1115,7 @@ mod tests {
     #[test]
     fn loss_epoch_triggers_repath() {
         // 64 packets with 16 of them lost (every fourth): repath once.
-        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        let mut p = held(TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH)));
         for round in 0..2u32 {
             for d in 0..64 {
                 p.on_send(d, 1, 0, 0);
@@ -1065,7 +1181,7 @@ mod tests {
     fn loss_epoch_repaths_at_the_sixteenth_loss() {
         // 20 packets sent, the first 16 lost: repath without waiting for
         // the epoch's 64 packets; the next epoch starts empty.
-        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        let mut p = held(TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH)));
         for d in 0..20 {
             p.on_send(d, 1, 0, 0);
         }
@@ -1112,7 +1228,7 @@ mod tests {
 
     #[test]
     fn seq_window_limit() {
-        let mut p = TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH));
+        let mut p = held(TxPath::new(1, Aimd::new(1, 1000, 1000, MD_ECN_PATH)));
         for d in 0..PATH_WINDOW {
             assert!(p.can_send(1));
             p.on_send(d, 1, 0, 0);
@@ -1173,7 +1289,7 @@ mod tests {
     }
 
     /// Every Acked event of one ACK: (seq, dsn) pairs.
-    fn acked_seqs(p: &mut TxPath, ack: &AckPkt, now: u64) -> std::vec::Vec<u32> {
+    fn acked_seqs(p: &mut Held, ack: &AckPkt, now: u64) -> std::vec::Vec<u32> {
         let mut v = std::vec::Vec::new();
         p.on_ack(ack, now, |e| {
             if let PathEvent::Acked { seq, .. } = e {

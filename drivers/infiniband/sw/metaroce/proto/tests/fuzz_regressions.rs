@@ -375,10 +375,11 @@ fn native_forged_cum_half_space_away_is_judged_per_seq() {
     // from the base stopped at seq 0 (not before it) and missed seq 5.
     use metaroce_proto::cc::{Aimd, MD_ECN_PATH};
     use metaroce_proto::mrc_wire::AckPkt;
-    use metaroce_proto::path::{PathEvent, TxPath};
+    use metaroce_proto::path::{PathEvent, SlotWindow, TxPath};
     let mut p = TxPath::new(50_000, Aimd::new(1000, 8, 256, MD_ECN_PATH));
+    let mut w = SlotWindow::EMPTY;
     for d in 0..6 {
-        p.on_send(d, 1000, 0, 0);
+        p.on_send(&mut w, d, 1000, 0, 0);
     }
     let ack = AckPkt {
         path: 0,
@@ -391,7 +392,10 @@ fn native_forged_cum_half_space_away_is_judged_per_seq() {
         rnr: false,
     };
     let mut ev = Vec::new();
-    assert_eq!(p.on_ack(&ack, 10, |e| ev.push(e)), Some(false));
+    assert_eq!(
+        p.on_ack(Some(&mut w), &ack, 10, |e| ev.push(e)),
+        Some(false)
+    );
     assert_eq!(ev, [PathEvent::Lost { dsn: 5, seq: 5 }]);
     assert_eq!((p.inflight_pkts(), p.floor()), (5, 0));
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use metaroce_proto::bth::Bth;
-use metaroce_proto::conn::{Conn, ConnConfig};
+use metaroce_proto::conn::{Conn, ConnConfig, FlightStore};
 use metaroce_proto::ext::{Aeth, AtomicAckEth, AtomicEth, Deth, Feth, NakCode, Reth, Syndrome};
 use metaroce_proto::mrc_wire::{MrcOp, DATA_HDR_LEN};
 use metaroce_proto::offload::CongestionEngine;
@@ -127,8 +127,9 @@ pub fn packets<
     const K: usize,
     C: CongestionEngine,
     St: StreamStore<K>,
+    Fl: FlightStore<P, D>,
 >(
-    from: &mut Conn<P, D, DW, S, K, C, St>,
+    from: &mut Conn<P, D, DW, S, K, C, St, Fl>,
     now: u64,
 ) -> Vec<Vec<u8>> {
     let mut buf = [0u8; DATA_HDR_LEN];

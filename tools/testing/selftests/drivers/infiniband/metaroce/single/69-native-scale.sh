@@ -8,8 +8,12 @@
 # them). Every pair moves one 4 KiB SEND, checked byte for byte. Printed: the time to connect and
 # to move the data, the debugfs connection count of each device, and the memory (vmalloc + slab)
 # the connections took: the growth between the QPs in INIT (rings and all already allocated) and
-# the QPs at RTS, per connection; and per QP, from before its creation to RTS. Then the QPs are
-# destroyed: 2 s later every connection is idle and unbound, and the next connection made on a
+# the QPs at RTS, per connection; and per QP, from before its creation to RTS. Then, with the QPs
+# still bound, the idle connections (transport.rst 10.1): mrb0's N connections each took a flight
+# to send (their state for packets in flight, from the device's pool) and give it back
+# native_flight_idle_ms after their last ACK; mra0's only acknowledged and took none. Once no
+# flight is lent the memory is read again: what an idle connection costs (with its QP's stream),
+# beside the sizes debugfs states. Then the QPs are destroyed: 2 s later every connection is idle and unbound, and the next connection made on a
 # device (native_scale.py poke) reaps them: native_peers_reaped must grow by N on each device and
 # the connections must be gone. Then, beside it, rdma_rxe's memory per QP: the same N RC QP pairs
 # on one rdma_rxe device, each pair looped through the device's address, one checked SEND each
@@ -85,6 +89,16 @@ if [ "$Q" -gt 1 ]; then
   [ "$(cat $D/extra-a)" = "$want" ] || fail "QP $((Q + 1)) on one connection: $(cat $D/extra-a), expected $want"
 fi
 [ "$ca" -ge $N ] && [ "$cb" -ge $N ] || fail "connections held: mra0 $ca, mrb0 $cb; expected $N each"
+mr_wait 120 [ "$(mr_stat mrb mrb0 native_flights_lent)" = 0 ] ||
+  fail "mrb0: $(mr_stat mrb mrb0 native_flights_lent) flights still lent 120 s after the last SEND"
+ta=$(mr_stat mra mra0 native_flights_taken) tb=$(mr_stat mrb mrb0 native_flights_taken)
+rb=$(mr_stat mrb mrb0 native_flights_returned) kb=$(mr_stat mrb mrb0 native_flights)
+mi=$(mem)
+echo "idle: mrb0 took $tb flights and gave back $rb ($kb kept by its pool), mra0 took $ta;" \
+  "memory +$(( (mi - m0) / 1024 )) MiB for $((2 * N)) idle connections: $(( (mi - m0) / (2 * N) )) KiB per" \
+  "connection with $Q QP(s) bound ($(head -n 1 $DBG/metaroce_mrb0/connections))"
+[ "$tb" -ge $N ] && [ "$rb" = "$tb" ] && [ "$ta" = 0 ] && [ "$kb" -le 8 ] ||
+  fail "flights: mrb0 took $tb, gave back $rb, kept $kb (expected >= $N, all, <= 8); mra0 took $ta (expected 0)"
 touch $D/release
 waitfor 300 closed-a closed-b
 wait $pa $pb
