@@ -111,7 +111,8 @@ pub(crate) fn mss(eth_mtu: u32) -> u16 {
 
 /// A connection's mutable state.
 pub(crate) struct PeerInner {
-    pub(crate) conn: KBox<NativeConn>,
+    /// Inline: with the rest of the peer one allocation of under 8 KiB.
+    pub(crate) conn: NativeConn,
     /// The authenticated mode: keys of the peer's data direction.
     peer_keys: PeerKeyCache,
     /// DATA packets dropped because the destination QP had no receive request posted.
@@ -216,7 +217,6 @@ fn new_peer(
     paths: u8,
     id: u64,
 ) -> Result<Arc<Peer>> {
-    let mut conn = KBox::init(init_const::<Blank>(), GFP_KERNEL)?;
     let mut cfg = ConnConfig::new(conn_id());
     cfg.mss = mss(eth_mtu);
     cfg.paths = paths;
@@ -266,9 +266,6 @@ fn new_peer(
         Some(fabric) => Some(PeerKeys::new(fabric, &av.sgid, &av.dgid, cfg.conn_id)?),
         None => None,
     };
-    if !conn.set_config(cfg) {
-        return Err(EINVAL);
-    }
     let p = Arc::pin_init(
         pin_init!(Peer {
             sgid: av.sgid,
@@ -278,9 +275,10 @@ fn new_peer(
             orphan: AtomicBool::new(false),
             keys,
             feed: [const { AtomicU64::new(0) }; FEED_WORDS],
+            // In place: the connection is too large for a stack.
             inner <- new_spinlock_irq!(
-                PeerInner {
-                    conn,
+                init!(PeerInner {
+                    conn <- init_const::<Blank>(),
                     peer_keys: PeerKeyCache::EMPTY,
                     rnr_drops: 0,
                     counted: Figures::default(),
@@ -290,12 +288,15 @@ fn new_peer(
                     published_ns: 0,
                     stats_seq: 0,
                     publishes: 0,
-                },
+                }),
                 "metaroce_peer"
             ),
         }),
         GFP_KERNEL,
     )?;
+    if !p.inner.lock().conn.set_config(cfg) {
+        return Err(EINVAL);
+    }
     Ok(p)
 }
 

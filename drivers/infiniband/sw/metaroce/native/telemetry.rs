@@ -361,9 +361,8 @@ impl core::fmt::Debug for ConnView {
         // What a connection, a flight and a bound QP's stream take (allocation sizes).
         writeln!(
             f,
-            "# bytes: connection {} + {}, flight {}, stream of a bound QP {}",
+            "# bytes: connection {}, flight {}, stream of a bound QP {}",
             core::mem::size_of::<Peer>(),
-            core::mem::size_of::<super::NativeConn>(),
             core::mem::size_of::<super::flight::NativeFlight>(),
             core::mem::size_of::<super::streams::Bound>(),
         )?;
