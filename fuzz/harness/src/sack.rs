@@ -63,7 +63,7 @@ use arbitrary::{Result, Unstructured};
 use metaroce_proto::cc::{Aimd, MD_ECN_PATH};
 use metaroce_proto::mrc_wire::AckPkt;
 use metaroce_proto::path::{
-    PathEvent, PathState, RxPath, TxPath, FAIL_AFTER_RTO, PATH_WINDOW, REPATH_EPOCH, REPATH_LOSS,
+    PathEvent, PathState, RxPath, SlotWindow, TxPath, FAIL_AFTER_RTO, PATH_WINDOW, REPATH_EPOCH, REPATH_LOSS,
 };
 use metaroce_proto::sack::{highest_bit, Mark, SeqWindow};
 use std::collections::BTreeSet;
@@ -393,6 +393,8 @@ pub fn run_input(input: &Input) {
     };
     // The path.
     let mut p = TxPath::new(50_000, Aimd::new(mss, init, PATH_WINDOW, MD_ECN_PATH));
+    // Its transmission slots (the connection's flight holds them).
+    let mut w = SlotWindow::EMPTY;
     // The model below knows the rules of sections 5.2-5.5, not the late
     // acknowledgments of 5.5.1 (added after it; the path's property test
     // `acknowledged_only_if_received` covers those): off, as in the kernel.
@@ -461,7 +463,7 @@ pub fn run_input(input: &Input) {
                 }
                 let floor = p.floor();
                 assert_eq!(floor, pm.base(), "PathFloor is not the oldest in flight");
-                let seq = p.on_send(dsn, len, now, 0);
+                let seq = p.on_send(&mut w, dsn, len, now, 0);
                 assert_eq!(seq, pm.next(), "sequence numbers not contiguous");
                 pm.tx.push(Tx {
                     dsn,
@@ -502,7 +504,7 @@ pub fn run_input(input: &Input) {
             }
             Step::AckHonest => {
                 let a = rx.ack(0, 1, 0);
-                ack(&mut p, &mut pm, &a, now, true, mss);
+                ack((&mut p, &mut w), &mut pm, &a, now, true, mss);
             }
             Step::AckForged {
                 cum,
@@ -521,10 +523,10 @@ pub fn run_input(input: &Input) {
                     sack: *sack,
                     rnr: false,
                 };
-                ack(&mut p, &mut pm, &a, now, false, mss);
+                ack((&mut p, &mut w), &mut pm, &a, now, false, mss);
             }
             Step::Timeout => {
-                let dl = p.deadline(RTO_INIT, RTO_MIN, RTO_MAX);
+                let dl = p.deadline(&w, RTO_INIT, RTO_MIN, RTO_MAX);
                 let (n, _) = pm.inflight();
                 assert_eq!(
                     dl.is_some(),
@@ -539,7 +541,7 @@ pub fn run_input(input: &Input) {
                 );
                 now = now.max(dl);
                 let mut lost = Vec::new();
-                p.on_timeout(|e| match e {
+                p.on_timeout(&mut w, |e| match e {
                     PathEvent::Lost { dsn, seq } => lost.push((dsn, seq)),
                     e => panic!("RTO reported {e:?}"),
                 });
@@ -581,12 +583,19 @@ fn epoch(p: &mut TxPath, pm: &mut PathModel) {
     assert_eq!(p.loss_epoch_says_repath(), want, "repath epoch");
 }
 
-fn ack(p: &mut TxPath, pm: &mut PathModel, a: &AckPkt, now: u64, honest: bool, mss: u32) {
+fn ack(
+    (p, w): (&mut TxPath, &mut SlotWindow),
+    pm: &mut PathModel,
+    a: &AckPkt,
+    now: u64,
+    honest: bool,
+    mss: u32,
+) {
     let (base, next) = (pm.base(), pm.next());
     let mut ev = Vec::new();
     let before_state = p.state;
     let before_cwnd = p.cc.cwnd();
-    let r = p.on_ack(a, now, |e| ev.push(e));
+    let r = p.on_ack(Some(w), a, now, |e| ev.push(e));
     if super::trace() {
         eprintln!("  ack {a:?} -> {r:?} {ev:?}");
     }
