@@ -63,7 +63,8 @@ use arbitrary::{Result, Unstructured};
 use metaroce_proto::cc::{Aimd, MD_ECN_PATH};
 use metaroce_proto::mrc_wire::AckPkt;
 use metaroce_proto::path::{
-    PathEvent, PathState, RxPath, SlotWindow, TxPath, FAIL_AFTER_RTO, PATH_WINDOW, REPATH_EPOCH, REPATH_LOSS,
+    PathEvent, PathState, RxPath, SlotWindow, TxPath, FAIL_AFTER_RTO, PATH_WINDOW, REPATH_EPOCH,
+    REPATH_LOSS,
 };
 use metaroce_proto::sack::{highest_bit, Mark, SeqWindow};
 use std::collections::BTreeSet;
