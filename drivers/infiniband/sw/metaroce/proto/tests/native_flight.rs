@@ -232,3 +232,127 @@ fn lent_flights_come_and_go_under_loss() {
         assert_eq!(p.b.stats.flights_lent, 0, "seed {seed}");
     }
 }
+
+/// A connection of one stream with its flight lent (the kernel's shape otherwise).
+type OneStream = Conn<8, 512, 8, 1, 32, Aimd, [Stream<32>; 1], Lent>;
+
+/// One pair of [`many_connections_share_a_pool_sized_by_traffic`]: `a` sends one WRITE to `b`.
+struct Link {
+    a: Box<OneStream>,
+    b: Box<OneStream>,
+    start: u64,
+    posted: bool,
+    /// (arrival, to b, bytes).
+    wire: Vec<(u64, bool, Vec<u8>)>,
+    /// When something is next due: the earliest arrival or deadline (`u64::MAX`: nothing).
+    due: u64,
+    placed: u64,
+    done: Option<SendStatus>,
+}
+
+#[test]
+fn many_connections_share_a_pool_sized_by_traffic() {
+    // 4,096 connections on each side (issue 34, item 4): a new wave of 256 starts sending a
+    // 16 KiB WRITE every 2 ms; each flight goes back 2 ms after its connection's last ACK.
+    const N: usize = 4096;
+    const WAVE: usize = 256;
+    const LEN: u32 = 16 * 1024;
+    let mut r = Rand(0x4096);
+    let mut pool = Pool::default();
+    let mut links: Vec<Link> = (0..N)
+        .map(|i| {
+            let mut ca = kernel_config(2 * i as u32 + 1);
+            ca.flight_idle_ns = 2 * MS;
+            let mut cb = kernel_config(2 * i as u32 + 2);
+            cb.flight_idle_ns = 2 * MS;
+            let mut a = Box::new(OneStream::new(ca));
+            let mut b = Box::new(OneStream::new(cb));
+            assert!(a.open_stream(0, 10, 20) && b.open_stream(0, 20, 10));
+            let start = (i / WAVE) as u64 * 2 * MS;
+            Link {
+                a,
+                b,
+                start,
+                posted: false,
+                wire: Vec::new(),
+                due: start,
+                placed: 0,
+                done: None,
+            }
+        })
+        .collect();
+    let step = 10_000;
+    let mut peak = 0;
+    let mut now = 0;
+    while now < 200 * MS {
+        for l in links.iter_mut().filter(|l| l.due <= now) {
+            if !l.posted {
+                l.a.post(0, write(LEN)).unwrap();
+                l.posted = true;
+            }
+            let (due, rest): (Vec<_>, Vec<_>) = l.wire.drain(..).partition(|w| w.0 <= now);
+            l.wire = rest;
+            for (_, to_b, bytes) in due {
+                let c = if to_b { &mut l.b } else { &mut l.a };
+                if let Ok(RxEvent::Data(p)) = c.on_packet(now, &bytes, false, 50_000, 0) {
+                    l.placed += u64::from(p.len);
+                }
+            }
+            for c in [&mut l.a, &mut l.b] {
+                c.on_timer(now);
+                if let Some(f) = c.reclaim_flight(now) {
+                    pool.spare.push(f);
+                }
+            }
+            for to_b in [true, false] {
+                let c = if to_b { &mut l.a } else { &mut l.b };
+                if c.flight_wanted() {
+                    assert!(c.lend_flight(now, pool.take()).is_ok());
+                }
+                let mut buf = [0u8; MAX_HDR_LEN];
+                while let Some(t) = c.poll_transmit(now, &mut buf) {
+                    let mut bytes = buf[..t.hdr_len].to_vec();
+                    if let Some(p) = t.payload {
+                        bytes.resize(t.hdr_len + usize::from(p.len), 0);
+                    }
+                    l.wire.push((now + 20_000 + r.next() % 200_000, to_b, bytes));
+                }
+            }
+            while let Some(c) = l.a.poll_completion() {
+                if let Completion::Send { status, .. } = c {
+                    l.done = Some(status);
+                }
+            }
+            while l.b.poll_completion().is_some() {}
+            let timers = [l.a.next_deadline(), l.b.next_deadline()];
+            l.due = [l.wire.iter().map(|w| w.0).min()]
+                .into_iter()
+                .chain(timers)
+                .flatten()
+                .min()
+                .map_or(u64::MAX, |d| d.div_ceil(step) * step);
+        }
+        peak = peak.max(pool.made - pool.spare.len());
+        if links.iter().all(|l| l.done.is_some() && l.due == u64::MAX) {
+            break;
+        }
+        now += step;
+    }
+    for (i, l) in links.iter().enumerate() {
+        assert_eq!(l.done, Some(SendStatus::Ok), "pair {i}");
+        assert!(l.placed >= u64::from(LEN), "pair {i}: {} placed", l.placed);
+        assert!(!l.a.has_flight() && !l.b.has_flight(), "pair {i} still holds a flight");
+        assert_eq!((l.a.stats.flights_lent, l.b.stats.flights_lent), (1, 0), "pair {i}");
+    }
+    // Every flight came back, and the pool holds about two waves' worth, not one per
+    // connection.
+    assert_eq!(pool.spare.len(), pool.made);
+    assert!(pool.made <= 2 * WAVE, "{} flights made for {N} connections", pool.made);
+    let idle = core::mem::size_of::<OneStream>();
+    let flight = core::mem::size_of::<Flight<8, 512>>();
+    println!(
+        "{N} connections, {} flights made (peak lent {peak}); idle connection {idle} B, flight {flight} B",
+        pool.made
+    );
+    assert!(idle < 16 * 1024 && flight > 60 * 1024);
+}
