@@ -315,7 +315,8 @@ fn many_connections_share_a_pool_sized_by_traffic() {
                     if let Some(p) = t.payload {
                         bytes.resize(t.hdr_len + usize::from(p.len), 0);
                     }
-                    l.wire.push((now + 20_000 + r.next() % 200_000, to_b, bytes));
+                    l.wire
+                        .push((now + 20_000 + r.next() % 200_000, to_b, bytes));
                 }
             }
             while let Some(c) = l.a.poll_completion() {
@@ -341,13 +342,24 @@ fn many_connections_share_a_pool_sized_by_traffic() {
     for (i, l) in links.iter().enumerate() {
         assert_eq!(l.done, Some(SendStatus::Ok), "pair {i}");
         assert!(l.placed >= u64::from(LEN), "pair {i}: {} placed", l.placed);
-        assert!(!l.a.has_flight() && !l.b.has_flight(), "pair {i} still holds a flight");
-        assert_eq!((l.a.stats.flights_lent, l.b.stats.flights_lent), (1, 0), "pair {i}");
+        assert!(
+            !l.a.has_flight() && !l.b.has_flight(),
+            "pair {i} still holds a flight"
+        );
+        assert_eq!(
+            (l.a.stats.flights_lent, l.b.stats.flights_lent),
+            (1, 0),
+            "pair {i}"
+        );
     }
     // Every flight came back, and the pool holds about two waves' worth, not one per
     // connection.
     assert_eq!(pool.spare.len(), pool.made);
-    assert!(pool.made <= 2 * WAVE, "{} flights made for {N} connections", pool.made);
+    assert!(
+        pool.made <= 2 * WAVE,
+        "{} flights made for {N} connections",
+        pool.made
+    );
     let idle = core::mem::size_of::<OneStream>();
     let flight = core::mem::size_of::<Flight<8, 512>>();
     println!(
