@@ -240,7 +240,7 @@ type OneStream = Conn<8, 512, 8, 1, 32, Aimd, [Stream<32>; 1], Lent>;
 struct Link {
     a: Box<OneStream>,
     b: Box<OneStream>,
-    start: u64,
+    /// The WRITE was posted (at the first `due`: the wave's start).
     posted: bool,
     /// (arrival, to b, bytes).
     wire: Vec<(u64, bool, Vec<u8>)>,
@@ -272,7 +272,6 @@ fn many_connections_share_a_pool_sized_by_traffic() {
             Link {
                 a,
                 b,
-                start,
                 posted: false,
                 wire: Vec::new(),
                 due: start,
