@@ -340,18 +340,29 @@ pub(crate) fn bind(
     Ok(idx)
 }
 
-/// Closes stream `idx` of `peer` if QP `qpn` still holds it. Any context; the caller holds
-/// no QP lock.
-pub(crate) fn unbind(peer: &Peer, idx: usize, qpn: u32) {
-    let bound = {
+/// Closes stream `idx` of `peer`, a connection of `dev`, if QP `qpn` still holds it. Any
+/// context; the caller holds no QP lock.
+pub(crate) fn unbind(dev: &Device<MetaRoceDriver>, peer: &Peer, idx: usize, qpn: u32) {
+    let (bound, back) = {
         let mut g = peer.inner.lock();
         if g.conn.stream_qpn(idx) != Some(qpn) {
             return;
         }
-        g.conn.close_stream_out(idx)
+        let bound = g.conn.close_stream_out(idx);
+        // The last QP went: nothing is sent before another binds (and no QP's tick would give
+        // the flight back), so it goes back now if nothing is in flight.
+        let back = match g.conn.streams_hi() {
+            0 => g.conn.release_flight(),
+            _ => None,
+        };
+        (bound, back)
     };
-    // Outside the lock: the last reference frees the page (vfree).
+    // Outside the lock: the last reference frees the page (vfree), a flight the pool does not
+    // keep is freed.
     drop(bound);
+    if let Some(f) = back {
+        drop(dev.flights.give(f));
+    }
 }
 
 /// QPs whose completions or errors were produced under a peer lock, notified after it.

@@ -316,7 +316,7 @@ pub(crate) struct Notify {
 impl Notify {
     pub(crate) fn deliver(self, qp: &Qp<MetaRoceDriver>) {
         if let Some((peer, Some(idx))) = &self.unbind {
-            native::unbind(peer, *idx, qp.qpn);
+            native::unbind(qp.device(), peer, *idx, qp.qpn);
         }
         if self.send {
             if let Some(cq) = qp.send_cq() {

@@ -200,7 +200,7 @@ pub(crate) fn destroy_qp(qp: &Qp<MetaRoceDriver>) {
         g.transport.take_stream()
     };
     if let Some((peer, Some(idx))) = &bound {
-        native::unbind(peer, *idx, qp.qpn);
+        native::unbind(qp.device(), peer, *idx, qp.qpn);
     }
     // No new packet or transmit run can find the QP after this; the abstraction then waits
     // for the ones in progress.

@@ -259,7 +259,7 @@ pub(crate) fn modify_qp(qp: &Qp<MetaRoceDriver>, attr: &QpAttr, mask: QpAttrMask
         Ok(())
     })();
     if let Some((peer, idx)) = native_bind.take() {
-        native::unbind(&peer, idx, qp.qpn);
+        native::unbind(qp.device(), &peer, idx, qp.qpn);
     }
     res?;
     n.deliver(qp);

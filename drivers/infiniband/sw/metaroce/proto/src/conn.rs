@@ -851,15 +851,29 @@ impl<
     }
 
     /// Takes the lent flight back, emptied, if the connection had nothing in flight and
-    /// nothing to send for [`ConnConfig::flight_idle_ns`] at `now` (section 10.1). The paths
-    /// forget what their slots still knew of lost transmissions (a late ACK can no longer
-    /// prove one received). A connection with something to send keeps it and counts as busy.
+    /// nothing to send for [`ConnConfig::flight_idle_ns`] at `now` (section 10.1). A connection
+    /// with something to send keeps it and counts as busy.
     pub fn reclaim_flight(&mut self, now: u64) -> Option<Fl::Lent> {
         if self.release_at().is_none_or(|t| t > now) {
             return None;
         }
         if (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i)) {
             self.busy_at = now;
+            return None;
+        }
+        self.release_flight()
+    }
+
+    /// Takes the lent flight back at once, emptied, if nothing is in flight, queued for
+    /// retransmission or waiting to be sent: what a caller does when the connection's last
+    /// stream closed (nothing is sent on it before a stream opens again). The paths forget
+    /// what their slots still knew of lost transmissions (a late ACK can no longer prove one
+    /// received).
+    pub fn release_flight(&mut self) -> Option<Fl::Lent> {
+        if !Fl::LENDS
+            || !self.flight_quiet()
+            || (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i))
+        {
             return None;
         }
         for p in self.paths.iter_mut() {

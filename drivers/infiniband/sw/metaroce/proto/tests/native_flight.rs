@@ -180,6 +180,32 @@ fn a_flight_is_lent_on_demand_and_given_back_when_idle() {
 }
 
 #[test]
+fn the_last_stream_closing_gives_the_flight_back_at_once() {
+    let mut p = Pair::new(3, 0, 100 * MS);
+    p.a.post(0, write(4096)).unwrap();
+    p.run(20 * MS);
+    assert_eq!(p.done, [(0, SendStatus::Ok)]);
+    assert!(p.a.has_flight());
+    // Not while a message waits to be sent.
+    p.a.post(0, write(4096)).unwrap();
+    assert!(p.a.release_flight().is_none());
+    p.run(p.now + 20 * MS);
+    assert_eq!(p.done.len(), 2);
+    // The QP goes: nothing is in flight, so the flight goes back without waiting 100 ms.
+    assert!(p.a.close_stream(0));
+    let f = p.a.release_flight().expect("given back");
+    assert!(!p.a.has_flight() && p.a.next_deadline().is_none());
+    assert_eq!(p.a.stats.flights_returned, 1);
+    // A stream opened again sends with a flight lent again.
+    assert!(p.a.open_stream(0, 11, 20));
+    p.pool.spare.push(f);
+    p.a.post(0, write(4096)).unwrap();
+    assert!(p.a.flight_wanted());
+    p.run(p.now + 20 * MS);
+    assert!(p.a.has_flight() && p.a.stats.flights_lent == 2);
+}
+
+#[test]
 fn nothing_in_flight_is_given_back() {
     // A flight idle time shorter than an RTT: the flight still stays while packets are out.
     let mut p = Pair::new(7, 0, 1);
@@ -194,6 +220,7 @@ fn nothing_in_flight_is_given_back() {
     for t in [0, 1, MS, 10 * MS] {
         assert!(p.a.reclaim_flight(t).is_none(), "at {t}");
     }
+    assert!(p.a.release_flight().is_none());
     assert!(p.a.has_flight());
 }
 
