@@ -120,6 +120,7 @@ pub use super::stream::{MsgDesc, PostError, Request, Response};
 use super::stream::{
     RecvDone, RespRing, RespSegment, RxStream, Segment, Stream, StreamDrop, StreamStore, TxStream,
 };
+use core::cell::Cell;
 
 /// Connection parameters (`transport.rst`, section 10).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -553,6 +554,11 @@ pub struct Conn<
     /// One past the highest open stream: scans of the streams stop there (slots are taken
     /// lowest first, so a connection with few QPs scans few).
     hi: usize,
+    /// The last stream [`Self::stream_of`] found: (our QP number, index). A DATA packet's
+    /// stream is looked up by the glue, then by [`Self::admits`], then by
+    /// [`Self::on_packet`]; the first finds it, the others check this entry (checked on use:
+    /// a stale entry is never returned). A cache behind `&self`, hence the `Cell`.
+    found: Cell<(u32, usize)>,
     rx_paths: [RxPath; P],
     rx_dsn: SeqWindow<DW>,
     peer: Option<u32>,
@@ -720,6 +726,7 @@ impl<
             streams: St::EMPTY,
             qpns: [0; S],
             hi: 0,
+            found: Cell::new((0, usize::MAX)),
             rx_paths: [RxPath::EMPTY; P],
             rx_dsn: SeqWindow::new(0),
             peer: None,
@@ -913,8 +920,8 @@ impl<
     }
 
     /// Opens stream `idx`, in storage `slot`, between our QP `local_qpn` and the peer's QP
-    /// `remote_qpn`. Gives `slot` back (and changes nothing) if there is no stream `idx` or it
-    /// is open.
+    /// `remote_qpn`. Gives `slot` back (and changes nothing) if there is no stream `idx`, it
+    /// is open, or another open stream is our QP `local_qpn`'s.
     pub fn open_stream_in(
         &mut self,
         idx: usize,
@@ -922,7 +929,9 @@ impl<
         remote_qpn: u32,
         slot: St::Slot,
     ) -> Result<(), St::Slot> {
-        if idx >= S || self.rx(idx).is_some_and(|r| r.open) {
+        // One open stream per QP number: a packet's StreamId names exactly one.
+        let taken = self.stream_of(local_qpn & 0x00FF_FFFF).is_some();
+        if idx >= S || taken || self.rx(idx).is_some_and(|r| r.open) {
             return Err(slot);
         }
         self.streams.put(idx, slot)?;
@@ -976,11 +985,19 @@ impl<
 
     /// The open stream whose QP is `local_qpn` (StreamId on the wire).
     pub fn stream_of(&self, local_qpn: u32) -> Option<usize> {
-        self.qpns
+        let open = |i: usize, q: u32| q == local_qpn && self.rx(i).is_some_and(|r| r.open);
+        let (q, i) = self.found.get();
+        if i < self.hi && q == local_qpn && self.qpns.get(i).is_some_and(|&q| open(i, q)) {
+            return Some(i);
+        }
+        let i = self
+            .qpns
             .get(..self.hi)?
             .iter()
             .enumerate()
-            .position(|(i, &q)| q == local_qpn && self.rx(i).is_some_and(|r| r.open))
+            .position(|(i, &q)| open(i, q))?;
+        self.found.set((local_qpn, i));
+        Some(i)
     }
 
     fn tx(&self, i: usize) -> Option<&TxStream<K>> {
@@ -2577,6 +2594,27 @@ mod tests {
     /// [`C`] with its flight lent.
     type Lent =
         Conn<4, 256, 4, 1, 8, Aimd, [Stream<8>; 1], Option<std::boxed::Box<Flight<4, 256>>>>;
+
+    /// A stream found once is found again from the cache, never a stale entry.
+    #[test]
+    fn stream_of_never_returns_a_stale_stream() {
+        let mut c = Conn::<4, 256, 4, 4, 8>::new(ConnConfig::new(1));
+        assert!(c.open_stream(0, 100, 1));
+        assert_eq!(c.stream_of(100), Some(0));
+        assert_eq!(c.stream_of(100), Some(0));
+        // One open stream per QP number.
+        assert!(!c.open_stream(2, 100, 1));
+        assert!(c.close_stream(0));
+        assert_eq!(c.stream_of(100), None);
+        assert!(c.open_stream(1, 100, 1));
+        assert_eq!(c.stream_of(100), Some(1));
+        // Slot 0 again, for another QP: the cached (100, 1) stays right, 100 is not slot 0.
+        assert!(c.open_stream(0, 300, 1));
+        assert_eq!((c.stream_of(300), c.stream_of(100)), (Some(0), Some(1)));
+        assert!(c.close_stream(1));
+        assert_eq!((c.stream_of(100), c.stream_of(300)), (None, Some(0)));
+        assert_eq!(c.stream_of(7), None);
+    }
 
     /// A flight comes back empty, also after a loss left a lost transmission in its slots.
     #[test]
