@@ -9,7 +9,7 @@ use metaroce_proto::mrc_wire::MAX_HDR_LEN;
 use metaroce_proto::stream::Stream;
 
 mod common;
-use common::{kernel_config, write, Rand, MS, TICK};
+use common::{kernel_config, packets, write, Rand, MS, TICK};
 
 type Lent = Option<Box<Flight<8, 512>>>;
 /// The kernel's shape with a lent flight.
@@ -35,21 +35,17 @@ impl Pool {
     }
 }
 
-/// Every packet `c` sends at `now`, after lending it a flight if it wants one.
-fn pull(c: &mut LentConn, pool: &mut Pool, now: u64) -> Vec<Vec<u8>> {
+/// Every packet `c` sends at `now`, after lending it a flight if it wants one (as the glue's
+/// `pull_tx` does).
+fn pull<const S: usize>(
+    c: &mut Conn<8, 512, 8, S, 32, Aimd, [Stream<32>; S], Lent>,
+    pool: &mut Pool,
+    now: u64,
+) -> Vec<Vec<u8>> {
     if c.flight_wanted() {
         assert!(c.lend_flight(now, pool.take()).is_ok());
     }
-    let mut buf = [0u8; MAX_HDR_LEN];
-    let mut out = Vec::new();
-    while let Some(t) = c.poll_transmit(now, &mut buf) {
-        let mut bytes = buf[..t.hdr_len].to_vec();
-        if let Some(p) = t.payload {
-            bytes.resize(t.hdr_len + usize::from(p.len), 0);
-        }
-        out.push(bytes);
-    }
-    out
+    packets(c, now)
 }
 
 /// Two connections, `a` sending WRITEs to `b`, over a link that loses `loss` percent of the
@@ -332,15 +328,7 @@ fn many_connections_share_a_pool_sized_by_traffic() {
             }
             for to_b in [true, false] {
                 let c = if to_b { &mut l.a } else { &mut l.b };
-                if c.flight_wanted() {
-                    assert!(c.lend_flight(now, pool.take()).is_ok());
-                }
-                let mut buf = [0u8; MAX_HDR_LEN];
-                while let Some(t) = c.poll_transmit(now, &mut buf) {
-                    let mut bytes = buf[..t.hdr_len].to_vec();
-                    if let Some(p) = t.payload {
-                        bytes.resize(t.hdr_len + usize::from(p.len), 0);
-                    }
+                for bytes in pull(c, &mut pool, now) {
                     l.wire
                         .push((now + 20_000 + r.next() % 200_000, to_b, bytes));
                 }
