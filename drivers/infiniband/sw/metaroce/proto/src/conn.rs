@@ -828,9 +828,12 @@ impl<
     /// Whether the connection has something to send that needs a flight it does not hold:
     /// the caller lends one ([`Self::lend_flight`]) before polling, else no new DATA leaves.
     pub fn flight_wanted(&self) -> bool {
-        self.state == ConnState::Active
-            && self.flight.get().is_none()
-            && (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i))
+        self.state == ConnState::Active && self.flight.get().is_none() && self.unsent()
+    }
+
+    /// Whether any open stream has something to send.
+    fn unsent(&self) -> bool {
+        (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i))
     }
 
     /// Lends the connection flight `f` at `now` (empty, as [`Flight::EMPTY`] or as
@@ -864,11 +867,11 @@ impl<
         if self.release_at().is_none_or(|t| t > now) {
             return None;
         }
-        if (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i)) {
+        if self.unsent() {
             self.busy_at = now;
             return None;
         }
-        self.release_flight()
+        self.give_back()
     }
 
     /// Takes the lent flight back at once, emptied, if nothing is in flight, queued for
@@ -877,12 +880,15 @@ impl<
     /// what their slots still knew of lost transmissions (a late ACK can no longer prove one
     /// received).
     pub fn release_flight(&mut self) -> Option<Fl::Lent> {
-        if !Fl::LENDS
-            || !self.flight_quiet()
-            || (0..self.hi.min(S)).any(|i| self.stream_has_unsent(i))
-        {
+        if !Fl::LENDS || !self.flight_quiet() || self.unsent() {
             return None;
         }
+        self.give_back()
+    }
+
+    /// Empties and takes out the flight of a quiet connection with nothing to send (checked by
+    /// the callers, [`Self::reclaim_flight`] and [`Self::release_flight`]).
+    fn give_back(&mut self) -> Option<Fl::Lent> {
         for p in self.paths.iter_mut() {
             if !p.forget_slots() {
                 return None;
