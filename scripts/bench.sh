@@ -15,7 +15,9 @@
 # BENCH_MTU=9000 runs every figure (RDMA and TCP) at that link MTU (default: the link's 1500).
 # BENCH_APPEND="metaroce.native_rto_min_ms=10" adds kernel command-line words to every guest.
 # BENCH_REPS=N overrides the repetitions (default 3); BENCH_ONLY="metaroce-native rxe" picks pairs
-# (only the kernels those pairs boot are built).
+# (only the kernels those pairs boot are built); BENCH_TESTS=0-0,35-35 runs only the bench
+# collection's tests of those numbers (00-setup records the guests; a report then has only
+# their figures).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${METAROCE_OUT:-$repo/out}/bench
@@ -96,7 +98,7 @@ for p in $pairs; do
   say "pair $p: $prov on the $kind kernel"
   s=$(date +%s)
   MR_GUEST_ENV="MR_BENCH_PROVIDER=$prov BENCH_REPS=$reps BENCH_QUICK=$quick BENCH_MTU=${BENCH_MTU:-} MR_TEST_TIMEOUT=$METAROCE_GUEST_TIMEOUT" \
-    run_pair "$kind" "$kind" "bench-$p" bench; rc=$?
+    run_pair "$kind" "$kind" "bench-$p" bench "${BENCH_TESTS:-}"; rc=$?
   e=$(date +%s)
   grep -E '^(not )?ok ' "$OUT/bench-$p-b/output.log" 2>/dev/null | sed "s/^/  $p| /"
   bugs=$(console_bugs "$OUT/bench-$p-a/console.log"; console_bugs "$OUT/bench-$p-b/console.log")

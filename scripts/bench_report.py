@@ -248,6 +248,9 @@ def load_pair(out, pair):
             res["counters"] = ctr
         if pair in MODES and meta.get("tool") != "iperf3":
             res["wire"] = wire(ctr)
+        q = {role: read_qdisc(os.path.join(sides[role][1], f"{rid}.{role}.qdisc")) for role in sides}
+        if any(q.values()):
+            res["qdisc"] = q
         if "b" in sides:
             text = read_text(os.path.join(sides["b"][1], f"{rid}.b.out"))
             parsed = parse_iperf(text) if meta["tool"] == "iperf3" else parse_perftest(meta["kind"], text)
@@ -313,6 +316,23 @@ def load_pair(out, pair):
     return results
 
 
+def read_qdisc(path):
+    """The bottleneck's counters after a run of the link-limited sweep (`tc -s qdisc show dev eth0`
+    of bench_qdisc): netem's drops (the loss asked for), RED's CE marks, early drops and tail drops
+    (the queue's own), or None without the file."""
+    text = read_text(path)
+    if not text:
+        return None
+    out = {}
+    m = re.search(r"qdisc netem .*?dropped (\d+)", text, re.S)
+    if m:
+        out["netem_dropped"] = int(m.group(1))
+    m = re.search(r"marked (\d+) early (\d+) pdrop (\d+)", text)
+    if m:
+        out.update(ce_marked=int(m.group(1)), red_early=int(m.group(2)), red_tail=int(m.group(3)))
+    return out or None
+
+
 def summarize(values):
     v = [x for x in values if x is not None]
     if not v:
@@ -343,6 +363,10 @@ def figures(results):
             f["mpps"] = summarize([r["msgrate_mpps"] for r in ok])
             f["wall_gbps"] = summarize([r.get("wall_gbps") for r in ok])
         f["cpu_s_per_gb"] = summarize([r.get("cpu_s_per_gb") for r in ok])
+        if kind == "limited":
+            qs = [(r.get("qdisc") or {}).get("b") or {} for r in ok]
+            for k in ("netem_dropped", "ce_marked", "red_early", "red_tail"):
+                f[k] = summarize([q.get(k) for q in qs])
         f["clock_disagrees"] = [r["rep"] for r in ok if r.get("check_ok") is False]
         f["clock_unchecked"] = [r["rep"] for r in ok if "check_ok" not in r]
         f["notes"] = sorted({r["note"] for r in ok if r.get("note")})
@@ -515,6 +539,90 @@ def targets(figs, pairs):
     return out
 
 
+# Issue 34's loss targets, native mode on the link-limited path: (loss %, share of lossless).
+LIMITED_TARGETS = [(1, 0.95), (2, 0.95), (5, 0.80), (10, 0.60)]
+NATIVE = "metaroce-native"
+
+
+def loss_md(figs, cols, modes, kind, notes_for):
+    """A loss sweep's table (kind "loss": netem only; "limited": the link-limited path), with each
+    pair's share of its own lossless goodput and, for the limited path, the bottleneck's counters
+    and issue 34's targets."""
+    losses = sorted({f["loss"] for f in figs if f["kind"] == kind})
+    if not losses:
+        return []
+    have_rxe = RXE in cols
+    L = []
+    if kind == "loss":
+        L += ["## Goodput under loss (netem on both guests' egress), ib_write_bw 64 KiB and TCP 1 stream (Gb/s)", ""]
+    else:
+        L += ["## Goodput under loss on a link-limited path, ib_write_bw 64 KiB and TCP 1 stream (Gb/s)", "",
+              "Each guest's egress: netem drops the given share, tbf shapes the rest to the bench's BENCH_LIMIT "
+              "(100 Mbit/s unless the run said otherwise) through one FIFO queue (RED with ECN: CE marks on "
+              "ECN-capable packets and early drops of the others from an average queue of 90 KB, tail drops at 400 KB). The rate is below what every "
+              "stack moves lossless, so the share of a pair's lossless goodput measures its loss recovery rather "
+              "than CPU stalls (issue 34, item 6). Queue counters: the sending guest's, medians per run.", ""]
+    tcp_pair = (modes or cols or [None])[0]
+    lh = ["loss %"] + [PAIR_SHORT.get(p, p) for p in cols] + ([f"{MODES[m]} ÷ rxe" for m in modes] if have_rxe else []) + \
+         [f"{PAIR_SHORT.get(p, p)}: share of its lossless" for p in cols] + \
+         ([f"TCP ({PAIR_SHORT.get(tcp_pair, tcp_pair)} pair)"] if tcp_pair else [])
+    if kind == "limited":
+        lh += [f"{PAIR_SHORT.get(p, p)}: queue CE marks / drops (early + tail)" for p in cols]
+    lh.append("notes")
+    L.append("| " + " | ".join(lh) + " |")
+    L.append("|" + " --- |" * len(lh))
+    zero = {p: find(figs, p, kind, "write", 65536, loss=0) for p in cols}
+    for loss in losses:
+        fs = {p: find(figs, p, kind, "write", 65536, loss=loss) for p in cols}
+        t = find(figs, tcp_pair, kind, "tcp", 0, loss=loss) if tcp_pair else None
+        cells = [f"{loss:g}"] + [fmt(fs[p] and fs[p].get("gbps")) for p in cols]
+        if have_rxe:
+            cells += [fmt_ratio(ratio(fs[m] and fs[m].get("gbps"), fs[RXE] and fs[RXE].get("gbps"))) for m in modes]
+        for p in cols:
+            sh = share(fs[p], zero[p])
+            cells.append("—" if sh is None else f"{100 * sh:.0f} %")
+        if tcp_pair:
+            cells.append(fmt(t and t.get("gbps")))
+        if kind == "limited":
+            for p in cols:
+                f = fs[p]
+                ce, early, tail = (f and f.get(k) and f[k]["median"] for k in ("ce_marked", "red_early", "red_tail"))
+                cells.append("—" if not f or f.get("ce_marked") is None else
+                             f"{ce or 0:g} / {(early or 0) + (tail or 0):g}")
+        notes = notes_for(fs)
+        if check_note(t):
+            notes += ("; " if notes else "") + f"TCP: {check_note(t)}"
+        cells.append(notes)
+        L.append("| " + " | ".join(cells) + " |")
+    L.append("")
+    if kind == "loss":
+        L.append("The issue's loss target is the native transport's: at 1 % loss it keeps ≥ 90 % of its lossless goodput "
+                 "(section \"Targets\"). A run that failed or exceeded the suite's time limit is counted in the notes, never as a figure.")
+    else:
+        L.append("Issue 34's targets, native mode on this path (share of its own lossless goodput in this run; rdma_rxe "
+                 "and TCP beside it):")
+        L.append("")
+        L.append("| loss % | target | native | met | RoCEv2 mode | rdma_rxe | TCP 1 stream |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for loss, thr in LIMITED_TARGETS:
+            def sh(p, op="write", size=65536):
+                x = share(find(figs, p, kind, op, size, loss=loss), find(figs, p, kind, op, size, loss=0))
+                return None if x is None else x
+            v = sh(NATIVE)
+            x = find(figs, NATIVE, kind, "write", 65536, loss=loss)
+            if v is not None:
+                met = "met" if v >= thr else "**not met**"
+            elif x and x["runs"] and not x["ok_runs"]:
+                met = "**not met** (every run failed)"
+            else:
+                met = "not measured"
+            cell = lambda y: "—" if y is None else f"{100 * y:.0f} %"
+            tcp = share(find(figs, tcp_pair, kind, "tcp", 0, loss=loss), find(figs, tcp_pair, kind, "tcp", 0, loss=0)) if tcp_pair else None
+            L.append(f"| {loss:g} | ≥ {100 * thr:.0f} % | {cell(v)} | {met} | {cell(sh('metaroce'))} | {cell(sh(RXE))} | {cell(tcp)} |")
+    L.append("")
+    return L
+
+
 def fmt_target(t):
     if t["value"] is None:
         return ("**not met**: " if t["met"] is False else "not measured: ") + t["why_unmeasured"]
@@ -672,36 +780,8 @@ def write_md(path, meta, figs, cont, results):
         fs = [find(figs, p, "tcp", "tcp", qps=q) for p in cols]
         L.append(f"| {q} | " + " | ".join(fmt(f and f.get("gbps")) + (f" ({check_note(f)})" if check_note(f) else "") for f in fs) + " |")
     L.append("")
-    L.append("## Goodput under loss (netem on both guests' egress), ib_write_bw 64 KiB and TCP 1 stream (Gb/s)")
-    L.append("")
-    tcp_pair = (modes or cols or [None])[0]
-    lh = ["loss %"] + [PAIR_SHORT.get(p, p) for p in cols] + ([f"{MODES[m]} ÷ rxe" for m in modes] if have_rxe else []) + \
-         [f"{PAIR_SHORT.get(p, p)}: share of its lossless" for p in cols] + \
-         ([f"TCP ({PAIR_SHORT.get(tcp_pair, tcp_pair)} pair)"] if tcp_pair else []) + ["notes"]
-    L.append("| " + " | ".join(lh) + " |")
-    L.append("|" + " --- |" * len(lh))
-    losses = sorted({f["loss"] for f in figs if f["kind"] == "loss"})
-    zero = {p: find(figs, p, "loss", "write", 65536, loss=0) for p in cols}
-    for loss in losses:
-        fs = {p: find(figs, p, "loss", "write", 65536, loss=loss) for p in cols}
-        t = find(figs, tcp_pair, "loss", "tcp", 0, loss=loss) if tcp_pair else None
-        cells = [f"{loss:g}"] + [fmt(fs[p] and fs[p].get("gbps")) for p in cols]
-        if have_rxe:
-            cells += [fmt_ratio(ratio(fs[m] and fs[m].get("gbps"), fs[RXE] and fs[RXE].get("gbps"))) for m in modes]
-        for p in cols:
-            sh = share(fs[p], zero[p])
-            cells.append("—" if sh is None else f"{100 * sh:.0f} %")
-        if tcp_pair:
-            cells.append(fmt(t and t.get("gbps")))
-        notes = notes_for(fs)
-        if check_note(t):
-            notes += ("; " if notes else "") + f"TCP: {check_note(t)}"
-        cells.append(notes)
-        L.append("| " + " | ".join(cells) + " |")
-    L.append("")
-    L.append("The issue's loss target is the native transport's: at 1 % loss it keeps ≥ 90 % of its lossless goodput "
-             "(section \"Targets\"). A run that failed or exceeded the suite's time limit is counted in the notes, never as a figure.")
-    L.append("")
+    L += loss_md(figs, cols, modes, "loss", notes_for)
+    L += loss_md(figs, cols, modes, "limited", notes_for)
 
     L.append("## Targets (issue 9), each MetaRoCE mode")
     L.append("")
@@ -767,7 +847,8 @@ def write_md(path, meta, figs, cont, results):
             w = f["wire"]
             what = {"bw": f"ib_{f['op']}_bw {size_label(f['size'])}", "lat": f"ib_{f['op']}_lat {size_label(f['size'])}",
                     "rate": f"message rate {f['op'].upper()} {size_label(f['size'])}, {f['qps']} QP{'s' if f['qps'] > 1 else ''}",
-                    "loss": f"ib_{f['op']}_bw {size_label(f['size'])}, {f['loss']:g} % loss"}.get(f["kind"], f["kind"])
+                    "loss": f"ib_{f['op']}_bw {size_label(f['size'])}, {f['loss']:g} % loss",
+                    "limited": f"ib_{f['op']}_bw {size_label(f['size'])}, {f['loss']:g} % loss, link-limited"}.get(f["kind"], f["kind"])
             L.append(f"| {PAIR_SHORT[f['pair']]} | {what} | {w['native']} / {w['RoCEv2']} / {w['mixed']} / {w['none']} / {w['unknown']} | "
                      f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | "
                      f"{fmt(f.get('timeouts'), digits=4)} | {fmt(f.get('duplicates'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
@@ -972,13 +1053,28 @@ def plots(out, figs, pairs):
     plt.close(fig)
     made.append("bandwidth_vs_size.png")
 
-    # Left: goodput; right: each pair's goodput as a share of its own lossless goodput, with the
-    # native transport's target (≥ 90 % at 1 % loss). Loss 0 is drawn at 0.01 % on the log axes.
+    for kind, name, title, targets in (
+            ("loss", "goodput_vs_loss.png", "Goodput under loss (TCG guests, QEMU socket link)",
+             [(1, 90, "target (native, 30-loss): 90 % at 1 % loss")]),
+            ("limited", "goodput_vs_loss_limited.png",
+             "Goodput under loss behind a link-limited bottleneck (tbf + RED/ECN FIFO)",
+             [(loss, 100 * thr, f"target (native): {100 * thr:.0f} % at {loss} %") for loss, thr in LIMITED_TARGETS])):
+        if loss_plot(out, figs, pairs, kind, name, title, targets):
+            made.append(name)
+    return made
+
+
+def loss_plot(out, figs, pairs, kind, name, title, targets):
+    """Left: goodput against loss; right: each pair's goodput as a share of its own lossless goodput,
+    with the native transport's targets. Loss 0 is drawn at 0.01 % on the log axes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, (ax, axs) = plt.subplots(1, 2, figsize=(12, 4.5))
     any_pts = False
     for p in pairs:
         for op, style, label in (("write", "-", "ib_write_bw 64 KiB"), ("tcp", ":", "TCP 1 stream")):
-            pts = [f for f in figs if f["pair"] == p and f["kind"] == "loss" and f["op"] == op and f.get("gbps")]
+            pts = [f for f in figs if f["pair"] == p and f["kind"] == kind and f["op"] == op and f.get("gbps")]
             pts.sort(key=lambda f: f["loss"])
             if not pts:
                 continue
@@ -991,7 +1087,7 @@ def plots(out, figs, pairs):
             if op == "write" and pts[0]["loss"] == 0:
                 axs.plot(xs, [100 * y / ys[0] for y in ys], marker="o", color=COLOURS.get(p), label=PAIR_LABEL.get(p, p))
                 # Loss levels where every run failed (no goodput to draw): a cross at 0 %.
-                dead = [f["loss"] for f in figs if f["pair"] == p and f["kind"] == "loss" and f["op"] == "write"
+                dead = [f["loss"] for f in figs if f["pair"] == p and f["kind"] == kind and f["op"] == "write"
                         and f["runs"] and not f["ok_runs"] and f["loss"] > 0]
                 if dead:
                     axs.scatter(dead, [0] * len(dead), marker="x", s=60, color=COLOURS.get(p),
@@ -1004,8 +1100,8 @@ def plots(out, figs, pairs):
         ax.grid(True, alpha=0.3, which="both")
         ax.legend(fontsize=6)
         ax.set_title("Goodput vs loss")
-        axs.axhline(90, color="grey", linestyle="--", label="target (native): 90 % at 1 % loss")
-        axs.axvline(1, color="grey", linestyle=":", alpha=0.6)
+        for loss, pct, label in targets:
+            axs.scatter([loss], [pct], marker="_", s=300, color="grey", label=label)
         axs.set_xscale("log")
         axs.set_ylim(-5, 110)
         axs.set_xlabel("netem loss each way, % (0 drawn at 0.01)")
@@ -1013,12 +1109,11 @@ def plots(out, figs, pairs):
         axs.grid(True, alpha=0.3, which="both")
         axs.legend(fontsize=6)
         axs.set_title("Share of lossless goodput")
-        fig.suptitle("Goodput under loss (TCG guests, QEMU socket link)")
+        fig.suptitle(title)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "goodput_vs_loss.png"), dpi=80)
-        made.append("goodput_vs_loss.png")
+        fig.savefig(os.path.join(out, name), dpi=80)
     plt.close(fig)
-    return made
+    return any_pts
 
 
 def main():

@@ -88,11 +88,12 @@ pair_link() {
 
 # Boots two guests joined by a QEMU link (pair_link), one vCPU each, and waits for both.
 # MR_GUEST_APPEND (optional): more kernel command-line words for both guests (scripts/bench.sh).
-run_pair() { # KIND_A KIND_B NAME SUITE
-  local ka=$1 kb=$2 name=$3 suite=$4 rc_a=0 rc_b=0
+run_pair() { # KIND_A KIND_B NAME SUITE [FIRST-LAST[,FIRST-LAST...]]
+  local ka=$1 kb=$2 name=$3 suite=$4 range=${5:-} rc_a=0 rc_b=0
   pair_link || return 1
   mkdir -p "$OUT/$name-a" "$OUT/$name-b"
-  guest_script "$OUT/$name-a/cmd.in" "$suite" "" a || return 1; guest_script "$OUT/$name-b/cmd.in" "$suite" "" b || return 1
+  guest_script "$OUT/$name-a/cmd.in" "$suite" "$range" a || return 1
+  guest_script "$OUT/$name-b/cmd.in" "$suite" "$range" b || return 1
   guest_kernel "$ka"
   "$repo/qemu/run-guest.sh" --name "$name-a" --kernel "${K[0]}" --modules "${K[1]}" ${K[2]:+--initrd "${K[2]}"} \
     --out "$OUT/$name-a" --cmd "$OUT/$name-a/cmd.in" --timeout "$MR_TIMEOUT" \

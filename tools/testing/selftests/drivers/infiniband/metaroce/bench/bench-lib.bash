@@ -16,7 +16,10 @@ BENCH_DIR=/tmp/out/bench
 mkdir -p "$BENCH_DIR"
 BENCH_REPS=${BENCH_REPS:-$([ -n "${BENCH_QUICK:-}" ] && echo 1 || echo 3)}
 # Loss sweep levels in percent (each guest drops that share of its outgoing packets).
-BENCH_LOSS=${BENCH_LOSS:-$([ -n "${BENCH_QUICK:-}" ] && echo "0 1" || echo "0 0.1 1 5 10")}
+BENCH_LOSS=${BENCH_LOSS:-$([ -n "${BENCH_QUICK:-}" ] && echo "0 1" || echo "0 0.1 1 2 5 10")}
+# The link-limited sweep (35-loss-limited.sh): its levels and the bottleneck's rate.
+BENCH_LOSS_LIMITED=${BENCH_LOSS_LIMITED:-0 1 2 5 10}
+BENCH_LIMIT=${BENCH_LIMIT:-100mbit}
 # Time limit of one tool run (a run under 10 % loss may crawl; it is then recorded as failed).
 BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-180}
 # A file descriptor whose reads never return data: `read -t` on it sleeps without a fork.
@@ -141,4 +144,24 @@ bench_iperf() {
 bench_loss() {
   tc qdisc del dev eth0 root 2>/dev/null
   [ "$1" = 0 ] || tc qdisc add dev eth0 root netem loss "$1%"
+}
+
+# The link-limited path of 35-loss-limited.sh on this guest's eth0 egress: netem drops PERCENT of
+# the packets (root), tbf shapes the rest to BENCH_LIMIT, and its one FIFO queue is RED with ECN:
+# from an average queue of 90 KB (7 ms at 100 Mbit/s) ECN-capable packets are marked CE and others
+# dropped, with a probability that grows to 25 % at 270 KB and is 1 beyond; tail drop at 400 KB
+# (32 ms). rdma_rxe's own limit (64 packets in the stack per QP) stays below the marking range, so
+# every stack can fill the link without a drop of the queue's. Usage: bench_limit PERCENT
+bench_limit() {
+  tc qdisc del dev eth0 root 2>/dev/null
+  tc qdisc add dev eth0 root handle 1: netem loss "$1%" limit 10000 &&
+    tc qdisc add dev eth0 parent 1:1 handle 10: tbf rate "$BENCH_LIMIT" burst 16kb latency 100ms &&
+    tc qdisc add dev eth0 parent 10:1 handle 20: red limit 400000 min 90000 max 270000 avpkt 1500 \
+      burst 100 probability 0.25 bandwidth "$BENCH_LIMIT" ecn
+}
+
+# Appends eth0's qdisc statistics (sent, dropped, overlimits, RED's marks and drops) after run ID
+# to ID.ROLE.qdisc: the report counts the bottleneck's drops and ECN marks per run.
+bench_qdisc() {
+  tc -s qdisc show dev eth0 >"$BENCH_DIR/$1.$MR_ROLE.qdisc" 2>&1
 }
