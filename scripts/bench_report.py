@@ -559,7 +559,7 @@ def loss_md(figs, cols, modes, kind, notes_for):
         L += ["## Goodput under loss on a link-limited path, ib_write_bw 64 KiB and TCP 1 stream (Gb/s)", "",
               "Each guest's egress: netem drops the given share, tbf shapes the rest to the bench's BENCH_LIMIT "
               "(100 Mbit/s unless the run said otherwise) through one FIFO queue (RED with ECN: CE marks on "
-              "ECN-capable packets and early drops of the others from an average queue of 90 KB, tail drops at 400 KB). The rate is below what every "
+              "ECN-capable packets and early drops of the others from an average queue of 150 KB, tail drops at 450 KB). The rate is below what every "
               "stack moves lossless, so the share of a pair's lossless goodput measures its loss recovery rather "
               "than CPU stalls (issue 34, item 6). Queue counters: the sending guest's, medians per run.", ""]
     tcp_pair = (modes or cols or [None])[0]

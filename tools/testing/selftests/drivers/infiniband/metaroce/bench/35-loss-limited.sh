@@ -5,7 +5,7 @@
 # guest's egress is a bottleneck every stack fills without loss: netem drops BENCH_LOSS_LIMITED
 # percent of the packets, then tbf shapes them to BENCH_LIMIT (default 100mbit, below what every
 # pair moves lossless in 10-rdma.sh) through one FIFO queue (RED: marks ECN-capable packets once
-# its average queue passes 7 ms, drops the others early, tail-drops at 32 ms; bench-lib.bash). The share of a pair's
+# its average queue passes 12 ms, drops the others early, tail-drops at 36 ms; bench-lib.bash). The share of a pair's
 # lossless goodput then measures its loss recovery. ib_write_bw 64 KiB, then one TCP stream.
 # A run that does not finish within BENCH_LIMIT_TIMEOUT (default 90 s) is recorded as failed,
 # never as a figure.

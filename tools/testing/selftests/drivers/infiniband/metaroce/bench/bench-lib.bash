@@ -148,16 +148,17 @@ bench_loss() {
 
 # The link-limited path of 35-loss-limited.sh on this guest's eth0 egress: netem drops PERCENT of
 # the packets (root), tbf shapes the rest to BENCH_LIMIT, and its one FIFO queue is RED with ECN:
-# from an average queue of 90 KB (7 ms at 100 Mbit/s) ECN-capable packets are marked CE and others
-# dropped, with a probability that grows to 25 % at 270 KB and is 1 beyond; tail drop at 400 KB
-# (32 ms). rdma_rxe's own limit (64 packets in the stack per QP) stays below the marking range, so
-# every stack can fill the link without a drop of the queue's. Usage: bench_limit PERCENT
+# from an average queue of 150 KB (12 ms at 100 Mbit/s) ECN-capable packets are marked CE and
+# others dropped, with a probability that grows to 25 % at 300 KB and is 1 beyond; tail drop at
+# 450 KB (36 ms). rdma_rxe's window (128 unacknowledged packets of 1 KiB) stays below the marking
+# range, so a stack with a window that size fills the link without a drop of the queue's.
+# Usage: bench_limit PERCENT
 bench_limit() {
   tc qdisc del dev eth0 root 2>/dev/null
   tc qdisc add dev eth0 root handle 1: netem loss "$1%" limit 10000 &&
     tc qdisc add dev eth0 parent 1:1 handle 10: tbf rate "$BENCH_LIMIT" burst 16kb latency 100ms &&
-    tc qdisc add dev eth0 parent 10:1 handle 20: red limit 400000 min 90000 max 270000 avpkt 1500 \
-      burst 100 probability 0.25 bandwidth "$BENCH_LIMIT" ecn
+    tc qdisc add dev eth0 parent 10:1 handle 20: red limit 450000 min 150000 max 300000 avpkt 1500 \
+      burst 150 probability 0.25 bandwidth "$BENCH_LIMIT" ecn
 }
 
 # Appends eth0's qdisc statistics (sent, dropped, overlimits, RED's marks and drops) after run ID
