@@ -560,8 +560,11 @@ def loss_md(figs, cols, modes, kind, notes_for):
               "Each guest's egress: netem drops the given share, tbf shapes the rest to the bench's BENCH_LIMIT "
               "(100 Mbit/s unless the run said otherwise) through one FIFO queue (RED with ECN: CE marks on "
               "ECN-capable packets and early drops of the others from an average queue of 150 KB, tail drops at 450 KB). The rate is below what every "
-              "stack moves lossless, so the share of a pair's lossless goodput measures its loss recovery rather "
-              "than CPU stalls (issue 34, item 6). Queue counters: the sending guest's, medians per run.", ""]
+              "stack moves on the plain link (10-rdma.sh), so the link, not the guests' CPUs, should limit the "
+              "transfer and the share of a pair's lossless goodput measure its loss recovery rather than CPU stalls "
+              "(issue 34, item 6); a pair whose lossless figure stays well below TCP's here is limited by its own "
+              "window or queue handling instead, which the share does not show. Queue counters: the sending "
+              "guest's, medians per run.", ""]
     tcp_pair = (modes or cols or [None])[0]
     lh = ["loss %"] + [PAIR_SHORT.get(p, p) for p in cols] + ([f"{MODES[m]} ÷ rxe" for m in modes] if have_rxe else []) + \
          [f"{PAIR_SHORT.get(p, p)}: share of its lossless" for p in cols] + \
