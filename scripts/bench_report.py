@@ -607,11 +607,13 @@ def loss_md(figs, cols, modes, kind, notes_for):
         L.append("")
         L.append("| loss % | target | native | met | RoCEv2 mode | rdma_rxe | TCP 1 stream |")
         L.append("| --- | --- | --- | --- | --- | --- | --- |")
+        def cell(p, loss, op="write", size=65536):
+            """A pair's share of its lossless goodput at `loss`, as a table cell."""
+            x = share(find(figs, p, kind, op, size, loss=loss), find(figs, p, kind, op, size, loss=0))
+            return "—" if x is None else f"{100 * x:.0f} %"
+
         for loss, thr in LIMITED_TARGETS:
-            def sh(p, op="write", size=65536):
-                x = share(find(figs, p, kind, op, size, loss=loss), find(figs, p, kind, op, size, loss=0))
-                return None if x is None else x
-            v = sh(NATIVE)
+            v = share(find(figs, NATIVE, kind, "write", 65536, loss=loss), zero.get(NATIVE))
             x = find(figs, NATIVE, kind, "write", 65536, loss=loss)
             if v is not None:
                 met = "met" if v >= thr else "**not met**"
@@ -619,9 +621,9 @@ def loss_md(figs, cols, modes, kind, notes_for):
                 met = "**not met** (every run failed)"
             else:
                 met = "not measured"
-            cell = lambda y: "—" if y is None else f"{100 * y:.0f} %"
-            tcp = share(find(figs, tcp_pair, kind, "tcp", 0, loss=loss), find(figs, tcp_pair, kind, "tcp", 0, loss=0)) if tcp_pair else None
-            L.append(f"| {loss:g} | ≥ {100 * thr:.0f} % | {cell(v)} | {met} | {cell(sh('metaroce'))} | {cell(sh(RXE))} | {cell(tcp)} |")
+            tcp = cell(tcp_pair, loss, "tcp", 0) if tcp_pair else "—"
+            L.append(f"| {loss:g} | ≥ {100 * thr:.0f} % | {cell(NATIVE, loss)} | {met} | {cell('metaroce', loss)} | "
+                     f"{cell(RXE, loss)} | {tcp} |")
     L.append("")
     return L
 
