@@ -23,6 +23,11 @@
 #                  kernel's build directory: fails on any warning (a broken or private intra-doc
 #                  link, a malformed doc comment). Needs the test kernel built (make check builds it
 #                  first).
+#   bindgen-layout the Rust layout bindgen generated for every C type our abstractions name (and
+#                  the types inside them) against clang's (scripts/bindgen-layout.sh: the test
+#                  kernel's bindgen command with layout tests, compiled by rustc; ~15 s). Fails on
+#                  any difference but the known ones that script lists, which no Rust code of ours
+#                  may reach into by field.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/scripts/versions.env"
@@ -82,3 +87,4 @@ rustdoc_clean() {
   if [ $rc != 0 ] || grep -q '^warning' <<<"$log"; then echo "$log" | grep -A6 '^\(warning\|error\)'; return 1; fi
 }
 check rustdoc rustdoc_clean
+check bindgen-layout "$repo/scripts/bindgen-layout.sh"
