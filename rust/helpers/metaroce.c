@@ -357,6 +357,42 @@ __rust_helper struct net *rust_helper_sock_net(const struct sock *sk)
 	return sock_net(sk);
 }
 
+__rust_helper bool rust_helper_sock_writeable(const struct sock *sk)
+{
+	return sock_writeable(sk);
+}
+
+__rust_helper int rust_helper_sk_wmem_alloc_get(const struct sock *sk)
+{
+	return sk_wmem_alloc_get(sk);
+}
+
+__rust_helper void *rust_helper_rcu_dereference_sk_user_data(const struct sock *sk)
+{
+	return rcu_dereference_sk_user_data(sk);
+}
+
+__rust_helper void rust_helper_rcu_assign_sk_user_data(struct sock *sk, void *ptr)
+{
+	rcu_assign_sk_user_data(sk, ptr);
+}
+
+/*
+ * No C function sets these: C owners of a kernel socket assign the fields under
+ * sk_callback_lock, as this does. A helper because bindgen's layout of struct sock differs
+ * from C's (scripts/bindgen-layout.sh): Rust must not write its fields directly.
+ */
+__rust_helper void rust_helper_sk_set_write_space(struct sock *sk,
+						  void (*write_space)(struct sock *sk),
+						  int sndbuf)
+{
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_userlocks |= SOCK_SNDBUF_LOCK;
+	WRITE_ONCE(sk->sk_sndbuf, max_t(int, sndbuf, SOCK_MIN_SNDBUF));
+	WRITE_ONCE(sk->sk_write_space, write_space);
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
 #if IS_ENABLED(CONFIG_KUNIT)
 #include <kunit/test.h>
 #include <kunit/test-bug.h>

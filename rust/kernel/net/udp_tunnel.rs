@@ -13,7 +13,8 @@
 //! [`Route::headroom`] in an [`SkBuff`] holding the UDP payload, wrap it with
 //! [`IpPacket::build`] (which pushes the UDP and IP headers, IP ID included, so that a protocol
 //! whose trailer covers those headers, like RoCEv2's ICRC, can be finished in
-//! [`IpPacket::data_mut`]) and hand it to [`UdpTunnelSocket::send`].
+//! [`IpPacket::data_mut`]) and hand it to [`UdpTunnelSocket::send`], with a
+//! [`TxBudget`] to bound what the sender has queued in the stack.
 
 use crate::{
     bindings,
@@ -21,7 +22,8 @@ use crate::{
     net::{
         namespace::Net,
         netdev::NetDevice,
-        skbuff::SkBuff, //
+        skbuff::SkBuff,
+        tx_budget::TxBudget, //
     },
     prelude::*,
     sync::rcu, //
@@ -559,15 +561,21 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
         })
     }
 
-    /// Transmits `pkt` (`ip_local_out`/`ip6_local_out` in the socket's namespace). The packet is
-    /// consumed whatever the result; `ENOBUFS` if a queue dropped it. May be called from any
-    /// context (with BHs enabled or not).
-    pub fn send(&self, pkt: IpPacket) -> Result {
+    /// Transmits `pkt` (`ip_local_out`/`ip6_local_out` in the socket's namespace), charged to
+    /// `budget` until the stack frees it if one is given. The packet is consumed whatever the
+    /// result; `ENOBUFS` if a queue dropped it. May be called from any context (with BHs enabled
+    /// or not).
+    pub fn send(&self, pkt: IpPacket, budget: Option<&TxBudget>) -> Result {
         let sock = self.sock.as_ptr();
         // SAFETY: The socket is ours and alive.
         let net = unsafe { bindings::sock_net((*sock).sk) };
         let v6 = pkt.v6;
         let skb = pkt.skb.into_raw().as_ptr();
+        if let Some(budget) = budget {
+            // SAFETY: `skb` is ours and goes to the stack below, complete: a batch's datagrams
+            // were all added to its head before `send_batch` got it.
+            unsafe { budget.charge(skb) };
+        }
         // SAFETY: `skb` is a fully prepared IP packet (`IpPacket` invariant) whose reference
         // the output functions consume; `net` and the socket are live.
         let ret = unsafe {
@@ -585,10 +593,10 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
         }
     }
 
-    /// Transmits the datagrams of `batch` as one packet (see [`IpBatch`]); a batch of one is
-    /// sent as [`UdpTunnelSocket::send`] sends it. Consumed whatever the result, which is the
-    /// whole batch's. May be called from any context.
-    pub fn send_batch(&self, mut batch: IpBatch) -> Result {
+    /// Transmits the datagrams of `batch` as one packet (see [`IpBatch`]), charged to `budget`
+    /// as a whole if one is given; a batch of one is sent as [`UdpTunnelSocket::send`] sends it.
+    /// Consumed whatever the result, which is the whole batch's. May be called from any context.
+    pub fn send_batch(&self, mut batch: IpBatch, budget: Option<&TxBudget>) -> Result {
         if batch.segs > 1 {
             let ip_len = batch.head.ip_len;
             let udp_len = u16::try_from(batch.head.skb.len() - ip_len).map_err(|_| EINVAL)?;
@@ -609,7 +617,7 @@ impl<T: UdpTunnelReceiver> UdpTunnelSocket<T> {
                 )
             };
         }
-        self.send(batch.head)
+        self.send(batch.head, budget)
     }
 
     /// # Safety
@@ -653,6 +661,7 @@ impl<T: UdpTunnelReceiver> Drop for UdpTunnelSocket<T> {
 #[macros::kunit_tests(rust_metaroce_udp_tunnel)]
 mod tests {
     use super::*;
+    use crate::sync::Arc;
     use crate::time::{delay::fsleep, Delta};
     use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -671,6 +680,12 @@ mod tests {
                 GOT.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    struct NoWait;
+
+    impl crate::net::tx_budget::TxSpace for NoWait {
+        fn tx_space(_: crate::sync::ArcBorrow<'_, Self>) {}
     }
 
     fn skip(reason: &CStr) {
@@ -708,7 +723,7 @@ mod tests {
         assert_eq!(data.len(), ip_len + UDP_HLEN + PAYLOAD.len());
         assert_eq!(&data[ip_len + UDP_HLEN..], PAYLOAD);
         let before = GOT.load(Ordering::Relaxed);
-        sock.send(pkt)?;
+        sock.send(pkt, None)?;
         for _ in 0..100 {
             if GOT.load(Ordering::Relaxed) > before {
                 return Ok(true);
@@ -775,9 +790,12 @@ mod tests {
         batch.push(packet(50000, 0)?).map_err(|_| EINVAL)?;
         assert_eq!(batch.datagrams(), 3);
         let before = GOT.load(Ordering::Relaxed);
-        sock.send_batch(batch)?;
+        // Charged as a whole to a budget, which the loopback device releases.
+        let budget = TxBudget::new(1 << 20, Arc::new(NoWait, GFP_KERNEL)?)?;
+        sock.send_batch(batch, Some(&budget))?;
         for _ in 0..100 {
             if GOT.load(Ordering::Relaxed) >= before + 3 {
+                assert_eq!(budget.in_use(), 0);
                 return Ok(());
             }
             fsleep(Delta::from_millis(10));

@@ -24,6 +24,7 @@ use kernel::debugfs::{Dir, File};
 use kernel::id_pool::IdPool;
 use kernel::net::crypto::SecretKey;
 use kernel::net::netdev::NetDevice;
+use kernel::net::tx_budget::TxBudget;
 use kernel::new_mutex;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
@@ -124,6 +125,10 @@ pub(crate) struct MetaRoceDev {
     /// changes state, removed when it is destroyed.
     #[pin]
     qps: SpinLockIrq<KVec<Option<ARef<Qp<MetaRoceDriver>>>>>,
+    /// The bound on packet memory the device has queued in the network stack (the
+    /// `tx_budget_kb` module parameter; `None`: no bound). Dropped before the work queue: its
+    /// owner, the transmit worker, may queue itself when a freed packet makes room.
+    tx_budget: Option<TxBudget>,
     /// The device's own work queue (drained when the device is freed, before the module can
     /// go away).
     txq: OwnedQueue,
@@ -211,6 +216,12 @@ impl MetaRoceDev {
         )?;
         let held: ARef<NetDevice> = netdev.into();
         let flights = FlightPool::new()?;
+        let tx = TxEngine::new()?;
+        let kb = crate::module_parameters::tx_budget_kb.value();
+        let tx_budget = match kb {
+            0 => None,
+            kb => Some(TxBudget::new(kb.clamp(16, 65536) * 1024, tx.clone())?),
+        };
         Ok(try_pin_init!(Self {
             tx_netdev <- Revocable::new(held),
             guid_be,
@@ -237,7 +248,8 @@ impl MetaRoceDev {
                 c"metaroce_tx",
                 crate::module_parameters::tx_highpri.value() != 0
             )?,
-            tx: TxEngine::new()?,
+            tx_budget,
+            tx,
             odp: OdpFaults::new()?,
             timers: Timers::new()?,
             epoch: Instant::now(),
@@ -322,6 +334,11 @@ impl MetaRoceDev {
     /// The transmit worker.
     pub(crate) fn tx(&self) -> &Arc<TxEngine> {
         &self.tx
+    }
+
+    /// The bound on packet memory queued in the network stack, if the device has one.
+    pub(crate) fn tx_budget(&self) -> Option<&TxBudget> {
+        self.tx_budget.as_ref()
     }
 
     /// Whether the device has on-demand paging memory regions. Any context.

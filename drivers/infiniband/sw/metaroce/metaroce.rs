@@ -115,6 +115,14 @@ kernel::prelude::module! {
                 (nice -20, like a NIC's transmit engine beside the applications), 0: at normal \
                 priority; read when a device is added",
         },
+        tx_budget_kb: u32 {
+            default: 256,
+            description: "KiB of packet memory (skb truesize, about twice the bytes on the wire) \
+                a device may have queued in the network stack and not yet freed; its transmit \
+                worker waits beyond that, as a UDP socket waits for its send buffer, instead of \
+                overrunning a queue (a qdisc, a slower link). 0: no bound (the drops are \
+                counted in send_err); read when a device is added (16..65536)",
+        },
         tx_gso: u32 {
             default: 0,
             description: "1: consecutive native packets of one path in a transmit batch leave \

@@ -20,6 +20,7 @@ use crate::xmit::OutPacket;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::net::namespace::{Net, Pernet, PernetOps};
 use kernel::net::netdev::NetDevice;
+use kernel::net::tx_budget::TxBudget;
 use kernel::net::udp_tunnel::{
     Family, IpAddr, IpBatch, IpPacket, Route, RxPacket, UdpHeader, UdpTunnelReceiver,
     UdpTunnelSocket, BATCH_MAX_SEGS,
@@ -342,13 +343,15 @@ fn route<'c, T: UdpTunnelReceiver>(
 }
 
 /// Puts a batch of packets on the wire from `netdev`'s namespace: route, IP/UDP headers,
-/// integrity fields, send. The namespace's sockets are found once per batch (under RCU), and
-/// packets between the same addresses share a route lookup. Consecutive native packets of one
-/// path leave as one fraglist GSO packet ([`IpBatch`]) unless the `tx_gso` module parameter is
-/// 0. `done` hears each packet's length and result, in order. Returns the GSO packets of two or
-/// more datagrams sent. Any context.
+/// integrity fields, send, each charged to the device's `budget` (if any) until the stack frees
+/// it. The namespace's sockets are found once per batch (under RCU), and packets between the
+/// same addresses share a route lookup. Consecutive native packets of one path leave as one
+/// fraglist GSO packet ([`IpBatch`]) unless the `tx_gso` module parameter is 0. `done` hears
+/// each packet's length and result, in order. Returns the GSO packets of two or more datagrams
+/// sent. Any context.
 pub(crate) fn send_batch(
     netdev: &NetDevice,
+    budget: Option<&TxBudget>,
     pkts: impl Iterator<Item = OutPacket>,
     mut done: impl FnMut(usize, Result),
 ) -> u64 {
@@ -364,14 +367,14 @@ pub(crate) fn send_batch(
     };
     let gso = crate::module_parameters::tx_gso.value() != 0;
     let mut cache = None;
-    let mut held = Held::new();
+    let mut held = Held::new(budget);
     for p in pkts {
         let len = p.skb.len();
         if p.native.is_none() {
             // RoCEv2 packets leave one by one: their ICRC covers the IP ID, which
             // segmentation counts up.
             held.flush(&mut done);
-            done(len, send_roce(netdev, s, &mut cache, p));
+            done(len, send_roce(netdev, s, &mut cache, budget, p));
             continue;
         }
         match build_native(netdev, s, &mut cache, p) {
@@ -389,6 +392,7 @@ pub(crate) fn send_batch(
 /// Native packets held back to leave together: their socket, the batch and each packet's
 /// length (for [`send_batch`]'s `done`, in order).
 struct Held<'s> {
+    budget: Option<&'s TxBudget>,
     batch: Option<(&'s UdpTunnelSocket<NativeRx>, IpBatch)>,
     lens: [usize; BATCH_MAX_SEGS],
     n: usize,
@@ -397,8 +401,9 @@ struct Held<'s> {
 }
 
 impl<'s> Held<'s> {
-    fn new() -> Self {
+    fn new(budget: Option<&'s TxBudget>) -> Self {
         Self {
+            budget,
             batch: None,
             lens: [0; BATCH_MAX_SEGS],
             n: 0,
@@ -440,7 +445,7 @@ impl<'s> Held<'s> {
     fn flush(&mut self, done: &mut impl FnMut(usize, Result)) {
         if let Some((sock, b)) = self.batch.take() {
             let gso = b.datagrams() > 1;
-            let res = sock.send_batch(b);
+            let res = sock.send_batch(b, self.budget);
             if gso && res.is_ok() {
                 self.gso_sent += 1;
             }
@@ -505,7 +510,13 @@ fn build_native<'s>(
 }
 
 /// Puts one RoCEv2 packet on the wire through the namespace's sockets `s`.
-fn send_roce(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPacket) -> Result {
+fn send_roce(
+    netdev: &NetDevice,
+    s: &Sockets,
+    cache: &mut RouteCache,
+    budget: Option<&TxBudget>,
+    p: OutPacket,
+) -> Result {
     let roce = s.roce.as_ref().ok_or(ENODEV)?;
     let (src, dst, oif) = addresses(netdev, &p);
     let sock = match dst {
@@ -536,7 +547,7 @@ fn send_roce(netdev: &NetDevice, s: &Sockets, cache: &mut RouteCache, p: OutPack
     }
     .seal_icrc(ip, udp, ib)
     .map_err(|_| EINVAL)?;
-    sock.send(pkt)
+    sock.send(pkt, budget)
 }
 
 /// Length of a UDP header.

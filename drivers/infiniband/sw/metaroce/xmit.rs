@@ -11,8 +11,16 @@
 //! list at most once (its `tx_queued` flag), so the fixed-size list never overflows and
 //! scheduling never allocates. The list holds counted QP references, so a QP being destroyed
 //! waits for the worker to let go of it.
+//!
+//! Every packet sent is charged to the device's
+//! [`TxBudget`](kernel::net::tx_budget::TxBudget) until the network stack frees it
+//! (after the netdev took it, or when a queue dropped it). While those charges fill the budget
+//! the worker stops with its QPs listed and the other contexts leave their data to it; a freed
+//! packet that makes room queues it again ([`TxEngine::tx_space`]). A sender faster than its
+//! link or qdisc thus waits, as a UDP socket waits for its send buffer, instead of overrunning
+//! the queue and paying for the drops with retransmissions.
 
-use crate::device::{Counter, MetaRoceDriver};
+use crate::device::{Counter, MetaRoceDev, MetaRoceDriver};
 use crate::native::Peer;
 use crate::ns;
 use crate::qp::{pull_tx, MAX_QP};
@@ -20,11 +28,12 @@ use crate::verbs::RoceAv;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::net::netdev::NetDevice;
 use kernel::net::skbuff::SkBuff;
+use kernel::net::tx_budget::TxSpace;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::rdma::qp::Qp;
 use kernel::sync::aref::ARef;
-use kernel::sync::{Arc, SpinLockIrq};
+use kernel::sync::{Arc, ArcBorrow, SpinLockIrq};
 use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 /// Packets pulled from one QP per batch (one QP lock hold).
@@ -186,6 +195,9 @@ pub(crate) struct TxEngine {
     ready: SpinLockIrq<QpList>,
     #[pin]
     work: Work<TxEngine>,
+    /// The worker stopped with QPs listed because the device's packets in the network stack
+    /// filled its budget ([`room`]); [`TxEngine::tx_space`] queues it again.
+    waiting: AtomicBool,
 }
 
 impl_has_work! {
@@ -200,6 +212,7 @@ impl TxEngine {
             pin_init!(Self {
                 ready <- new_spinlock_irq!(list, "metaroce_tx_ready"),
                 work <- new_work!("metaroce_tx"),
+                waiting: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )
@@ -218,6 +231,35 @@ pub(crate) fn schedule(qp: &Qp<MetaRoceDriver>) {
     let _ = dev.tx_queue().enqueue(tx.clone());
 }
 
+impl TxSpace for TxEngine {
+    /// A packet the device sent was freed with room left in its budget: a worker that stopped
+    /// for room goes on. Any context (under RCU), called for every such packet.
+    fn tx_space(this: ArcBorrow<'_, Self>) {
+        if this.waiting.load(Ordering::Relaxed) && this.waiting.swap(false, Ordering::AcqRel) {
+            requeue(this.into());
+        }
+    }
+}
+
+/// Whether `dev` may hand more packets to the network stack now. If not, the worker is marked
+/// waiting and is queued again by [`TxEngine::tx_space`] when a packet is freed, so it stops
+/// rather than polling. Any context.
+fn room(dev: &MetaRoceDev, tx: &TxEngine) -> bool {
+    let Some(budget) = dev.tx_budget() else {
+        return true;
+    };
+    if budget.has_room() {
+        return true;
+    }
+    tx.waiting.store(true, Ordering::SeqCst);
+    // A packet freed between the check and the mark found nobody waiting: look again.
+    if budget.has_room() && tx.waiting.swap(false, Ordering::AcqRel) {
+        return true;
+    }
+    dev.count(Counter::TxBudgetWaits, 1);
+    false
+}
+
 impl WorkItem for TxEngine {
     type Pointer = Arc<TxEngine>;
 
@@ -225,6 +267,13 @@ impl WorkItem for TxEngine {
         // A bounded number of batches per run: requeueing lets the work queue reschedule
         // between runs, so a busy device cannot hog the CPU.
         for _ in 0..RUN_BATCHES {
+            let Some(first) = this.ready.lock().first() else {
+                return;
+            };
+            if !room(first.device(), &this) {
+                // The QPs stay listed; `tx_space` queues the worker when there is room.
+                return;
+            }
             let Some(qp) = this.ready.lock().pop() else {
                 return;
             };
@@ -260,7 +309,7 @@ fn requeue(this: Arc<TxEngine>) {
 /// before the transmit worker ran; the peer would then retry into a QP that is gone). If the
 /// worker is sending for the QP at that moment, it sends them instead. Process context.
 pub(crate) fn flush(qp: &Qp<MetaRoceDriver>) {
-    transmit(qp, 4, Pull::All);
+    transmit_claimed(qp, 4, Pull::All);
 }
 
 /// Sends from the posting process what a user QP's doorbell made ready, at most the
@@ -315,8 +364,21 @@ pub(crate) fn from_receive(qp: &Qp<MetaRoceDriver>, coalesced: bool) {
 /// QP's packets leave in the order the core numbered them whichever contexts want to send
 /// (the worker, a posting process, the receive path, a QP being destroyed). A context that
 /// finds the QP held asks the holder to look again when it lets go and returns: nothing waits,
-/// nothing is lost. Returns whether the QP may have more to send. Any context.
+/// nothing is lost. Returns whether the QP may have more to send. Data waits while the
+/// device's packets fill its budget ([`room`]): then nothing is sent and `true` returned, so
+/// the caller leaves the QP to the worker. Any context.
 fn transmit(qp: &Qp<MetaRoceDriver>, batches: usize, pull: Pull) -> bool {
+    let dev = qp.device();
+    if pull != Pull::Control && !room(dev, dev.tx()) {
+        // The worker sends it when there is room (the caller schedules the QP).
+        return true;
+    }
+    transmit_claimed(qp, batches, pull)
+}
+
+/// [`transmit`] whether or not the device's budget has room (control packets, the last
+/// packets of a QP being destroyed).
+fn transmit_claimed(qp: &Qp<MetaRoceDriver>, batches: usize, pull: Pull) -> bool {
     // The claim: `tx_busy` set by its holder; `tx_again` set by whoever found it held. The
     // sequentially consistent order makes either the holder see `tx_again` after letting go,
     // or the other context see `tx_busy` clear and take the claim itself.
@@ -354,7 +416,7 @@ fn transmit_batch_on(qp: &Qp<MetaRoceDriver>, netdev: &NetDevice, pull: Pull) ->
         n += crate::native::pull_orphans(dev, HEADROOM, &mut batch[n..]);
     }
     let pkts = batch.iter_mut().take(n).filter_map(Option::take);
-    let gso = ns::send_batch(netdev, pkts, |len, res| match res {
+    let gso = ns::send_batch(netdev, dev.tx_budget(), pkts, |len, res| match res {
         Ok(()) => {
             dev.count(Counter::SentPkts, 1);
             dev.count(Counter::SentBytes, len as u64);

@@ -115,9 +115,12 @@ pub(crate) enum Counter {
     NativeFlights,
     /// Gauge: flights lent now (connections sending or recently busy).
     NativeFlightsLent,
+    /// Times the transmit worker stopped because the packets it had queued in the network
+    /// stack filled the device's budget (`tx_budget_kb`); it goes on when they are freed.
+    TxBudgetWaits,
 }
 
-pub(super) const NUM_COUNTERS: usize = Counter::NativeFlightsLent as usize + 1;
+pub(super) const NUM_COUNTERS: usize = Counter::TxBudgetWaits as usize + 1;
 
 /// Descriptors of the counters, indexed by [`Counter`].
 pub(super) static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
@@ -175,4 +178,5 @@ pub(super) static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_flights_returned"),
     StatDesc::new(c"native_flights"),
     StatDesc::new(c"native_flights_lent"),
+    StatDesc::new(c"tx_budget_waits"),
 ];

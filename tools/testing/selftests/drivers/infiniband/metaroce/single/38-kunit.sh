@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib.sh"
 k=/sys/kernel/debug/kunit
 [ -d $k ] || skip "no $k (CONFIG_KUNIT_DEBUGFS off or debugfs not mounted)"
-for s in rust_metaroce_skbuff rust_metaroce_udp_tunnel rust_metaroce_shared_buf rust_metaroce_umem rust_metaroce_checksum rust_metaroce_ticket rust_metaroce_fastreg; do
+for s in rust_metaroce_skbuff rust_metaroce_udp_tunnel rust_metaroce_shared_buf rust_metaroce_umem rust_metaroce_checksum rust_metaroce_tx_budget rust_metaroce_ticket rust_metaroce_fastreg; do
   [ -r "$k/$s/results" ] || fail "suite $s is not in this kernel"
   echo "boot: $s"; sed 's/^/  /' "$k/$s/results"
   grep -q '^not ok' "$k/$s/results" && fail "suite $s failed at boot"
@@ -17,7 +17,7 @@ grep -qx 'ok 1 rust_metaroce_skbuff' $k/rust_metaroce_skbuff/results || fail "ru
 grep -qx 'ok 1 rust_metaroce_shared_buf' $k/rust_metaroce_shared_buf/results || fail "rust_metaroce_shared_buf did not pass"
 grep -qx 'ok 1 rust_metaroce_umem' $k/rust_metaroce_umem/results || fail "rust_metaroce_umem did not pass"
 grep -qx 'ok 1 rust_metaroce_checksum' $k/rust_metaroce_checksum/results || fail "rust_metaroce_checksum did not pass"
-for s in rust_metaroce_ticket rust_metaroce_fastreg; do
+for s in rust_metaroce_tx_budget rust_metaroce_ticket rust_metaroce_fastreg; do
   grep -qx "ok 1 $s" $k/$s/results || fail "$s did not pass"
 done
 
