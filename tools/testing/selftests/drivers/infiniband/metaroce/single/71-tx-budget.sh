@@ -20,7 +20,7 @@ writes() {
   ip netns exec mrb tc qdisc replace dev vb root tbf rate 2mbit burst 8kb limit 300kb || fail "tbf on vb"
   e0=$(mr_stat mrb mrb0 send_err); r0=$(mr_stat mrb mrb0 retransmits); w0=$(mr_stat mrb mrb0 tx_budget_waits)
   # A 4 s ACK timeout (-u 20): the queue holds up to 1.2 s of packets.
-  mr_perf "write_bw 64 KiB x 30 behind 2 Mbit/s${*:+, $*}" ib_write_bw -s 65536 -n 30 -u 20 -F
+  mr_perf "write_bw 64 KiB x 12 behind 2 Mbit/s${*:+, $*}" ib_write_bw -s 65536 -n 12 -u 20 -F
   DROPS=$(ip netns exec mrb tc -s qdisc show dev vb | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | head -n 1)
   SENDERR=$(( $(mr_stat mrb mrb0 send_err) - e0 )); RETX=$(( $(mr_stat mrb mrb0 retransmits) - r0 ))
   WAITS=$(( $(mr_stat mrb mrb0 tx_budget_waits) - w0 ))
