@@ -4,9 +4,11 @@
 # WRITEs from mrb0 whose own link is the bottleneck, tbf at 2 Mbit/s with a 300 KB FIFO on its
 # veth (RoCEv2 mode has no congestion control, and its window, 1024 packets, is larger than the
 # queue). With the default budget the transmit worker waits for its packets in the stack to be
-# freed: the queue drops nothing, send_err stays 0, tx_budget_waits counts the waits. With the
-# bound off (tx_budget_kb=0) the same WRITEs must overrun the queue (else this test bed does not
-# test the bound); their drops, send_err and retransmissions are printed.
+# freed: the queue drops nothing, send_err stays 0, tx_budget_waits counts the waits. make
+# check-full also runs the control: with the bound off (tx_budget_kb=0) the same WRITEs must
+# overrun the queue (else this test bed does not test the bound; make check leaves it out for
+# its hour: measured 2026-12-07, 433 drops for 12 messages); their drops, send_err and
+# retransmissions are printed.
 . "$(dirname "$0")/../lib.sh"
 . "$MR_SELFTESTS/single/link-common.bash"
 trap 'mr_teardown; rmmod metaroce 2>/dev/null' EXIT
@@ -32,6 +34,7 @@ writes
 [ "$DROPS" -eq 0 ] || fail "with the budget the queue dropped $DROPS packets"
 [ "$SENDERR" -eq 0 ] || fail "with the budget send_err rose by $SENDERR"
 [ "$WAITS" -gt 0 ] || fail "the transmit worker never waited for room: the budget was not reached"
+[ -n "${MR_FULL:-}" ] || { mr_dmesg_clean; exit 0; }
 writes tx_budget_kb=0
 [ "$DROPS" -gt 0 ] || fail "without the budget the queue dropped nothing: the test bed does not overrun it"
 [ "$WAITS" -eq 0 ] || fail "tx_budget_kb=0 still counted $WAITS waits"
