@@ -101,7 +101,7 @@ unsafe extern "C" fn write_space(sk: *mut bindings::sock) {
 /// # Invariants
 ///
 /// `sock` is a kernel UDP socket created by [`TxBudget::new`] and owned by this value, whose
-/// `sk_write_space` is [`write_space`] and whose `sk_user_data` points to `hook` until drop.
+/// `sk_write_space` is `write_space` and whose `sk_user_data` points to `hook` until drop.
 pub struct TxBudget {
     sock: NonNull<bindings::socket>,
     hook: KBox<Hook>,
