@@ -233,6 +233,15 @@ mod tests {
         }
     }
 
+    fn owner() -> Result<Arc<Owner>> {
+        Ok(Arc::new(
+            Owner {
+                woken: AtomicUsize::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
     fn charged(budget: &TxBudget) -> Result<SkBuff> {
         let skb = SkBuff::alloc(1500, GFP_KERNEL)?;
         // SAFETY: A fresh skb of ours whose size does not change afterwards.
@@ -244,12 +253,7 @@ mod tests {
     /// fall below half of the budget, and nothing is left charged at the end.
     #[test]
     fn charges_count_until_freed_and_room_is_told() -> Result {
-        let owner = Arc::new(
-            Owner {
-                woken: AtomicUsize::new(0),
-            },
-            GFP_KERNEL,
-        )?;
+        let owner = owner()?;
         // The memory one packet is charged for (its `truesize`).
         let probe = TxBudget::new(1 << 20, owner.clone())?;
         let one = {
@@ -288,12 +292,7 @@ mod tests {
     /// reference.
     #[test]
     fn an_skb_outliving_its_budget_is_harmless() -> Result {
-        let owner = Arc::new(
-            Owner {
-                woken: AtomicUsize::new(0),
-            },
-            GFP_KERNEL,
-        )?;
+        let owner = owner()?;
         let budget = TxBudget::new(1 << 20, owner.clone())?;
         let skb = charged(&budget)?;
         drop(budget);
