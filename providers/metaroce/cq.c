@@ -305,6 +305,15 @@ int mr_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	return ibv_cmd_req_notify_cq(cq, solicited_only);
 }
 
+/* Completion-event moderation (cq_count, cq_period): the kernel holds the events. */
+int mr_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr)
+{
+	struct ibv_modify_cq cmd;
+
+	memset(&cmd, 0, sizeof(cmd));
+	return ibv_cmd_modify_cq(cq, attr, &cmd, sizeof(cmd));
+}
+
 int mr_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct mr_cq *cq = to_mcq(ibcq);

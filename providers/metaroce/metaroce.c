@@ -223,6 +223,7 @@ static const struct verbs_context_ops mr_ops = {
 		[MR_OP_POLL_CQ] = (void *)mr_poll_cq,
 		[MR_OP_REQ_NOTIFY_CQ] = (void *)mr_req_notify_cq,
 		[MR_OP_RESIZE_CQ] = (void *)mr_resize_cq,
+		[MR_OP_MODIFY_CQ] = (void *)mr_modify_cq,
 		[MR_OP_DESTROY_CQ] = (void *)mr_destroy_cq,
 		[MR_OP_CREATE_QP] = (void *)mr_create_qp,
 		[MR_OP_CREATE_QP_EX] = (void *)mr_create_qp_ex,

@@ -153,6 +153,7 @@ struct ibv_cq *mr_create_cq(struct ibv_context *ctx, int cqe, struct ibv_comp_ch
 int mr_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 int mr_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int mr_resize_cq(struct ibv_cq *cq, int cqe);
+int mr_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
 int mr_destroy_cq(struct ibv_cq *cq);
 
 /* qp.c */

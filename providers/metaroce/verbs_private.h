@@ -225,6 +225,11 @@ struct ibv_create_qp_ex {
 	struct ib_uverbs_ex_create_qp core_payload;
 };
 
+struct ibv_modify_cq {
+	struct ex_hdr hdr;
+	struct ib_uverbs_ex_modify_cq core_payload;
+};
+
 struct ibv_query_device_ex_input;
 
 int ibv_cmd_get_context(struct verbs_context *context, struct ibv_get_context *cmd,
@@ -258,6 +263,8 @@ int ibv_cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_a
 int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd, size_t cmd_size,
 		      struct ib_uverbs_resize_cq_resp *resp, size_t resp_size);
+int ibv_cmd_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr, struct ibv_modify_cq *cmd,
+		      size_t cmd_size);
 int ibv_cmd_destroy_cq(struct ibv_cq *cq);
 int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq, struct ibv_srq_init_attr *attr,
 		       struct ibv_create_srq *cmd, size_t cmd_size,

@@ -9,6 +9,11 @@
 //! in `destroy_cq`. The driver keeps its completions in its data and copies them out in
 //! [`Driver::poll_cq`] through a [`WcArray`]; [`Cq::notify_completion`] calls the consumer's
 //! completion handler.
+//!
+//! Each CQ also has one high-resolution timer, for a driver that holds completion events back
+//! (completion-event moderation, [`Driver::modify_cq`]): [`Cq::start_timer`] arms it and
+//! [`Driver::cq_timer`] runs when it expires. The abstraction sets it up with the CQ and
+//! cancels it (waiting for a callback in progress) in `destroy_cq` before the data is dropped.
 
 use super::{
     device::{
@@ -40,9 +45,13 @@ use core::{
 ///   [`Device<T>`] whose data outlives the CQ.
 /// - `data` is initialised for as long as a `&Cq<T>` exists: between a successful
 ///   `create_cq` and `destroy_cq`.
+/// - `timer` is set up (`hrtimer_setup`, soft mode, callback `Adapter::cq_timer_callback`)
+///   before `data` is initialised, and is not pending nor running once `destroy_cq` has
+///   cancelled it, before `data` is dropped.
 #[repr(C)]
 pub struct Cq<T: Driver> {
     ibcq: Opaque<bindings::ib_cq>,
+    timer: Opaque<bindings::hrtimer>,
     data: T::CqData,
 }
 
@@ -86,6 +95,23 @@ impl<T: Driver> Cq<T> {
         // SAFETY: `device` is set before `create_cq` and never changes; the device's data
         // outlives the CQ (type invariant).
         unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// Arms the CQ's timer to expire `delay_ns` nanoseconds from now (on `CLOCK_MONOTONIC`);
+    /// re-arms it if it is pending. [`Driver::cq_timer`] then runs once, in softirq context.
+    /// Any context, does not sleep.
+    pub fn start_timer(&self, delay_ns: u64) {
+        let delay = i64::try_from(delay_ns).unwrap_or(i64::MAX);
+        // SAFETY: The timer was set up before the data existed (type invariant) and the CQ is
+        // alive while `&self` is; `destroy_cq` cancels it before the memory can go.
+        unsafe {
+            bindings::hrtimer_start_range_ns(
+                self.timer.get(),
+                delay,
+                0,
+                bindings::hrtimer_mode_HRTIMER_MODE_REL_SOFT,
+            )
+        };
     }
 
     /// Whether a kernel consumer or a user process owns the CQ.
@@ -585,10 +611,18 @@ impl<T: Driver> Adapter<T> {
                 _p: PhantomData,
             };
             let init = T::create_cq(&mut new)?;
-            // SAFETY: The allocation is a `Cq<T>` whose first field is `ibcq`; `data` is
-            // uninitialised until now and stays in place until `destroy_cq`.
+            // SAFETY: The allocation is a `Cq<T>` whose first field is `ibcq`; the timer and
+            // `data` are uninitialised until now and stay in place until `destroy_cq`. The
+            // timer is set up first (nothing can start it before the data exists); if the data
+            // fails to initialise, it was never started and the memory is freed as is.
             unsafe {
                 let cq = crate::container_of!(Opaque::cast_from(ibcq), Cq<T>, ibcq).cast_mut();
+                bindings::hrtimer_setup(
+                    Opaque::cast_into(&raw const (*cq).timer),
+                    Some(Self::cq_timer_callback),
+                    bindings::CLOCK_MONOTONIC as i32,
+                    bindings::hrtimer_mode_HRTIMER_MODE_REL_SOFT,
+                );
                 pin_init::raw_try_init(&raw mut (*cq).data, init)?;
             }
             Ok(0)
@@ -603,13 +637,50 @@ impl<T: Driver> Adapter<T> {
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
         // SAFETY: The data is initialised (function requirement); ib_core frees the memory
-        // after this call without touching the driver part again.
+        // after this call without touching the driver part again. The timer is cancelled (a
+        // callback in progress finishes first, and one that re-armed it is cancelled too)
+        // before the data its callback reads is dropped.
         unsafe {
-            T::destroy_cq(Cq::<T>::from_raw(ibcq));
+            let cq = Cq::<T>::from_raw(ibcq);
+            T::destroy_cq(cq);
+            bindings::hrtimer_cancel(cq.timer.get());
             let cq = crate::container_of!(Opaque::cast_from(ibcq), Cq<T>, ibcq).cast_mut();
             core::ptr::drop_in_place(&raw mut (*cq).data);
         }
         0
+    }
+
+    /// The CQ timer's expiry (soft mode: softirq context).
+    ///
+    /// # Safety
+    ///
+    /// `timer` is the `timer` of a `Cq<T>` set up by `create_cq_callback` whose data is
+    /// initialised.
+    unsafe extern "C" fn cq_timer_callback(
+        timer: *mut bindings::hrtimer,
+    ) -> bindings::hrtimer_restart {
+        // SAFETY: `timer` is the `timer` field of a `Cq<T>` (function requirement); the timer
+        // only runs between a `start_timer`, which needs a `&Cq<T>` (so the data is
+        // initialised), and `destroy_cq`, which cancels it before the data is dropped.
+        let cq = unsafe { &*crate::container_of!(Opaque::cast_from(timer), Cq<T>, timer) };
+        T::cq_timer(cq);
+        bindings::hrtimer_restart::HRTIMER_NORESTART
+    }
+
+    /// # Safety
+    ///
+    /// `ibcq` is a CQ of this driver set up by `create_cq_callback` and not destroyed.
+    pub(super) unsafe extern "C" fn modify_cq_callback(
+        ibcq: *mut bindings::ib_cq,
+        cq_count: u16,
+        cq_period: u16,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The CQ is alive for the call (function requirement).
+            let cq = unsafe { Cq::<T>::from_raw(ibcq) };
+            T::modify_cq(cq, cq_count, cq_period)?;
+            Ok(0)
+        })
     }
 
     /// # Safety

@@ -484,6 +484,15 @@ impl DeviceAttr {
         self
     }
 
+    /// Sets the limits of completion-event moderation (`struct ib_cq_caps`): the largest
+    /// `cq_count` and `cq_period` (microseconds) [`Driver::modify_cq`] takes. User space reads
+    /// them from `ibv_query_device_ex` (`cq_mod_caps`).
+    pub fn cq_moderation_caps(&mut self, max_count: u16, max_period_us: u16) -> &mut Self {
+        self.0.cq_caps.max_cq_moderation_count = max_count;
+        self.0.cq_caps.max_cq_moderation_period = max_period_us;
+        self
+    }
+
     /// Sets the device capabilities.
     pub fn device_caps(&mut self, caps: DeviceCaps) -> &mut Self {
         self.0.device_cap_flags = caps.0;
@@ -802,6 +811,19 @@ pub trait Driver: Sized + 'static {
     fn req_notify_cq(_cq: &Cq<Self>, _notify: CqNotify) -> Result<bool> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+
+    /// Sets the CQ's completion-event moderation (`modify_cq`): at most `cq_count`
+    /// completions or `cq_period` microseconds between a completion and its event (user
+    /// space's `ibv_modify_cq`, ib_core's `rdma_set_cq_moderation` and DIM). The driver reports
+    /// its limits in [`DeviceAttr::cq_moderation_caps`]. Process context for user CQs; ib_core's
+    /// DIM calls it from a work item.
+    fn modify_cq(_cq: &Cq<Self>, _cq_count: u16, _cq_period: u16) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The CQ's timer, armed by [`Cq::start_timer`], expired. Softirq context: must not sleep.
+    /// A driver that never arms it need not implement it.
+    fn cq_timer(_cq: &Cq<Self>) {}
 
     /// Creates the data of a new queue pair (`create_qp`). Process context, may sleep.
     ///
@@ -1680,6 +1702,9 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_REQ_NOTIFY_CQ {
             ops.req_notify_cq = Some(Self::req_notify_cq_callback);
+        }
+        if T::HAS_MODIFY_CQ {
+            ops.modify_cq = Some(Self::modify_cq_callback);
         }
         if T::HAS_CREATE_QP {
             ops.create_qp = Some(Self::create_qp_callback);

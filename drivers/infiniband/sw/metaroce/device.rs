@@ -551,6 +551,10 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
             .max_sge_rd(MAX_SGE)
             .max_cq(MAX_CQ)
             .max_cqe(MAX_CQE)
+            .cq_moderation_caps(
+                crate::proto::cqmod::MAX_COUNT,
+                crate::proto::cqmod::MAX_PERIOD_US,
+            )
             .max_pd(MAX_PD)
             .max_ah(MAX_AH)
             .max_srq(MAX_SRQ)
@@ -722,6 +726,14 @@ impl kernel::rdma::device::Driver for MetaRoceDriver {
 
     fn req_notify_cq(cq: &Cq<Self>, notify: CqNotify) -> Result<bool> {
         crate::verbs::req_notify_cq(cq, notify)
+    }
+
+    fn modify_cq(cq: &Cq<Self>, cq_count: u16, cq_period: u16) -> Result {
+        crate::verbs::modify_cq(cq, cq_count, cq_period)
+    }
+
+    fn cq_timer(cq: &Cq<Self>) {
+        crate::verbs::cq_timer(cq)
     }
 
     fn create_qp(qp: &mut NewQp<'_, Self>) -> Result<impl PinInit<MetaRoceQp, Error>> {

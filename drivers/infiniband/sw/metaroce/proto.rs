@@ -13,6 +13,8 @@ pub mod cc;
 pub mod comp;
 #[path = "proto/src/conn.rs"]
 pub mod conn;
+#[path = "proto/src/cqmod.rs"]
+pub mod cqmod;
 #[path = "proto/src/ext.rs"]
 pub mod ext;
 #[path = "proto/src/flight.rs"]

@@ -355,6 +355,10 @@ fn complete(
     let Some(cq) = cq else { return false };
     match cq.push_qpn(wc, qp.qp_num(), solicited) {
         CqPush::QueuedNotify => true,
+        CqPush::QueuedStartTimer(ns) => {
+            cq.start_timer(ns);
+            false
+        }
         CqPush::Queued | CqPush::OverflowAgain => false,
         CqPush::Overflow => {
             cq.dispatch_user_event(CqEvent::Error);

@@ -4,6 +4,7 @@
 //! address handles and DMA memory regions of a MetaRoCE device.
 
 use crate::device::{MetaRoceDev, MetaRoceDriver};
+use crate::proto::cqmod::{Event, Moderator};
 use crate::uqueue::{Role, UQueue};
 use core::sync::atomic::{
     AtomicU32,
@@ -87,6 +88,8 @@ struct CqInner {
     ring: CqRing,
     /// Armed by `req_notify_cq`, disarmed when the handler is called.
     armed: Option<CqArm>,
+    /// Completion-event moderation (`modify_cq`): events of an armed CQ held back.
+    moderation: Moderator,
     /// Completions dropped because the CQ was full (the consumer sized it too small).
     overflows: u64,
     /// An overflow was reported (`IB_EVENT_CQ_ERR`) and no completion was queued since: the
@@ -118,8 +121,11 @@ pub(crate) struct MetaRoceCq {
 pub(crate) enum CqPush {
     /// Queued; call `notify_completion` once the locks are released.
     QueuedNotify,
-    /// Queued; the CQ is not armed for it.
+    /// Queued; the CQ is not armed for it, or holds its event (moderation).
     Queued,
+    /// Queued; the CQ holds its event (moderation) until the CQ's timer, which the caller
+    /// starts ([`Cq::start_timer`]) to expire after this many nanoseconds.
+    QueuedStartTimer(u64),
     /// The CQ is full: the completion was dropped (counted; a user CQ's process gets an
     /// `IB_EVENT_CQ_ERR` from [`cq_post`]), the first time since the consumer last made room.
     Overflow,
@@ -168,12 +174,28 @@ impl MetaRoceCq {
             Some(CqArm::Solicited) => solicited || failed,
             None => false,
         };
-        if fire {
-            inner.armed = None;
-            CqPush::QueuedNotify
-        } else {
-            CqPush::Queued
+        if !fire {
+            return CqPush::Queued;
         }
+        match inner.moderation.on_completion(failed) {
+            Event::Notify => {
+                inner.armed = None;
+                CqPush::QueuedNotify
+            }
+            Event::StartTimer(ns) => CqPush::QueuedStartTimer(ns),
+            Event::Hold => CqPush::Queued,
+        }
+    }
+
+    /// The CQ's timer expired: whether the consumer must now be told of the completions whose
+    /// event moderation held (then the CQ is disarmed). Any context.
+    pub(crate) fn moderation_timer(&self) -> bool {
+        let mut g = self.inner.lock();
+        let tell = g.moderation.on_timer() && g.armed.is_some();
+        if tell {
+            g.armed = None;
+        }
+        tell
     }
 
     /// Removes every completion of `qp` (the QP is being destroyed), keeping the others in
@@ -239,6 +261,7 @@ pub(crate) fn create_cq(
             CqInner {
                 ring,
                 armed: None,
+                moderation: Moderator::new(),
                 overflows: 0,
                 overflow_reported: false,
             },
@@ -306,6 +329,22 @@ pub(crate) fn poll_cq(cq: &Cq<MetaRoceDriver>, out: &mut WcArray<'_>) -> Result 
         }
     }
     Ok(())
+}
+
+/// Sets a CQ's completion-event moderation (`ibv_modify_cq`, ib_core's DIM): events held until
+/// `count` completions or for `period_us` after the first of them (`proto::cqmod`; every u16
+/// value is in range: the device reports the u16 maximum as its limits).
+pub(crate) fn modify_cq(cq: &Cq<MetaRoceDriver>, count: u16, period_us: u16) -> Result {
+    cq.inner.lock().moderation.set(count, period_us);
+    Ok(())
+}
+
+/// The CQ's moderation timer expired: tells the consumer of the held completions, if any.
+/// Softirq context.
+pub(crate) fn cq_timer(cq: &Cq<MetaRoceDriver>) {
+    if cq.moderation_timer() {
+        cq.notify_completion();
+    }
 }
 
 pub(crate) fn req_notify_cq(cq: &Cq<MetaRoceDriver>, notify: CqNotify) -> Result<bool> {

@@ -21,6 +21,7 @@ pub mod bth;
 pub mod cc;
 pub mod comp;
 pub mod conn;
+pub mod cqmod;
 pub mod ext;
 pub mod flight;
 pub mod icrc;
