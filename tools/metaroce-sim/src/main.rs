@@ -8,12 +8,15 @@
 //!              [--fail-plane J@US] [--senders M] [--bytes N] [--msg N]
 //!              [--paths N] [--ecmp mod|hash] [--ack-loss P] [--no-hint]
 //!              [--rx-stall PERIOD_US:LEN_US] [--kernel] [--loss-both P]
-//!              [--tick-ms T] [--rto-min-ms T]
+//!              [--tick-ms T] [--rto-min-ms T] [--no-silence]
 //! ```
 //!
 //! `--kernel` starts from the kernel driver's regime on a link-limited path
 //! (`Scenario::kernel`: one 200 Mbit/s link, ACKs queued on the way back,
 //! timers on a 5 ms tick); `--loss-both P` loses data and ACKs alike.
+//!
+//! `--no-silence` turns the silence probes off (`ConnConfig::silence_probes`,
+//! `transport.rst` 5.5.2): every RTO declares its path's packets lost.
 //!
 //! `--senders M` (M > 1) switches to the incast topology: M senders with
 //! 25 Gbit/s NICs through a 25 Gbit/s bottleneck. Exits 1 if a run failed
@@ -49,6 +52,10 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
             continue;
         }
         if flag == "--kernel" {
+            continue;
+        }
+        if flag == "--no-silence" {
+            sc.silence_probes = false;
             continue;
         }
         let val = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -183,7 +190,7 @@ fn show(name: &str, r: &Report, base: &Report) {
     let ratio = r.goodput_mbps / base.goodput_mbps.max(1e-9);
     let rates = r.rates_while_all_active(2 * r.base_rtt_ns);
     println!(
-        "{name:<9} goodput {:>8.2} Gbit/s ({:>5.1}% of lossless {:.2}) | time {:>7} us | pkts {:>6} retx {:>5} rto {:>3} (spurious {:>3}, late acks {:>5}) repath {:>3} | queue max {:>4} avg {:>6.2} | jain {:.3}{}",
+        "{name:<9} goodput {:>8.2} Gbit/s ({:>5.1}% of lossless {:.2}) | time {:>7} us | pkts {:>6} retx {:>5} rto {:>3} (spurious {:>3}, late acks {:>5}, silences {:>3}) repath {:>3} | queue max {:>4} avg {:>6.2} | jain {:.3}{}",
         r.goodput_mbps / 1000.0,
         ratio * 100.0,
         base.goodput_mbps / 1000.0,
@@ -193,6 +200,7 @@ fn show(name: &str, r: &Report, base: &Report) {
         r.timeouts,
         r.spurious_rtos,
         r.late_acks,
+        r.silences,
         r.repaths,
         r.max_queue(),
         r.avg_queue(),

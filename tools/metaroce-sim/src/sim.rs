@@ -105,6 +105,8 @@ pub struct Scenario {
     pub pace_burst_ns: u64,
     /// MetaRoCE packets per path in a row (`ConnConfig::path_run`).
     pub path_run: u8,
+    /// MetaRoCE silence probes (`ConnConfig::silence_probes`).
+    pub silence_probes: bool,
 }
 
 impl Scenario {
@@ -141,6 +143,7 @@ impl Scenario {
             pto_min_ns: 0,
             pace_burst_ns: 0,
             path_run: 1,
+            silence_probes: true,
         }
     }
 
@@ -310,6 +313,8 @@ pub struct Report {
     pub timeouts: u64,
     /// RTOs proven spurious.
     pub spurious_rtos: u64,
+    /// RTOs that found the connection silent and probed instead.
+    pub silences: u64,
     /// Transmissions declared lost and later proven received.
     pub late_acks: u64,
     /// Repaths.
@@ -689,6 +694,7 @@ fn run_inner(sc: Scenario) -> Report {
                 }
                 cfg.pace_burst_ns = sc.pace_burst_ns;
                 cfg.path_run = sc.path_run;
+                cfg.silence_probes = sc.silence_probes;
                 cfg.port_seed = (sc.seed as u32).wrapping_mul(0x9E37_79B9) ^ id;
                 snd.push(Snd::Meta(MetaSender::new(cfg, sc.wl)));
                 let mut rcfg = ConnConfig::new(0x8000 + i as u32);
@@ -821,6 +827,7 @@ fn report(w: &World, now: u64, base_rtt: u64) -> Report {
                     if let Some((_, _, st)) = s.conn.path_info(p) {
                         r.timeouts += st.timeouts;
                         r.spurious_rtos += st.spurious_rtos;
+                        r.silences += st.silences;
                         r.late_acks += st.late_acks;
                         r.ecn_echoes += st.ecn_echoes;
                     }

@@ -65,6 +65,14 @@ kernel::prelude::module! {
                 (Documentation/metaroce/transport.rst 5.5.1); 0 (default until a stall seen \
                 once in CI is ruled out): off; read when a connection is created",
         },
+        native_silence_probes: u32 {
+            default: 1,
+            description: "1 (default): a native path whose RTO fires while nothing sent after \
+                its oldest packet was acknowledged on any path of the connection probes and \
+                backs off instead of declaring its packets lost \
+                (Documentation/metaroce/transport.rst 5.5.2); 0: every RTO declares them lost; \
+                read when a connection is created",
+        },
         native_pace_burst_us: u32 {
             default: 5000,
             description: "Pacer credit of native connections in microseconds \

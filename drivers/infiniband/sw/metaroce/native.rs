@@ -233,6 +233,7 @@ fn new_peer(
     cfg.delay_target_ns =
         u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
     cfg.late_acks = crate::module_parameters::native_late_acks.value() != 0;
+    cfg.silence_probes = crate::module_parameters::native_silence_probes.value() != 0;
     cfg.pto_min_ns = tick;
     // The pacer is polled on ACKs, doorbells and the timer tick: with no credit a sender
     // polled late (after its gap ended) sends one packet per poll, one per ACK. A tick of

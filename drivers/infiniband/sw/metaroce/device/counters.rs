@@ -73,6 +73,10 @@ pub(crate) enum Counter {
     /// Native RTOs proven spurious (an original transmission acknowledged before anything
     /// sent after the RTO): the path's window reduction was undone.
     NativeSpuriousRtos,
+    /// Native RTOs that found the whole connection silent (nothing sent after the path's
+    /// oldest packet acknowledged on any path): the path probed and backed off instead of
+    /// declaring its packets lost (`native_silence_probes`).
+    NativeSilences,
     /// Gauge, not a count: the smallest RTT sample of any native path, in microseconds.
     NativeRttMinUs,
     /// Gauge: the mean RTT of the native paths with samples (each path's mean), in microseconds.
@@ -160,6 +164,7 @@ pub(super) static COUNTER_DESCS: [StatDesc; NUM_COUNTERS] = [
     StatDesc::new(c"native_delay_signals"),
     StatDesc::new(c"native_late_acks"),
     StatDesc::new(c"native_spurious_rtos"),
+    StatDesc::new(c"native_silences"),
     StatDesc::new(c"native_rtt_min_us"),
     StatDesc::new(c"native_rtt_avg_us"),
     StatDesc::new(c"odp_faults"),

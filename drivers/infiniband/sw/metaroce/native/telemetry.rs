@@ -206,6 +206,7 @@ pub(super) struct Figures {
     ecn_echoes: u64,
     late_acks: u64,
     spurious_rtos: u64,
+    silences: u64,
     rnr_drops: u64,
     restart: RestartStats,
 }
@@ -225,6 +226,7 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
             now.ecn_echoes = now.ecn_echoes.wrapping_add(p.ecn_echoes);
             now.late_acks = now.late_acks.wrapping_add(p.late_acks);
             now.spurious_rtos = now.spurious_rtos.wrapping_add(p.spurious_rtos);
+            now.silences = now.silences.wrapping_add(p.silences);
         }
     }
     let was = core::mem::replace(&mut inner.counted, now);
@@ -268,6 +270,7 @@ pub(super) fn account(dev: &Device<MetaRoceDriver>, inner: &mut PeerInner) {
         Counter::NativeSpuriousRtos,
         d(now.spurious_rtos, was.spurious_rtos),
     );
+    dev.count(Counter::NativeSilences, d(now.silences, was.silences));
     let (n, w) = (&now.restart, &was.restart);
     dev.count(Counter::NativeUnproven, d(n.unproven, w.unproven));
     dev.count(

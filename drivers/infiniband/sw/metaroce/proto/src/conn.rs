@@ -188,6 +188,11 @@ pub struct ConnConfig {
     /// nothing in flight and nothing to send before [`Conn::reclaim_flight`] gives it back
     /// (section 10.1, **our choice**; 0: never).
     pub flight_idle_ns: u64,
+    /// Silence probes (section 5.5.2, **our choice**, on by default): a path whose RTO fires
+    /// while nothing sent after its oldest transmission was acknowledged on any path probes
+    /// and backs off instead of declaring its window lost; off only to measure what they
+    /// change.
+    pub silence_probes: bool,
 }
 
 impl ConnConfig {
@@ -215,6 +220,7 @@ impl ConnConfig {
             auth: false,
             path_run: 1,
             flight_idle_ns: 100_000_000,
+            silence_probes: true,
         }
     }
 }
@@ -629,6 +635,10 @@ struct Vetted {
 /// beyond the bitmap it moves the window, beyond this it is dropped
 /// ([`RxDrop::DsnWindow`]).
 const DSN_REACH: u32 = 1 << 24;
+
+/// Silent timeouts a path takes in a row (no acknowledgment between) before its next timeout
+/// is an RTO again (section 5.5.2, **our choice**): with the backoff, seven RTOs of silence.
+pub const MAX_SILENCES: u8 = 3;
 
 /// First port of the source-port range.
 const PORT_BASE: u16 = 49152;
@@ -1977,6 +1987,44 @@ impl<
         }
     }
 
+    /// The latest send time of a transmission acknowledged on any path.
+    fn acked_sent(&self) -> Option<u64> {
+        self.paths
+            .iter()
+            .take(self.npaths())
+            .filter_map(|p| p.acked_sent())
+            .max()
+    }
+
+    /// Whether path `pi`'s timeout is a silence (section 5.5.2): nothing sent after its oldest
+    /// transmission in flight was acknowledged on any path, `heard` being
+    /// [`Self::acked_sent`]; fewer than [`MAX_SILENCES`] silences since its last
+    /// acknowledgment; and a transmission in flight there still wanted (an abandoned stream's
+    /// are not: an RTO lets them go).
+    fn silent_since_oldest(&self, pi: usize, heard: Option<u64>) -> bool {
+        let (Some(p), Some(w)) = (self.paths.get(pi), self.slots(pi)) else {
+            return false;
+        };
+        let silent = p
+            .oldest_sent(w)
+            .is_some_and(|t| heard.is_none_or(|h| h < t));
+        silent
+            && p.silent_in_row() < MAX_SILENCES
+            && p.in_flight(w)
+                .any(|(dsn, seq)| self.is_current(dsn, pi, seq))
+    }
+
+    /// Whether the transmission of `dsn` on path `pi` at `seq` is its latest and still
+    /// unacknowledged.
+    fn is_current(&self, dsn: u32, pi: usize, seq: u32) -> bool {
+        self.desc(dsn).is_some_and(|d| {
+            d.state == DescState::Unacked
+                && usize::from(d.path) == pi
+                && d.seq == seq
+                && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base)
+        })
+    }
+
     /// Runs the retransmission timers due at `now`.
     pub fn on_timer(&mut self, now: u64) {
         let c = self.cfg;
@@ -1987,9 +2035,16 @@ impl<
             p.on_probe_timer(now, c.pto_min_ns);
         }
         let mut floors = self.rto_floors();
+        let heard = self.acked_sent();
         for pi in 0..self.npaths() {
             let due = self.rto_deadline(pi, floors).is_some_and(|t| t <= now);
             if !due {
+                continue;
+            }
+            if c.silence_probes && self.silent_since_oldest(pi, heard) {
+                if let Some(p) = self.paths.get_mut(pi) {
+                    p.on_silence();
+                }
                 continue;
             }
             let Self { paths, flight, .. } = self;
@@ -2272,11 +2327,7 @@ impl<
     fn poll_tail_probe(&mut self, now: u64, buf: &mut [u8], pi: usize) -> Option<Transmit> {
         let (dsn, seq) = self.paths.get(pi)?.newest_in_flight(self.slots(pi)?)?;
         let d = *self.desc(dsn)?;
-        let current = d.state == DescState::Unacked
-            && usize::from(d.path) == pi
-            && d.seq == seq
-            && dsn.wrapping_sub(self.dsn_base) < self.dsn_next.wrapping_sub(self.dsn_base);
-        if !current || (buf.len() < MAX_HDR_LEN && self.is_atomic_desc(&d)) {
+        if !self.is_current(dsn, pi, seq) || (buf.len() < MAX_HDR_LEN && self.is_atomic_desc(&d)) {
             return None;
         }
         let t = self.transmit(now, buf, dsn, pi, true)?;
@@ -2801,7 +2852,12 @@ mod tests {
     /// Returns the retransmissions sent after the late ACKs and the RTOs
     /// found spurious, with `late_acks` on or off.
     fn spurious_rto(late_acks: bool) -> (u32, u64) {
-        let (mut a, mut b) = pair_with(|c| c.late_acks = late_acks);
+        // Every ACK held back is a silence (section 5.5.2): without its probes every path
+        // times out.
+        let (mut a, mut b) = pair_with(|c| {
+            c.late_acks = late_acks;
+            c.silence_probes = false;
+        });
         let m = write_at_0x1000(8 * u32::from(MSS));
         assert!(a.post(0, m).is_ok());
         let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
@@ -2905,6 +2961,158 @@ mod tests {
         );
         // Without them every packet in flight at the RTO is sent again.
         assert!(spurious_rto(false).0 >= 4);
+    }
+
+    /// Sends what `a`'s windows allow at `now`, handing each packet to `deliver` with its path;
+    /// returns the packets and how many of them were retransmissions.
+    fn send_all(a: &mut C, now: u64, mut deliver: impl FnMut(usize, &[u8])) -> (u32, u32) {
+        let mut buf = [0u8; DATA_HDR_LEN + MSS as usize];
+        let (mut sent, mut retx) = (0, 0);
+        while let Some(t) = a.poll_transmit(now, &mut buf) {
+            let len = t.hdr_len + t.payload.map_or(0, |d| usize::from(d.len));
+            deliver(usize::from(t.path), &buf[..len]);
+            sent += 1;
+            retx += u32::from(t.retx);
+        }
+        (sent, retx)
+    }
+
+    /// The ACKs `b` owes at `now`.
+    fn acks_of(b: &mut C, now: u64) -> std::vec::Vec<std::vec::Vec<u8>> {
+        let mut ack = [0u8; DATA_HDR_LEN + MSS as usize];
+        let mut acks = std::vec::Vec::new();
+        while let Some(t) = b.poll_transmit(now, &mut ack) {
+            acks.push(ack[..t.hdr_len].to_vec());
+        }
+        acks
+    }
+
+    fn path_sum(a: &C, f: impl Fn(&PathStats) -> u64) -> u64 {
+        (0..4).filter_map(|i| a.path_info(i)).map(|p| f(&p.2)).sum()
+    }
+
+    /// Section 5.5.2: every packet reached the receiver, its ACKs are only late. The paths'
+    /// timeouts find the connection silent: nothing is declared lost, at most one probe per
+    /// path leaves, and the late ACKs complete the message with no window collapsed.
+    #[test]
+    fn a_silent_connection_probes_instead_of_declaring_its_window_lost() {
+        let (mut a, mut b) = pair_with(|_| {});
+        assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
+        let cwnd: std::vec::Vec<u32> = (0..4).map(|i| a.paths[i].cc.cwnd()).collect();
+        let (sent, _) = send_all(&mut a, 0, |_, p| {
+            assert!(b.on_packet(1_000, p, false, 50_000, 0).is_ok());
+        });
+        assert!(sent >= 4, "{sent} packets");
+        let acks = acks_of(&mut b, 1_000);
+        assert!(!acks.is_empty());
+        let rto = a.next_deadline().expect("an RTO is armed");
+        a.on_timer(rto);
+        assert_eq!(path_sum(&a, |p| p.timeouts), 0);
+        let silences = path_sum(&a, |p| p.silences);
+        assert!(silences > 0);
+        assert_eq!(path_sum(&a, |p| p.rto_losses), 0);
+        // The probes (new data beyond the windows, else the newest packet again) reach b too.
+        let (probes, _) = send_all(&mut a, rto + 1, |_, p| {
+            assert!(b.on_packet(rto + 2, p, false, 50_000, 0).is_ok());
+        });
+        assert!(
+            u64::from(probes) <= silences,
+            "{probes} probes, {silences} silences"
+        );
+        for ack in acks.iter().chain(acks_of(&mut b, rto + 2).iter()) {
+            assert!(a.on_packet(rto + 3, ack, false, 50_000, 0).is_ok());
+        }
+        while send_all(&mut a, rto + 4, |_, p| {
+            assert!(b.on_packet(rto + 5, p, false, 50_000, 0).is_ok());
+        })
+        .0 > 0
+        {
+            for ack in acks_of(&mut b, rto + 5) {
+                assert!(a.on_packet(rto + 6, &ack, false, 50_000, 0).is_ok());
+            }
+        }
+        assert!(matches!(
+            a.poll_completion(),
+            Some(Completion::Send {
+                status: SendStatus::Ok,
+                ..
+            })
+        ));
+        assert!(a.stats.retransmits <= silences);
+        for (i, w) in cwnd.iter().enumerate() {
+            assert!(a.paths[i].cc.cwnd() >= *w, "path {i}'s window collapsed");
+        }
+    }
+
+    /// A peer that never answers: each path's silent timeouts back off, [`MAX_SILENCES`] of
+    /// them, then its timeouts are RTOs again and `max_retx` fails the connection (section
+    /// 5.5.2), its message with it.
+    #[test]
+    fn a_peer_silent_for_max_retx_timeouts_fails_the_connection() {
+        let (mut a, _b) = pair_with(|_| {});
+        assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
+        send_all(&mut a, 0, |_, _| {});
+        let mut last = 0;
+        for _ in 0..10_000 {
+            if a.state == ConnState::Failed {
+                break;
+            }
+            let t = a.next_deadline().expect("a timer is armed");
+            assert!(t >= last, "timers run backwards");
+            last = t;
+            a.on_timer(t);
+            send_all(&mut a, t, |_, _| {});
+        }
+        assert_eq!(a.state, ConnState::Failed);
+        assert!(path_sum(&a, |p| p.timeouts) > 0);
+        let most = (0..4)
+            .filter_map(|i| a.path_info(i))
+            .map(|p| p.2.silences)
+            .max();
+        assert_eq!(most, Some(u64::from(MAX_SILENCES)));
+        assert!(matches!(
+            a.poll_completion(),
+            Some(Completion::Send {
+                status: SendStatus::RetryExceeded,
+                ..
+            })
+        ));
+    }
+
+    /// The peer answers on the other paths for packets sent after path 0's: path 0's
+    /// timeout is an RTO, not a silence (section 5.5.2), and its packets are sent again.
+    #[test]
+    fn a_path_timing_out_while_the_others_are_heard_is_an_rto() {
+        let (mut a, mut b) = pair_with(|_| {});
+        assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
+        // Path 0's first packets are lost; the others reach b a little later.
+        let (sent, _) = send_all(&mut a, 0, |path, p| {
+            if path != 0 {
+                assert!(b.on_packet(1_000, p, false, 50_000, 0).is_ok());
+            }
+        });
+        assert!(sent >= 4);
+        assert!(a.paths[0].inflight_pkts() > 0);
+        // More data, sent later, on the other paths only, is acknowledged.
+        assert!(a.post(0, write_at_0x1000(4 * u32::from(MSS))).is_ok());
+        for ack in acks_of(&mut b, 2_000) {
+            assert!(a.on_packet(3_000, &ack, false, 50_000, 0).is_ok());
+        }
+        send_all(&mut a, 4_000, |path, p| {
+            if path != 0 {
+                assert!(b.on_packet(5_000, p, false, 50_000, 0).is_ok());
+            }
+        });
+        for ack in acks_of(&mut b, 6_000) {
+            assert!(a.on_packet(7_000, &ack, false, 50_000, 0).is_ok());
+        }
+        let t = a.next_deadline().expect("path 0's RTO is armed");
+        a.on_timer(t);
+        assert_eq!(a.paths[0].stats.timeouts, 1);
+        assert_eq!(a.paths[0].stats.silences, 0);
+        assert!(a.paths[0].stats.rto_losses > 0);
+        let (_, retx) = send_all(&mut a, t + 1, |_, _| {});
+        assert!(retx > 0);
     }
 
     /// The kernel's timer tick.
@@ -3081,10 +3289,16 @@ mod tests {
             .rtt
             .rto(c.rto_init_ns, c.rto_min_ns, c.rto_max_ns);
         assert!(own < slow / 2);
+        // Nothing sent since is acknowledged: the timeout finds the connection silent
+        // (section 5.5.2), a probe instead of an RTO; either way it fires only then.
+        let fired = |a: &C| {
+            let s = a.paths[1].stats;
+            s.timeouts + s.silences
+        };
         a.on_timer(now + own + 1);
-        assert_eq!(a.paths[1].stats.timeouts, 0);
+        assert_eq!(fired(&a), 0);
         a.on_timer(now + slow);
-        assert_eq!(a.paths[1].stats.timeouts, 1);
+        assert_eq!(fired(&a), 1);
         assert!(a.paths[1].new_route());
     }
 

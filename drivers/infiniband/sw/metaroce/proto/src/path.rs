@@ -250,6 +250,10 @@ pub struct PathStats {
     /// Tail-loss probes that sent the newest packet in flight again (no new
     /// data was waiting).
     pub tail_probes: u64,
+    /// RTOs that fired while the whole connection was silent (nothing sent after the path's
+    /// oldest transmission acknowledged on any path): the path probed instead of declaring its
+    /// transmissions lost (section 5.5.2).
+    pub silences: u64,
 }
 
 impl PathStats {
@@ -268,6 +272,7 @@ impl PathStats {
         acks: 0,
         bad_acks: 0,
         tail_probes: 0,
+        silences: 0,
     };
 }
 
@@ -295,6 +300,8 @@ pub struct TxPath<C = Aimd> {
     inflight_pkts: u32,
     backoff: u8,
     rto_in_row: u8,
+    /// Silent timeouts since the last acknowledgment ([`Self::on_silence`]).
+    silent_in_row: u8,
     last_ce: u32,
     last_send: u64,
     probe: Probe,
@@ -311,6 +318,8 @@ pub struct TxPath<C = Aimd> {
     /// The in-flight retransmission with the most earlier transmissions of
     /// its Dsn, if any: its RTO is backed off by those ([`Self::deadline`]).
     held: Option<u32>,
+    /// The latest send time of a transmission acknowledged on this path.
+    acked_sent: Option<u64>,
 }
 
 fn slot_index(seq: u32) -> usize {
@@ -334,6 +343,7 @@ impl<C: CongestionEngine> TxPath<C> {
             inflight_pkts: 0,
             backoff: 0,
             rto_in_row: 0,
+            silent_in_row: 0,
             last_ce: 0,
             last_send: 0,
             probe: Probe::Armed,
@@ -344,6 +354,7 @@ impl<C: CongestionEngine> TxPath<C> {
             late_cum: 0,
             undo_next: None,
             held: None,
+            acked_sent: None,
         }
     }
 
@@ -542,6 +553,7 @@ impl<C: CongestionEngine> TxPath<C> {
         let timed_out = slot.state == SlotState::TimedOut;
         slot.state = SlotState::Acked;
         let s = *slot;
+        self.acked_sent = self.acked_sent.max(Some(s.sent_at));
         self.lost_slots = self.lost_slots.saturating_sub(1);
         self.stats.late_acks = self.stats.late_acks.saturating_add(1);
         if timed_out && self.undo_next.is_some_and(|n| seq_diff(seq, n) < 0) {
@@ -549,6 +561,7 @@ impl<C: CongestionEngine> TxPath<C> {
             self.cc.undo_timeout();
             self.backoff = 0;
             self.rto_in_row = 0;
+            self.silent_in_row = 0;
             self.state = PathState::Active;
             self.stats.spurious_rtos = self.stats.spurious_rtos.saturating_add(1);
         }
@@ -643,6 +656,7 @@ impl<C: CongestionEngine> TxPath<C> {
         let Some(s) = self.resolve(w, seq, SlotState::Acked) else {
             return false;
         };
+        self.acked_sent = self.acked_sent.max(Some(s.sent_at));
         if self.undo_next.is_some_and(|n| seq_diff(seq, n) >= 0) {
             // Something sent after the last RTO arrived first: not spurious.
             self.undo_next = None;
@@ -695,6 +709,7 @@ impl<C: CongestionEngine> TxPath<C> {
             self.probe = Probe::Armed;
             self.backoff = 0;
             self.rto_in_row = 0;
+            self.silent_in_row = 0;
             self.state = PathState::Active;
         }
         let ce = seq_diff(ack.ce_count, self.last_ce) > 0;
@@ -826,6 +841,46 @@ impl<C: CongestionEngine> TxPath<C> {
         let oldest = after(s.sent_at, self.backoff);
         let held = self.held(w).map_or(0, |h| after(h.sent_at, h.tries));
         Some(oldest.max(held))
+    }
+
+    /// The latest send time of a transmission acknowledged on this path.
+    pub const fn acked_sent(&self) -> Option<u64> {
+        self.acked_sent
+    }
+
+    /// The transmissions in flight, oldest first, as `(Dsn, PathSeq)`.
+    pub fn in_flight<'a>(&self, w: &'a SlotWindow) -> impl Iterator<Item = (u32, u32)> + 'a {
+        let base = self.base;
+        (0..self.next.wrapping_sub(self.base).min(PATH_WINDOW)).filter_map(move |off| {
+            let seq = base.wrapping_add(off);
+            w.get(seq)
+                .filter(|s| s.state == SlotState::InFlight)
+                .map(|s| (s.dsn, seq))
+        })
+    }
+
+    /// Silent timeouts since the path's last acknowledgment.
+    pub const fn silent_in_row(&self) -> u8 {
+        self.silent_in_row
+    }
+
+    /// When the path's oldest transmission in flight was sent, if any is.
+    pub fn oldest_sent(&self, w: &SlotWindow) -> Option<u64> {
+        if self.inflight_pkts == 0 {
+            return None;
+        }
+        w.get(self.base).map(|s| s.sent_at)
+    }
+
+    /// The retransmission timer fired while the connection heard nothing newer than the path's
+    /// oldest transmission (section 5.5.2, **our choice**): nothing is declared lost and the
+    /// window stays; the timer backs off as after an RTO and one probe may leave beyond the
+    /// windows ([`Self::probe_due`]). Its acknowledgment shows the path's gaps, if any.
+    pub fn on_silence(&mut self) {
+        self.silent_in_row = self.silent_in_row.saturating_add(1);
+        self.backoff = self.backoff.saturating_add(1).min(MAX_BACKOFF);
+        self.probe = Probe::Due;
+        self.stats.silences = self.stats.silences.saturating_add(1);
     }
 
     /// The retransmission timer fired: every transmission in flight is
