@@ -122,7 +122,7 @@ for type in metaroce metaroce-native; do
   x tb-ra ip route replace 192.0.2.40/29 $nh_ab; x tb-rb ip route replace 192.0.2.0/29 $nh_ba
   for d in l1 l2 l3 l4; do echo "  $d a->b: $(x tb-ra tc -s qdisc show dev $d | grep -m1 -o 'Sent [0-9]* bytes [0-9]* pkt (dropped [0-9]*')"; done
   if [ $type = metaroce-native ]; then
-    echo "  h1: $(stats tb-h1 tb1 'native_data_sent|retransmits|native_sack_losses|native_timeouts|native_repaths|native_duplicates')"
+    echo "  h1: $(stats tb-h1 tb1 'native_data_sent|retransmits|native_sack_losses|native_timeouts|native_silences|native_repaths|native_duplicates')"
     mount -t debugfs none /sys/kernel/debug 2>/dev/null
     cat /sys/kernel/debug/metaroce_tb1/connections | sed 's/^/  /'
   fi
