@@ -211,7 +211,8 @@ def wire(counters):
         kind = "none"
     return {"wire": kind, "native_data": native_data, "native_acks": tot("native_acks_sent"),
             "retransmits": tot("retransmits"), "roce_pkts": roce, "sent_pkts": tot("sent_pkts"),
-            "timeouts": tot("native_timeouts"), "duplicates": tot("native_duplicates")}
+            "timeouts": tot("native_timeouts"), "silences": tot("native_silences"),
+            "duplicates": tot("native_duplicates")}
 
 
 CLOCK_TOLERANCE = 0.05
@@ -382,6 +383,8 @@ def figures(results):
             # Native RTOs at the senders and DATA the receivers got twice (a retransmission of
             # a packet that had arrived: what a spurious RTO or probe costs).
             f["timeouts"] = summarize([w.get("timeouts", 0) for w in ws if w])
+            # Timeouts that found the connection silent and probed (transport.rst 5.5.2).
+            f["silences"] = summarize([w.get("silences", 0) for w in ws if w])
             f["duplicates"] = summarize([w.get("duplicates", 0) for w in ws if w])
         figs.append(f)
     return figs
@@ -846,8 +849,8 @@ def write_md(path, meta, figs, cont, results):
     if not wf:
         L.append("No MetaRoCE RDMA run with counters to detail in this run.")
     else:
-        L.append("| pair | workload | runs native / RoCEv2 / both / none / not recorded | native DATA | retransmissions | native RTOs | native duplicates | RoCEv2 packets |")
-        L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        L.append("| pair | workload | runs native / RoCEv2 / both / none / not recorded | native DATA | retransmissions | native RTOs | native silences | native duplicates | RoCEv2 packets |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for f in sorted(wf, key=lambda f: (PAIR_ORDER.index(f["pair"]), f["kind"], f["op"], f["size"], f["qps"], f["loss"])):
             w = f["wire"]
             what = {"bw": f"ib_{f['op']}_bw {size_label(f['size'])}", "lat": f"ib_{f['op']}_lat {size_label(f['size'])}",
@@ -856,7 +859,8 @@ def write_md(path, meta, figs, cont, results):
                     "limited": f"ib_{f['op']}_bw {size_label(f['size'])}, {f['loss']:g} % loss, link-limited"}.get(f["kind"], f["kind"])
             L.append(f"| {PAIR_SHORT[f['pair']]} | {what} | {w['native']} / {w['RoCEv2']} / {w['mixed']} / {w['none']} / {w['unknown']} | "
                      f"{fmt(f.get('native_data'), digits=4)} | {fmt(f.get('retransmits'), digits=4)} | "
-                     f"{fmt(f.get('timeouts'), digits=4)} | {fmt(f.get('duplicates'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
+                     f"{fmt(f.get('timeouts'), digits=4)} | {fmt(f.get('silences'), digits=4)} | "
+                     f"{fmt(f.get('duplicates'), digits=4)} | {fmt(f.get('roce_pkts'), digits=4)} |")
     L.append("")
     L += vethlat_md(meta.get("vethlat", {}), cols)
     L += memory_md(meta.get("memory", {}), cols)
