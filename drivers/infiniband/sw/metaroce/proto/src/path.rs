@@ -837,8 +837,7 @@ impl<C: CongestionEngine> TxPath<C> {
         let after = |sent_at: u64, shift: u8| {
             sent_at.saturating_add((rto << shift.min(MAX_BACKOFF)).min(cap))
         };
-        let s = w.get(self.base)?;
-        let oldest = after(s.sent_at, self.backoff);
+        let oldest = after(self.oldest_sent(w)?, self.backoff);
         let held = self.held(w).map_or(0, |h| after(h.sent_at, h.tries));
         Some(oldest.max(held))
     }
