@@ -1987,6 +1987,14 @@ impl<
         }
     }
 
+    /// The reordering window of the silence test (section 5.5.2): a quarter of the
+    /// connection's minimum RTT, RACK's `reo_wnd`. An acknowledgment for a packet sent within
+    /// it after a path's oldest one, on the same batch or a path a little faster, says nothing
+    /// about that packet.
+    fn reo_wnd(&self) -> u64 {
+        self.min_rtt / 4
+    }
+
     /// The latest send time of a transmission acknowledged on any path.
     fn acked_sent(&self) -> Option<u64> {
         self.paths
@@ -1996,18 +2004,19 @@ impl<
             .max()
     }
 
-    /// Whether path `pi`'s timeout is a silence (section 5.5.2): nothing sent after its oldest
-    /// transmission in flight was acknowledged on any path, `heard` being
-    /// [`Self::acked_sent`]; fewer than [`MAX_SILENCES`] silences since its last
-    /// acknowledgment; and a transmission in flight there still wanted (an abandoned stream's
-    /// are not: an RTO lets them go).
+    /// Whether path `pi`'s timeout is a silence (section 5.5.2): nothing sent more than the
+    /// reordering window ([`Self::reo_wnd`]) after its oldest transmission in flight was
+    /// acknowledged on any path, `heard` being [`Self::acked_sent`]; fewer than
+    /// [`MAX_SILENCES`] silences since its last acknowledgment; and a transmission in flight
+    /// there still wanted (an abandoned stream's are not: an RTO lets them go).
     fn silent_since_oldest(&self, pi: usize, heard: Option<u64>) -> bool {
         let (Some(p), Some(w)) = (self.paths.get(pi), self.slots(pi)) else {
             return false;
         };
+        let reo = self.reo_wnd();
         let silent = p
             .oldest_sent(w)
-            .is_some_and(|t| heard.is_none_or(|h| h < t));
+            .is_some_and(|t| heard.is_none_or(|h| h <= t.saturating_add(reo)));
         silent
             && p.silent_in_row() < MAX_SILENCES
             && p.in_flight(w)
@@ -3113,6 +3122,32 @@ mod tests {
         assert!(a.paths[0].stats.rto_losses > 0);
         let (_, retx) = send_all(&mut a, t + 1, |_, _| {});
         assert!(retx > 0);
+    }
+
+    /// One batch leaves at one send time (the kernel stamps a batch with one `now`). The
+    /// other paths' packets of that batch are acknowledged, path 0's are not: those ACKs were
+    /// sent within the reordering window of path 0's oldest packet, so they say nothing about
+    /// it and path 0's timeout is a silence, not an RTO (section 5.5.2).
+    #[test]
+    fn acks_within_the_reordering_window_leave_a_timeout_silent() {
+        let (mut a, mut b) = pair_with(|_| {});
+        assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
+        let (sent, _) = send_all(&mut a, 0, |path, p| {
+            if path != 0 {
+                assert!(b.on_packet(1_000, p, false, 50_000, 0).is_ok());
+            }
+        });
+        assert!(sent >= 4);
+        assert!(a.paths[0].inflight_pkts() > 0);
+        for ack in acks_of(&mut b, 1_000) {
+            assert!(a.on_packet(1_000, &ack, false, 50_000, 0).is_ok());
+        }
+        assert!(a.acked_sent().is_some(), "the other paths were heard");
+        let t = a.next_deadline().expect("path 0's RTO is armed");
+        a.on_timer(t);
+        assert_eq!(a.paths[0].stats.timeouts, 0);
+        assert_eq!(a.paths[0].stats.silences, 1);
+        assert_eq!(a.paths[0].stats.rto_losses, 0);
     }
 
     /// The kernel's timer tick.
