@@ -291,20 +291,17 @@ pub(crate) fn pull_orphans(
         return 0;
     }
     let mut marked: [Option<Arc<Peer>>; BATCH] = [const { None }; BATCH];
-    let mut more = false;
-    {
+    let mut more = {
         let t = dev.peers.lock();
-        let mut n = 0;
-        for p in t.iter().filter(|p| p.orphan.load(Ordering::Acquire)) {
-            if n == BATCH {
-                more = true;
-                break;
-            }
+        let mut orphans = t.iter().filter(|p| p.orphan.load(Ordering::Acquire));
+        // `zip` asks `marked` for a slot before `orphans` for a connection: once every slot
+        // is filled, the next marked connection is still in `orphans`, to tell there are more.
+        for (slot, p) in marked.iter_mut().zip(orphans.by_ref()) {
             p.orphan.store(false, Ordering::Release);
-            marked[n] = Some(p.clone());
-            n += 1;
+            *slot = Some(p.clone());
         }
-    }
+        orphans.next().is_some()
+    };
     let mut got = 0;
     for p in marked.iter().flatten() {
         if got < out.len() {
