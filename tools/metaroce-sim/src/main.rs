@@ -7,7 +7,8 @@
 //!              [--burst MEAN:LEN] [--reorder P] [--ecn N] [--buf N]
 //!              [--fail-plane J@US] [--senders M] [--bytes N] [--msg N]
 //!              [--paths N] [--ecmp mod|hash] [--ack-loss P] [--no-hint]
-//!              [--rx-stall PERIOD_US:LEN_US] [--kernel] [--loss-both P]
+//!              [--rx-stall PERIOD_US:LEN_US] [--ack-hold MIN_US:MAX_US] [--kernel]
+//!              [--loss-both P]
 //!              [--tick-ms T] [--rto-min-ms T] [--no-silence]
 //! ```
 //!
@@ -163,6 +164,16 @@ fn parse_args(args: &[String]) -> Result<Scenario, String> {
                     return Err("--rx-stall: 0 < LEN < PERIOD".into());
                 }
                 sc.rx_stall = Some((p, l));
+            }
+            "--ack-hold" => {
+                let (lo, hi) = val
+                    .split_once(':')
+                    .ok_or("--ack-hold takes MIN_US:MAX_US")?;
+                let (lo, hi) = (num(lo)? as u64 * 1000, num(hi)? as u64 * 1000);
+                if lo > hi {
+                    return Err("--ack-hold: MIN <= MAX".into());
+                }
+                sc.ack_hold = Some((lo, hi));
             }
             _ => return Err(format!("unknown option {flag}")),
         }
