@@ -3088,13 +3088,11 @@ mod tests {
         ));
     }
 
-    /// The peer answers on the other paths for packets sent after path 0's: path 0's
-    /// timeout is an RTO, not a silence (section 5.5.2), and its packets are sent again.
-    #[test]
-    fn a_path_timing_out_while_the_others_are_heard_is_an_rto() {
+    /// A pair where `a` sent 8 packets' worth of WRITE in one batch at time 0: path 0's were
+    /// lost, the other paths' reached `b` at 1 us (their ACKs not yet taken).
+    fn path_0_lost() -> (C, C) {
         let (mut a, mut b) = pair_with(|_| {});
         assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
-        // Path 0's first packets are lost; the others reach b a little later.
         let (sent, _) = send_all(&mut a, 0, |path, p| {
             if path != 0 {
                 assert!(b.on_packet(1_000, p, false, 50_000, 0).is_ok());
@@ -3102,6 +3100,14 @@ mod tests {
         });
         assert!(sent >= 4);
         assert!(a.paths[0].inflight_pkts() > 0);
+        (a, b)
+    }
+
+    /// The peer answers on the other paths for packets sent after path 0's: path 0's
+    /// timeout is an RTO, not a silence (section 5.5.2), and its packets are sent again.
+    #[test]
+    fn a_path_timing_out_while_the_others_are_heard_is_an_rto() {
+        let (mut a, mut b) = path_0_lost();
         // More data, sent later, on the other paths only, is acknowledged.
         assert!(a.post(0, write_at_0x1000(4 * u32::from(MSS))).is_ok());
         for ack in acks_of(&mut b, 2_000) {
@@ -3130,15 +3136,7 @@ mod tests {
     /// it and path 0's timeout is a silence, not an RTO (section 5.5.2).
     #[test]
     fn acks_within_the_reordering_window_leave_a_timeout_silent() {
-        let (mut a, mut b) = pair_with(|_| {});
-        assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
-        let (sent, _) = send_all(&mut a, 0, |path, p| {
-            if path != 0 {
-                assert!(b.on_packet(1_000, p, false, 50_000, 0).is_ok());
-            }
-        });
-        assert!(sent >= 4);
-        assert!(a.paths[0].inflight_pkts() > 0);
+        let (mut a, mut b) = path_0_lost();
         for ack in acks_of(&mut b, 1_000) {
             assert!(a.on_packet(1_000, &ack, false, 50_000, 0).is_ok());
         }
