@@ -73,6 +73,14 @@ kernel::prelude::module! {
                 (Documentation/metaroce/transport.rst 5.5.2); 0: every RTO declares them lost; \
                 read when a connection is created",
         },
+        native_ack_train_us: u32 {
+            default: 5000,
+            description: "Microseconds a native path's RTO that falls just after the \
+                connection's newest ACK arrived waits for the rest of that ACK train, at most \
+                this long past the RTO (Documentation/metaroce/transport.rst 5.5.2); default \
+                5000 (one timer tick); 0: no wait; at most 100000; read when a connection is \
+                created",
+        },
         native_pace_burst_us: u32 {
             default: 5000,
             description: "Pacer credit of native connections in microseconds \

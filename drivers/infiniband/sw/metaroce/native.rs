@@ -234,6 +234,11 @@ fn new_peer(
         u64::from(crate::module_parameters::native_delay_target_us.value()) * 1000;
     cfg.late_acks = crate::module_parameters::native_late_acks.value() != 0;
     cfg.silence_probes = crate::module_parameters::native_silence_probes.value() != 0;
+    cfg.ack_train_ns = u64::from(
+        crate::module_parameters::native_ack_train_us
+            .value()
+            .min(100_000),
+    ) * 1000;
     cfg.pto_min_ns = tick;
     // The pacer is polled on ACKs, doorbells and the timer tick: with no credit a sender
     // polled late (after its gap ended) sends one packet per poll, one per ACK. A tick of

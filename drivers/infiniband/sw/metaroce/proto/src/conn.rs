@@ -193,6 +193,13 @@ pub struct ConnConfig {
     /// and backs off instead of declaring its window lost; off only to measure what they
     /// change.
     pub silence_probes: bool,
+    /// ACK-train wait (section 5.5.2, **our choice**; 0, the default: none): a path's RTO
+    /// deadline that falls less than this after the arrival of the connection's newest
+    /// acknowledgment (on any path) waits until this long after that arrival, and never more
+    /// than this long past the deadline. A receiver that sends the ACKs of all paths in one
+    /// run of its transmitter may have them reach the sender spread over a few ms; an RTO
+    /// judged in the middle of such a train finds the path unheard while another was heard.
+    pub ack_train_ns: u64,
 }
 
 impl ConnConfig {
@@ -221,6 +228,7 @@ impl ConnConfig {
             path_run: 1,
             flight_idle_ns: 100_000_000,
             silence_probes: true,
+            ack_train_ns: 0,
         }
     }
 }
@@ -1935,7 +1943,23 @@ impl<
         let c = &self.cfg;
         let p = self.paths.get(pi)?;
         let min = if p.new_route() { floor } else { c.rto_min_ns };
-        p.deadline(self.slots(pi)?, c.rto_init_ns, min.max(drain), c.rto_max_ns)
+        let d = p.deadline(self.slots(pi)?, c.rto_init_ns, min.max(drain), c.rto_max_ns)?;
+        let train = c.ack_train_ns;
+        Some(match self.heard_at() {
+            Some(at) if train != 0 => d.max(at.saturating_add(train).min(d.saturating_add(train))),
+            _ => d,
+        })
+    }
+
+    /// When the connection's newest acknowledged transmission was acknowledged (section
+    /// 5.5.2, the ACK-train wait), if any was.
+    fn heard_at(&self) -> Option<u64> {
+        self.paths
+            .iter()
+            .take(self.npaths())
+            .filter_map(|p| p.acked_sent().map(|s| (s, p.acked_at())))
+            .max()
+            .map(|(_, at)| at)
     }
 
     /// How long the bytes in flight take to drain at the paced rate, plus
@@ -3146,6 +3170,69 @@ mod tests {
         assert_eq!(a.paths[0].stats.timeouts, 0);
         assert_eq!(a.paths[0].stats.silences, 1);
         assert_eq!(a.paths[0].stats.rto_losses, 0);
+    }
+
+    /// The ACK-train wait (section 5.5.2): path 0's RTO falls just after other paths' ACKs
+    /// for packets sent well after path 0's oldest arrived (so it is not a silence). With
+    /// `ack_train_ns` the deadline waits until that long after their arrival (no longer than
+    /// that past the RTO), so path 0's own ACKs, late members of the same train, arriving in
+    /// between find nothing declared lost; without it the same timeline declares them lost.
+    #[test]
+    fn an_rto_waits_out_the_ack_train_it_falls_in() {
+        const TRAIN: u64 = 5_000_000;
+        let split =
+            |acks: std::vec::Vec<std::vec::Vec<u8>>| -> (std::vec::Vec<_>, std::vec::Vec<_>) {
+                acks.into_iter().partition(|a| a[2] == 0)
+            };
+        for train in [0, TRAIN] {
+            let (mut a, mut b) = pair_with(|c| c.ack_train_ns = train);
+            assert!(a.post(0, write_at_0x1000(8 * u32::from(MSS))).is_ok());
+            send_all(&mut a, 0, |_, p| {
+                assert!(b.on_packet(1_000, p, false, 50_000, 0).is_ok());
+            });
+            let (mut held, others) = split(acks_of(&mut b, 1_000));
+            assert!(!held.is_empty() && !others.is_empty());
+            for ack in &others {
+                assert!(a.on_packet(1_000, ack, false, 50_000, 0).is_ok());
+            }
+            assert!(a.paths[0].inflight_pkts() > 0);
+            // More data, sent later; the other paths' ACKs for it come just before path 0's RTO.
+            assert!(a.post(0, write_at_0x1000(4 * u32::from(MSS))).is_ok());
+            send_all(&mut a, 10_000, |_, p| {
+                assert!(b.on_packet(11_000, p, false, 50_000, 0).is_ok());
+            });
+            let (held2, others) = split(acks_of(&mut b, 11_000));
+            held.extend(held2);
+            let mut plain = a.cfg;
+            plain.ack_train_ns = 0;
+            let kept = core::mem::replace(&mut a.cfg, plain);
+            let rto = a
+                .rto_deadline(0, a.rto_floors())
+                .expect("path 0's RTO is armed");
+            a.cfg = kept;
+            for ack in &others {
+                assert!(a.on_packet(rto - 1_000, ack, false, 50_000, 0).is_ok());
+            }
+            let t = a
+                .rto_deadline(0, a.rto_floors())
+                .expect("path 0's RTO is armed");
+            assert_eq!(t, if train == 0 { rto } else { rto - 1_000 + TRAIN });
+            a.on_timer(rto);
+            for ack in &held {
+                assert!(a.on_packet(rto + 1_000_000, ack, false, 50_000, 0).is_ok());
+            }
+            a.on_timer(t.max(rto + 1_000_000));
+            let rto_losses = a.paths[0].stats.rto_losses;
+            if train == 0 {
+                assert!(
+                    rto_losses > 0,
+                    "without the wait path 0's packets are declared lost"
+                );
+            } else {
+                assert_eq!(rto_losses, 0);
+                assert_eq!(a.paths[0].inflight_pkts(), 0, "path 0's ACKs settled it");
+            }
+        }
     }
 
     /// The kernel's timer tick.

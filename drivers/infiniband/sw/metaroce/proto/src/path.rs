@@ -320,6 +320,8 @@ pub struct TxPath<C = Aimd> {
     held: Option<u32>,
     /// The latest send time of a transmission acknowledged on this path.
     acked_sent: Option<u64>,
+    /// When the ACK that last raised `acked_sent` arrived.
+    acked_at: u64,
 }
 
 fn slot_index(seq: u32) -> usize {
@@ -355,6 +357,7 @@ impl<C: CongestionEngine> TxPath<C> {
             undo_next: None,
             held: None,
             acked_sent: None,
+            acked_at: 0,
         }
     }
 
@@ -729,6 +732,22 @@ impl<C: CongestionEngine> TxPath<C> {
         now: u64,
         ev: &mut impl FnMut(PathEvent),
     ) -> bool {
+        let heard = self.acked_sent;
+        let any = self.ack_slots_inner(w, ack, now, ev);
+        if self.acked_sent != heard {
+            self.acked_at = now;
+        }
+        any
+    }
+
+    /// [`Self::ack_slots`] but for when the newest acknowledged transmission was heard.
+    fn ack_slots_inner(
+        &mut self,
+        w: &mut SlotWindow,
+        ack: &AckPkt,
+        now: u64,
+        ev: &mut impl FnMut(PathEvent),
+    ) -> bool {
         // RTT from the triggering transmission. Its own PathSeq names it, so
         // the sample is exact (no Karn rule) also for a transmission already
         // declared lost: an ACK slower than the RTO must raise the RTO, or a
@@ -845,6 +864,11 @@ impl<C: CongestionEngine> TxPath<C> {
     /// The latest send time of a transmission acknowledged on this path.
     pub const fn acked_sent(&self) -> Option<u64> {
         self.acked_sent
+    }
+
+    /// When the acknowledgment of [`Self::acked_sent`]'s transmission arrived.
+    pub const fn acked_at(&self) -> u64 {
+        self.acked_at
     }
 
     /// The transmissions in flight, oldest first, as `(Dsn, PathSeq)`.
