@@ -1931,21 +1931,30 @@ impl<
             .fold(c.rto_min_ns, u64::max)
     }
 
-    /// [`Self::new_route_rto_floor`] and [`Self::share_drain_ns`], taken
-    /// once for every path's [`Self::rto_deadline`] (both scan the paths).
-    fn rto_floors(&self) -> (u64, u64) {
-        (self.new_route_rto_floor(), self.share_drain_ns())
+    /// [`Self::new_route_rto_floor`], [`Self::share_drain_ns`] and [`Self::heard_at`], taken
+    /// once for every path's [`Self::rto_deadline`] (each scans the paths).
+    fn rto_floors(&self) -> (u64, u64, Option<u64>) {
+        (
+            self.new_route_rto_floor(),
+            self.share_drain_ns(),
+            self.heard_at(),
+        )
     }
 
     /// Path `pi`'s RTO deadline, with `floors` from [`Self::rto_floors`]: the
-    /// new-route floor if it is on a new route, and the paced drain time.
-    fn rto_deadline(&self, pi: usize, (floor, drain): (u64, u64)) -> Option<u64> {
+    /// new-route floor if it is on a new route, the paced drain time, and the ACK-train
+    /// wait after [`Self::heard_at`].
+    fn rto_deadline(
+        &self,
+        pi: usize,
+        (floor, drain, heard): (u64, u64, Option<u64>),
+    ) -> Option<u64> {
         let c = &self.cfg;
         let p = self.paths.get(pi)?;
         let min = if p.new_route() { floor } else { c.rto_min_ns };
         let d = p.deadline(self.slots(pi)?, c.rto_init_ns, min.max(drain), c.rto_max_ns)?;
         let train = c.ack_train_ns;
-        Some(match self.heard_at() {
+        Some(match heard {
             Some(at) if train != 0 => d.max(at.saturating_add(train).min(d.saturating_add(train))),
             _ => d,
         })

@@ -700,6 +700,7 @@ impl<C: CongestionEngine> TxPath<C> {
             return None;
         }
         self.stats.acks = self.stats.acks.saturating_add(1);
+        let heard = self.acked_sent;
         let any = match w {
             Some(w) => self.ack_slots(w, ack, now, &mut ev),
             None => {
@@ -707,6 +708,9 @@ impl<C: CongestionEngine> TxPath<C> {
                 false
             }
         };
+        if self.acked_sent != heard {
+            self.acked_at = now;
+        }
         // An RNR ACK acknowledges nothing new but proves the receiver alive and the path good.
         if any || ack.rnr {
             self.probe = Probe::Armed;
@@ -726,22 +730,6 @@ impl<C: CongestionEngine> TxPath<C> {
     /// [`Self::on_ack`]'s work on the slots: the RTT sample, late proofs, the cumulative and
     /// selective acknowledgments and the gaps. Returns whether anything was acknowledged.
     fn ack_slots(
-        &mut self,
-        w: &mut SlotWindow,
-        ack: &AckPkt,
-        now: u64,
-        ev: &mut impl FnMut(PathEvent),
-    ) -> bool {
-        let heard = self.acked_sent;
-        let any = self.ack_slots_inner(w, ack, now, ev);
-        if self.acked_sent != heard {
-            self.acked_at = now;
-        }
-        any
-    }
-
-    /// [`Self::ack_slots`] but for when the newest acknowledged transmission was heard.
-    fn ack_slots_inner(
         &mut self,
         w: &mut SlotWindow,
         ack: &AckPkt,
